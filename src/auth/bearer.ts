@@ -1,0 +1,72 @@
+import { OAuthError, OAuthErrorCode, type AuthInfo, type OAuthTokenVerifier } from '@modelcontextprotocol/server';
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import type { OidcClient } from './oidc-client.js';
+import { principalFromVerifiedClaims, type Principal } from './principal.js';
+
+/** The identity provider could not be reached to check a token (not the caller's fault). */
+export class IdentityProviderUnavailable extends Error {
+  override name = 'IdentityProviderUnavailable';
+}
+
+/**
+ * Verifies MCP access tokens: JWTs signed by a key in the IdP's JWKS, issued by exactly that IdP,
+ * for this resource, unexpired. The principal is (`iss`, `sub`) of the verified token.
+ */
+export class AccessTokenVerifier implements OAuthTokenVerifier {
+  #jwks: ReturnType<typeof createRemoteJWKSet> | undefined;
+
+  constructor(
+    private readonly idp: OidcClient,
+    private readonly audience: string,
+  ) {}
+
+  async #keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
+    if (this.#jwks) return this.#jwks;
+    let uri: URL;
+    try {
+      uri = await this.idp.jwksUri();
+    } catch (err) {
+      throw new IdentityProviderUnavailable(err instanceof Error ? err.message : String(err));
+    }
+    this.#jwks = createRemoteJWKSet(uri, { timeoutDuration: 5000, cooldownDuration: 30_000, cacheMaxAge: 600_000 });
+    return this.#jwks;
+  }
+
+  async verifyAccessToken(token: string): Promise<AuthInfo> {
+    const keys = await this.#keys();
+    const issuer = await this.idp.issuer();
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, keys, { issuer, audience: this.audience, requiredClaims: ['sub', 'exp'], clockTolerance: 5 }));
+    } catch (err) {
+      if (err instanceof joseErrors.JWKSTimeout || (err instanceof Error && !(err instanceof joseErrors.JOSEError))) {
+        throw new IdentityProviderUnavailable(err.message);
+      }
+      throw new OAuthError(OAuthErrorCode.InvalidToken, describe(err));
+    }
+    const principal = principalFromVerifiedClaims(issuer, payload.sub!, nameFrom(payload));
+    const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
+    const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
+    return { token, clientId, scopes, expiresAt: payload.exp!, resource: new URL(this.audience), extra: { principal } };
+  }
+}
+
+function nameFrom(payload: JWTPayload): string | undefined {
+  for (const key of ['preferred_username', 'name', 'email']) {
+    const v = payload[key];
+    if (typeof v === 'string' && v) return v;
+  }
+  return undefined;
+}
+
+function describe(err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return 'The access token has expired';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) return `The access token's ${err.claim} claim is not valid for this resource`;
+  return 'The access token is not valid';
+}
+
+/** The principal the bearer middleware attached; absent only if the route was not protected. */
+export function principalFromAuthInfo(authInfo: AuthInfo | undefined): Principal | undefined {
+  const p = authInfo?.extra?.principal as Principal | undefined;
+  return p && typeof p.issuer === 'string' && typeof p.subject === 'string' ? p : undefined;
+}

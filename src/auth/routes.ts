@@ -1,0 +1,125 @@
+import { Router, type Request, type Response } from 'express';
+import * as oidc from 'openid-client';
+import { randomHandle, sha256Hex } from '../crypto/index.js';
+import { BrokerError } from '../http/errors.js';
+import { renderMessage, type PageContext } from '../http/render.js';
+import { safeReturnPath } from '../http/return-to.js';
+import type { Logger } from '../log.js';
+import type { Store } from '../store/index.js';
+import type { OidcClient } from './oidc-client.js';
+import { principalFromVerifiedClaims } from './principal.js';
+import type { Sessions } from './sessions.js';
+
+const LOGIN_TTL_MS = 10 * 60 * 1000;
+
+export interface AuthRouteDeps {
+  publicUrl: URL;
+  store: Store;
+  sessions: Sessions;
+  idp: OidcClient;
+  page: PageContext;
+  log: Logger;
+  requireCsrf: (req: Request, res: Response) => void;
+}
+
+/** Browser sign-in at the operator's IdP: authorization code + PKCE + nonce through openid-client. */
+export function authRoutes(deps: AuthRouteDeps): Router {
+  const { publicUrl, store, sessions, idp, page, log } = deps;
+  const redirectUri = new URL('/auth/callback', publicUrl).href;
+  const router = Router();
+
+  async function startSignIn(res: Response, returnTo: string, forceLogin: boolean): Promise<void> {
+    const config = await idp.configuration().catch((err: unknown) => {
+      throw new BrokerError(503, 'idp_unavailable', 'The sign-in service cannot be reached right now. Please try again in a moment.', {
+        heading: 'Sign-in is unavailable',
+        detail: err instanceof Error ? err.message : String(err),
+      });
+    });
+    const session = sessions.ensure(res);
+    const state = randomHandle();
+    const nonce = randomHandle();
+    const codeVerifier = oidc.randomPKCECodeVerifier();
+    store.loginTransactions.put({
+      state_hash: sha256Hex(state),
+      session_hash: session.idHash,
+      code_verifier: codeVerifier,
+      nonce,
+      return_to: returnTo,
+      expires_at: Date.now() + LOGIN_TTL_MS,
+    });
+    const url = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: redirectUri,
+      scope: 'openid profile',
+      state,
+      nonce,
+      code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+      code_challenge_method: 'S256',
+      ...(forceLogin ? { prompt: 'login' } : {}),
+    });
+    res.redirect(303, url.href);
+  }
+
+  router.get('/auth/login', async (req, res) => {
+    await startSignIn(res, safeReturnPath(req.query.returnTo, publicUrl), false);
+  });
+
+  // "Sign in as a different user": drop our session and make the IdP ask again.
+  router.post('/auth/switch', async (req, res) => {
+    deps.requireCsrf(req, res);
+    const returnTo = safeReturnPath(req.body?.returnTo, publicUrl);
+    sessions.signOut(res);
+    await startSignIn(res, returnTo, true);
+  });
+
+  router.get('/auth/callback', async (req, res) => {
+    const state = typeof req.query.state === 'string' ? req.query.state : undefined;
+    const tx = state ? store.loginTransactions.take(sha256Hex(state)) : undefined;
+    const session = res.locals.session;
+    if (!tx || !state || tx.expires_at < Date.now() || !session || session.idHash !== tx.session_hash) {
+      throw new BrokerError(400, 'invalid_sign_in', 'This sign-in link is not valid any more. Please start again from the page you were on.', {
+        heading: 'Sign-in could not be completed',
+        action: { href: '/connections', label: 'Go to connected accounts' },
+      });
+    }
+    if (typeof req.query.error === 'string') {
+      const cancelled = req.query.error === 'access_denied';
+      log.info('sign_in_refused', { error: req.query.error });
+      return renderMessage(res, page, cancelled ? 400 : 502, cancelled ? 'Sign-in cancelled' : 'Sign-in failed', cancelled ? 'You cancelled signing in, so nothing happened.' : 'The sign-in service reported a problem. Please try again.', {
+        action: { href: `/auth/login?returnTo=${encodeURIComponent(tx.return_to)}`, label: 'Sign in again' },
+      });
+    }
+    const config = await idp.configuration();
+    let claims: oidc.IDToken | undefined;
+    try {
+      const tokens = await oidc.authorizationCodeGrant(config, new URL(req.originalUrl, publicUrl), {
+        expectedState: state,
+        expectedNonce: tx.nonce,
+        pkceCodeVerifier: tx.code_verifier,
+        idTokenExpected: true,
+      });
+      claims = tokens.claims();
+    } catch (err) {
+      throw new BrokerError(502, 'sign_in_failed', 'The sign-in could not be verified. Please try again.', {
+        heading: 'Sign-in failed',
+        detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+        action: { href: `/auth/login?returnTo=${encodeURIComponent(tx.return_to)}`, label: 'Sign in again' },
+      });
+    }
+    if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
+    const name = [claims.preferred_username, claims.name, claims.email].find((v): v is string => typeof v === 'string' && v.length > 0);
+    const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
+    sessions.signIn(res, principal);
+    log.info('signed_in');
+    res.redirect(303, safeReturnPath(tx.return_to, publicUrl));
+  });
+
+  router.post('/auth/logout', (req, res) => {
+    deps.requireCsrf(req, res);
+    sessions.signOut(res);
+    renderMessage(res, page, 200, 'Signed out', 'You are signed out of this service. Your connected accounts stay connected.', {
+      action: { href: '/connections', label: 'Sign in again' },
+    });
+  });
+
+  return router;
+}

@@ -1,0 +1,89 @@
+import type { NextFunction, Request, Response } from 'express';
+import { deriveKey, mac, randomHandle, sha256Hex, verifyMac } from '../crypto/index.js';
+import { clearCookie, cookieName, readCookie, setCookie, type CookieSettings } from '../http/cookies.js';
+import type { Store } from '../store/index.js';
+import { principalFromVerifiedClaims, type Principal } from './principal.js';
+
+const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+/** What a page handler knows about the browser in front of it. */
+export interface BrowserSession {
+  /** SHA-256 of the cookie value: the only form in which the id is stored or compared. */
+  idHash: string;
+  principal?: Principal;
+}
+
+declare module 'express-serve-static-core' {
+  interface Locals {
+    session?: BrowserSession;
+  }
+}
+
+/**
+ * Server-side sessions in SQLite. The cookie is a random 256-bit id (HttpOnly, SameSite=Lax,
+ * `__Host-`/Secure on https); its id is replaced at sign-in so a planted cookie never gains a user.
+ */
+export class Sessions {
+  readonly cookie: string;
+  readonly #csrfKey: Buffer;
+
+  constructor(
+    private readonly store: Store,
+    private readonly settings: CookieSettings,
+    brokerSecret: Buffer,
+  ) {
+    this.cookie = cookieName('broker_session', settings);
+    this.#csrfKey = deriveKey(brokerSecret, 'csrf');
+  }
+
+  /** Middleware: attaches the current session (if any) to `res.locals.session`. */
+  load = (req: Request, res: Response, next: NextFunction): void => {
+    const id = readCookie(req, this.cookie);
+    if (id) {
+      const idHash = sha256Hex(id);
+      const row = this.store.sessions.find(idHash);
+      if (row) {
+        res.locals.session = {
+          idHash,
+          ...(row.issuer && row.subject ? { principal: principalFromVerifiedClaims(row.issuer, row.subject, row.display_name ?? undefined) } : {}),
+        };
+      }
+    }
+    next();
+  };
+
+  /** Returns the current session, creating an anonymous one (for a sign-in to attach to). */
+  ensure(res: Response): BrowserSession {
+    if (res.locals.session) return res.locals.session;
+    const id = randomHandle();
+    const session = { idHash: sha256Hex(id) };
+    this.store.sessions.create(session.idHash, Date.now() + SESSION_TTL_MS);
+    setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
+    res.locals.session = session;
+    return session;
+  }
+
+  /** Starts a signed-in session under a brand-new id, discarding the old one. */
+  signIn(res: Response, principal: Principal): void {
+    const id = randomHandle();
+    const idHash = sha256Hex(id);
+    this.store.sessions.rotateSignedIn(res.locals.session?.idHash, idHash, principal, Date.now() + SESSION_TTL_MS);
+    setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
+    res.locals.session = { idHash, principal };
+  }
+
+  signOut(res: Response): void {
+    if (res.locals.session) this.store.sessions.delete(res.locals.session.idHash);
+    clearCookie(res, this.cookie, this.settings);
+    delete res.locals.session;
+  }
+
+  /** A CSRF token bound to this session (HMAC of its id hash under a CSRF-only key). */
+  csrfToken(session: BrowserSession): string {
+    return mac(this.#csrfKey, session.idHash);
+  }
+
+  verifyCsrf(session: BrowserSession | undefined, token: unknown): boolean {
+    return !!session && typeof token === 'string' && token.length > 0 && verifyMac(this.#csrfKey, token, session.idHash);
+  }
+}

@@ -1,0 +1,77 @@
+import type { Config } from './config/env.js';
+import { AccessTokenVerifier } from './auth/bearer.js';
+import { OidcClient } from './auth/oidc-client.js';
+import { Sessions } from './auth/sessions.js';
+import { CompletionWatcher } from './connect/completion-watcher.js';
+import { ConnectionService } from './connect/connections.js';
+import { ConnectLinks } from './connect/links.js';
+import { Sealer } from './crypto/index.js';
+import { createApp } from './http/app.js';
+import type { Logger } from './log.js';
+import { createToolStateCodec } from './mcp/request-state.js';
+import { createMcpEndpointHandler } from './mcp/server.js';
+import { GitHubProvider } from './providers/github/github-provider.js';
+import type { Provider } from './providers/provider.js';
+import { openStore, type Store } from './store/index.js';
+import type { Express } from 'express';
+
+export interface Broker {
+  app: Express;
+  store: Store;
+  watcher: CompletionWatcher;
+  close(): Promise<void>;
+}
+
+/** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
+export function createBroker(config: Config, log: Logger): Broker {
+  const store = openStore(config.databasePath);
+  const sealer = new Sealer([config.tokenEncryptionKey]);
+  const github = new GitHubProvider({
+    clientId: config.github.clientId,
+    clientSecret: config.github.clientSecret,
+    webUrl: config.github.webUrl,
+    apiUrl: config.github.apiUrl,
+  });
+  const providers: ReadonlyMap<string, Provider> = new Map([[github.id, github]]);
+  const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
+  const verifier = new AccessTokenVerifier(idp, config.audience);
+  const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
+  const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds);
+  const connections = new ConnectionService(store, sealer, log);
+  const watcher = new CompletionWatcher(store);
+  const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
+  const mcpHandler = createMcpEndpointHandler({
+    publicUrl: config.publicUrl,
+    repeatHoldMs: config.repeatHoldMs,
+    store,
+    links,
+    connections,
+    watcher,
+    codec,
+    log,
+    github,
+    providers,
+  });
+  const app = createApp({ config, store, sessions, idp, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl });
+
+  const pruneTimer = setInterval(() => {
+    try {
+      store.pending.prune();
+    } catch (err) {
+      log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) });
+    }
+  }, 60_000);
+  pruneTimer.unref();
+
+  return {
+    app,
+    store,
+    watcher,
+    async close() {
+      clearInterval(pruneTimer);
+      watcher.close();
+      await mcpHandler.close();
+      store.close();
+    },
+  };
+}

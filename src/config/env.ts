@@ -1,0 +1,174 @@
+import { z } from 'zod';
+
+/** Thrown when the environment cannot describe a working service; the message names the variable. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  publicUrl: URL;
+  /** The MCP endpoint, `<PUBLIC_URL>/mcp`. */
+  mcpUrl: URL;
+  /** The resource (token audience) the MCP access tokens must carry. */
+  audience: string;
+  databasePath: string;
+  /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
+  oidc: { issuer: URL; issuerId: string; clientId: string; clientSecret: string; authMethod: 'client_secret_basic' | 'client_secret_post' };
+  github: { clientId: string; clientSecret: string; webUrl: URL; apiUrl: URL };
+  brokerSecret: Buffer;
+  tokenEncryptionKey: Buffer;
+  /** How long a repeated tool call waits for the browser flow to finish before asking again. */
+  repeatHoldMs: number;
+  /** Lifetime of a connect link. */
+  connectLinkTtlSeconds: number;
+  /** Host names accepted in `Host`/`Origin` besides PUBLIC_URL's own. */
+  allowedHosts: string[];
+  productName: string;
+  /** Express `trust proxy` setting, for deployments behind a reverse proxy. */
+  trustProxy: boolean | number | string;
+  secureCookies: boolean;
+}
+
+const LOOPBACK_HOSTNAMES = new Set(['localhost', '[::1]', '::1']);
+
+export function isLoopbackHostname(hostname: string): boolean {
+  return LOOPBACK_HOSTNAMES.has(hostname) || /^127(\.\d{1,3}){3}$/.test(hostname);
+}
+
+function parseUrl(name: string, value: string, { allowPath }: { allowPath: boolean }): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute URL (got "${value}")`);
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHostname(url.hostname))) {
+    throw new ConfigError(`${name} must use https:// (http:// is accepted only for loopback hosts)`);
+  }
+  if (url.search || url.hash || url.username || url.password) {
+    throw new ConfigError(`${name} must not carry a query, fragment or credentials`);
+  }
+  if (!allowPath && url.pathname !== '/') throw new ConfigError(`${name} must not have a path`);
+  return url;
+}
+
+/** Drops one trailing slash so `new URL('mcp', base)`-style joins and comparisons stay exact. */
+function withoutTrailingSlash(url: URL): string {
+  return url.href.endsWith('/') ? url.href.slice(0, -1) : url.href;
+}
+
+const rawSchema = z.object({
+  PORT: z.string().optional(),
+  HOST: z.string().optional(),
+  PUBLIC_URL: z.string(),
+  MCP_AUDIENCE: z.string().optional(),
+  DATABASE_PATH: z.string().optional(),
+  OIDC_ISSUER: z.string(),
+  OIDC_CLIENT_ID: z.string().min(1),
+  OIDC_CLIENT_SECRET: z.string().min(1),
+  OIDC_CLIENT_AUTH_METHOD: z.string().optional(),
+  GITHUB_CLIENT_ID: z.string().min(1),
+  GITHUB_CLIENT_SECRET: z.string().min(1),
+  GITHUB_WEB_URL: z.string().optional(),
+  GITHUB_API_URL: z.string().optional(),
+  BROKER_SECRET: z.string(),
+  TOKEN_ENCRYPTION_KEY: z.string(),
+  REPEAT_HOLD_SECONDS: z.string().optional(),
+  CONNECT_LINK_TTL_SECONDS: z.string().optional(),
+  ALLOWED_HOSTS: z.string().optional(),
+  PRODUCT_NAME: z.string().optional(),
+  TRUST_PROXY: z.string().optional(),
+});
+
+function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer between ${min} and ${max} (got "${value}")`);
+  }
+  return n;
+}
+
+function number(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be a number between ${min} and ${max} (got "${value}")`);
+  }
+  return n;
+}
+
+function authMethod(value: string | undefined): 'client_secret_basic' | 'client_secret_post' {
+  if (value === undefined || value === '' || value === 'client_secret_basic') return 'client_secret_basic';
+  if (value === 'client_secret_post') return value;
+  throw new ConfigError(`OIDC_CLIENT_AUTH_METHOD must be client_secret_basic or client_secret_post (got "${value}")`);
+}
+
+function parseTrustProxy(value: string | undefined): boolean | number | string {
+  if (value === undefined || value === '' || value === 'false') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value)) return Number(value);
+  return value;
+}
+
+/**
+ * Reads and validates the service configuration.
+ * @throws {ConfigError} naming the first variable that is missing or malformed.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = rawSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0]);
+    throw new ConfigError(env[name] === undefined ? `${name} is required` : `${name} must not be empty`);
+  }
+  const e = parsed.data;
+
+  const port = integer('PORT', e.PORT, 3000, 0, 65535);
+  const host = e.HOST?.trim() || '127.0.0.1';
+  const publicUrl = parseUrl('PUBLIC_URL', e.PUBLIC_URL, { allowPath: false });
+  const mcpUrl = new URL('/mcp', publicUrl);
+  const audience = e.MCP_AUDIENCE ? withoutTrailingSlash(parseUrl('MCP_AUDIENCE', e.MCP_AUDIENCE, { allowPath: true })) : mcpUrl.href;
+
+  const brokerSecret = Buffer.from(e.BROKER_SECRET, 'utf8');
+  if (brokerSecret.length < 32) throw new ConfigError(`BROKER_SECRET must be at least 32 bytes (got ${brokerSecret.length})`);
+
+  const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(e.TOKEN_ENCRYPTION_KEY) ? Buffer.from(e.TOKEN_ENCRYPTION_KEY, 'base64') : Buffer.alloc(0);
+  if (key.length !== 32) {
+    throw new ConfigError(`TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got ${key.length} bytes)`);
+  }
+
+  const allowedHosts = (e.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+
+  return {
+    port,
+    host,
+    publicUrl,
+    mcpUrl,
+    audience,
+    databasePath: e.DATABASE_PATH?.trim() || './data/broker.db',
+    oidc: {
+      issuer: parseUrl('OIDC_ISSUER', e.OIDC_ISSUER, { allowPath: true }),
+      issuerId: e.OIDC_ISSUER,
+      clientId: e.OIDC_CLIENT_ID,
+      clientSecret: e.OIDC_CLIENT_SECRET,
+      authMethod: authMethod(e.OIDC_CLIENT_AUTH_METHOD),
+    },
+    github: {
+      clientId: e.GITHUB_CLIENT_ID,
+      clientSecret: e.GITHUB_CLIENT_SECRET,
+      webUrl: parseUrl('GITHUB_WEB_URL', e.GITHUB_WEB_URL ?? 'https://github.com', { allowPath: true }),
+      apiUrl: parseUrl('GITHUB_API_URL', e.GITHUB_API_URL ?? 'https://api.github.com', { allowPath: true }),
+    },
+    brokerSecret,
+    tokenEncryptionKey: key,
+    repeatHoldMs: Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000),
+    connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),
+    allowedHosts,
+    productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    secureCookies: publicUrl.protocol === 'https:',
+  };
+}

@@ -1,0 +1,56 @@
+import type { Principal } from '../auth/principal.js';
+import { deriveKey, mac, randomId, sha256Hex } from '../crypto/index.js';
+import type { PendingConnection, Store } from '../store/index.js';
+
+/**
+ * Connect links. Each pending connection has a random id (carried in the signed requestState) and
+ * a link secret derived from it under a link-only key: 256 bits, stored only as a hash, so the same
+ * link can be shown again on a repeat without keeping the secret anywhere.
+ */
+export class ConnectLinks {
+  readonly #key: Buffer;
+
+  constructor(
+    private readonly store: Store,
+    private readonly publicUrl: URL,
+    brokerSecret: Buffer,
+    private readonly ttlSeconds: number,
+  ) {
+    this.#key = deriveKey(brokerSecret, 'connect-link');
+  }
+
+  #handle(pendingId: string): string {
+    return mac(this.#key, pendingId);
+  }
+
+  create(principal: Principal, provider: string, clientName: string | undefined): PendingConnection {
+    const id = randomId();
+    this.store.pending.create({
+      id,
+      link_hash: sha256Hex(this.#handle(id)),
+      issuer: principal.issuer,
+      subject: principal.subject,
+      provider,
+      client_name: clientName?.slice(0, 200) ?? null,
+      expires_at: Date.now() + this.ttlSeconds * 1000,
+    });
+    return this.store.pending.byId(id)!;
+  }
+
+  /** The page URL for a pending connection: nothing in it but the provider and the opaque handle. */
+  url(pending: Pick<PendingConnection, 'id' | 'provider'>): string {
+    const url = new URL(`/connect/${encodeURIComponent(pending.provider)}`, this.publicUrl);
+    url.searchParams.set('req', this.#handle(pending.id));
+    return url.href;
+  }
+
+  /** Finds the pending connection a link handle points at (any status; callers decide). */
+  resolve(handle: string): PendingConnection | undefined {
+    if (!/^[A-Za-z0-9_-]{43}$/.test(handle)) return undefined;
+    return this.store.pending.byLinkHash(sha256Hex(handle));
+  }
+}
+
+export function isUsable(p: PendingConnection, now = Date.now()): boolean {
+  return p.status === 'open' && p.expires_at > now;
+}

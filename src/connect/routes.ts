@@ -1,0 +1,239 @@
+import { Router, type Request, type Response } from 'express';
+import * as oidc from 'openid-client';
+import type { Principal } from '../auth/principal.js';
+import { samePrincipal } from '../auth/principal.js';
+import { randomHandle, sha256Hex } from '../crypto/index.js';
+import { BrokerError } from '../http/errors.js';
+import { renderMessage, renderPage, type PageContext } from '../http/render.js';
+import type { Logger } from '../log.js';
+import { ProviderError, type Provider } from '../providers/provider.js';
+import type { PendingConnection, Store } from '../store/index.js';
+import type { CompletionWatcher } from './completion-watcher.js';
+import type { ConnectionService } from './connections.js';
+import type { ConnectLinks } from './links.js';
+
+const FLOW_TTL_MS = 10 * 60 * 1000;
+
+export interface ConnectRouteDeps {
+  publicUrl: URL;
+  store: Store;
+  links: ConnectLinks;
+  connections: ConnectionService;
+  watcher: CompletionWatcher;
+  providers: ReadonlyMap<string, Provider>;
+  page: PageContext;
+  log: Logger;
+  requireCsrf: (req: Request, res: Response) => void;
+}
+
+/** A query or form value that must appear exactly once; duplicates and arrays are refused. */
+function single(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length <= 4096 ? value : undefined;
+}
+
+/**
+ * The connect pages: check the link, insist on the principal who asked, consent, hand over to the
+ * provider with state + PKCE, and take the callback. Each step re-checks what the previous one
+ * established, since every request can be forged on its own.
+ */
+export function connectRoutes(deps: ConnectRouteDeps): Router {
+  const { publicUrl, store, links, connections, watcher, providers, page, log } = deps;
+  const router = Router();
+
+  function providerFor(req: Request): Provider {
+    const provider = providers.get(String(req.params.provider));
+    if (!provider) {
+      throw new BrokerError(404, 'unknown_provider', 'This service does not connect to that provider.', { heading: 'Unknown provider' });
+    }
+    return provider;
+  }
+
+  function settle(pending: PendingConnection, status: 'completed' | 'cancelled' | 'denied' | 'failed'): void {
+    store.pending.settle(pending.id, status);
+    watcher.notify(pending.id);
+  }
+
+  /** Loads the pending connection behind a link and refuses anything but a live link for `provider`. */
+  function loadLink(handle: string | undefined, provider: Provider): PendingConnection {
+    const pending = handle ? links.resolve(handle) : undefined;
+    if (!pending || pending.provider !== provider.id) {
+      throw new BrokerError(404, 'unknown_link', 'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.', {
+        heading: 'Link not found',
+      });
+    }
+    if (pending.status !== 'open' || pending.expires_at <= Date.now()) {
+      const expired = pending.status === 'open';
+      throw new BrokerError(410, expired ? 'link_expired' : 'link_used', expired ? 'This connect link has expired. Ask your assistant to try again; it will give you a new link.' : 'This connect link has already been used. Each link works once; ask your assistant for a new one if you still need to connect.', {
+        heading: expired ? 'This link has expired' : 'This link was already used',
+        action: { href: '/connections', label: 'See your connected accounts' },
+      });
+    }
+    return pending;
+  }
+
+  /** The browser user must be the principal the link was made for; anyone else gets 403 and nothing else. */
+  function requireOwner(req: Request, res: Response, pending: PendingConnection, provider: Provider): Principal | undefined {
+    const viewer = res.locals.session?.principal;
+    if (!viewer) {
+      res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(req.originalUrl)}`);
+      return undefined;
+    }
+    if (!samePrincipal(viewer, pending)) {
+      log.warn('connect_principal_mismatch', { provider: provider.id, pending: pending.id });
+      renderPage(res, page, 'wrong-account', { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo: req.originalUrl }, 403);
+      return undefined;
+    }
+    return viewer;
+  }
+
+  router.get('/connect/:provider', (req, res) => {
+    const provider = providerFor(req);
+    const handle = single(req.query.req);
+    const pending = loadLink(handle, provider);
+    if (!requireOwner(req, res, pending, provider)) return;
+    renderPage(res, page, 'consent', {
+      title: `Connect ${provider.displayName}`,
+      provider: { id: provider.id, displayName: provider.displayName },
+      scopes: provider.scopes,
+      clientName: pending.client_name,
+      handle,
+      formAction: `/connect/${encodeURIComponent(provider.id)}`,
+    });
+  });
+
+  router.post('/connect/:provider', async (req, res) => {
+    const provider = providerFor(req);
+    deps.requireCsrf(req, res);
+    const handle = single(req.body?.handle);
+    const pending = loadLink(handle, provider);
+    const returnTo = `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`;
+    const viewer = res.locals.session?.principal;
+    if (!viewer) return res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(returnTo)}`);
+    if (!samePrincipal(viewer, pending)) {
+      log.warn('connect_principal_mismatch', { provider: provider.id, pending: pending.id });
+      return renderPage(res, page, 'wrong-account', { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo }, 403);
+    }
+    const decision = single(req.body?.decision);
+    if (decision === 'cancel') {
+      settle(pending, 'cancelled');
+      log.info('connect_cancelled', { provider: provider.id, pending: pending.id });
+      return renderMessage(res, page, 200, 'Nothing was connected', `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`);
+    }
+    if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
+    // Claiming is what makes the link single-use: of two concurrent submissions only one gets here.
+    if (!store.pending.claim(pending.id)) loadLink(undefined, provider);
+    const state = randomHandle();
+    const codeVerifier = oidc.randomPKCECodeVerifier();
+    store.oauthFlows.put({
+      state_hash: sha256Hex(state),
+      pending_id: pending.id,
+      session_hash: res.locals.session!.idHash,
+      code_verifier: codeVerifier,
+      expires_at: Date.now() + FLOW_TTL_MS,
+    });
+    const url = provider.buildAuthorizationUrl({
+      redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
+      state,
+      codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+    });
+    log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
+    res.redirect(303, url.href);
+  });
+
+  router.get('/connect/:provider/callback', async (req, res) => {
+    const provider = providerFor(req);
+    const state = single(req.query.state);
+    const invalid = () =>
+      new BrokerError(400, 'invalid_callback', 'This authorization response is not valid, has expired or was already used. Nothing was connected.', {
+        heading: 'Connection not completed',
+        action: { href: '/connections', label: 'See your connected accounts' },
+      });
+    // Taking the flow deletes it: a replayed callback finds nothing.
+    const flow = state ? store.oauthFlows.take(sha256Hex(state)) : undefined;
+    if (!flow) throw invalid();
+    const pending = store.pending.byId(flow.pending_id);
+    const session = res.locals.session;
+    if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
+    if (flow.expires_at <= Date.now()) {
+      settle(pending, 'failed');
+      throw invalid();
+    }
+    // The state is tied to the browser session that started it, and that session to the principal.
+    if (!session || session.idHash !== flow.session_hash || !session.principal || !samePrincipal(session.principal, pending)) {
+      log.warn('connect_callback_foreign_session', { provider: provider.id, pending: pending.id });
+      throw invalid();
+    }
+    const principal = session.principal;
+
+    const error = single(req.query.error);
+    if (error) {
+      const denied = error === 'access_denied';
+      settle(pending, denied ? 'denied' : 'failed');
+      log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
+      return denied
+        ? renderMessage(res, page, 200, 'Nothing was connected', `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`)
+        : renderMessage(res, page, 502, 'Connection not completed', `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`);
+    }
+
+    try {
+      const tokens = await provider.exchangeCode({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier });
+      const account = await provider.fetchAccount(tokens);
+      connections.save(principal, provider.id, account, tokens);
+      settle(pending, 'completed');
+      log.info('connection_created', { provider: provider.id, pending: pending.id });
+      renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login });
+    } catch (err) {
+      settle(pending, 'failed');
+      if (!(err instanceof ProviderError)) throw err;
+      log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
+      throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, `${err.message} Nothing was connected; ask your assistant to try again.`, {
+        heading: 'Connection not completed',
+      });
+    }
+  });
+
+  router.get('/connections', (req, res) => {
+    const viewer = res.locals.session?.principal;
+    if (!viewer) return res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(req.originalUrl)}`);
+    const rows = connections.list(viewer);
+    renderPage(res, page, 'connections', {
+      title: 'Connected accounts',
+      connections: rows.map((r) => ({
+        providerId: r.provider,
+        providerName: providers.get(r.provider)?.displayName ?? r.provider,
+        login: r.account_login,
+        scopes: r.scopes ? r.scopes.split(' ') : [],
+        connectedAt: new Date(r.created_at).toISOString(),
+        lastUsedAt: r.last_used_at ? new Date(r.last_used_at).toISOString() : null,
+      })),
+      available: [...providers.values()].map((p) => ({ id: p.id, displayName: p.displayName, connected: rows.some((r) => r.provider === p.id) })),
+    });
+  });
+
+  router.post('/connections/:provider/connect', (req, res) => {
+    const provider = providerFor(req);
+    deps.requireCsrf(req, res);
+    const viewer = res.locals.session?.principal;
+    if (!viewer) return res.redirect(303, '/auth/login?returnTo=%2Fconnections');
+    const pending = links.create(viewer, provider.id, undefined);
+    const url = new URL(links.url(pending));
+    res.redirect(303, url.pathname + url.search);
+  });
+
+  router.post('/connections/:provider/disconnect', async (req, res) => {
+    const provider = providerFor(req);
+    deps.requireCsrf(req, res);
+    const viewer = res.locals.session?.principal;
+    if (!viewer) return res.redirect(303, '/auth/login?returnTo=%2Fconnections');
+    const outcome = await connections.disconnect(viewer, provider);
+    log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'page' });
+    const message = !outcome.deleted
+      ? `No ${provider.displayName} account was connected.`
+      : outcome.revoked
+        ? `Your ${provider.displayName} account is disconnected and the access was revoked at ${provider.displayName}.`
+        : `Your ${provider.displayName} account is disconnected here, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). You can also remove the app in your ${provider.displayName} settings.`;
+    renderMessage(res, page, 200, `${provider.displayName} disconnected`, message, { action: { href: '/connections', label: 'Back to connected accounts' } });
+  });
+
+  return router;
+}

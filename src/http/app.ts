@@ -1,0 +1,96 @@
+import express, { type Request, type Response } from 'express';
+import { fileURLToPath } from 'node:url';
+import { isLoopbackHostname, type Config } from '../config/env.js';
+import { authRoutes } from '../auth/routes.js';
+import type { Sessions } from '../auth/sessions.js';
+import type { AccessTokenVerifier } from '../auth/bearer.js';
+import type { OidcClient } from '../auth/oidc-client.js';
+import { connectRoutes, type ConnectRouteDeps } from '../connect/routes.js';
+import type { Logger } from '../log.js';
+import type { McpHttpHandler } from '@modelcontextprotocol/server';
+import { BrokerError } from './errors.js';
+import { errorHandler } from './error-handler.js';
+import { hostGuard, originGuard } from './host-guard.js';
+import { mcpEndpoint } from './mcp-endpoint.js';
+import type { PageContext } from './render.js';
+import { noStore, securityHeaders } from './security-headers.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page'> {
+  config: Config;
+  sessions: Sessions;
+  idp: OidcClient;
+  verifier: AccessTokenVerifier;
+  mcpHandler: McpHttpHandler;
+  log: Logger;
+}
+
+/** Host names this service answers to: PUBLIC_URL's, ALLOWED_HOSTS, and loopback names when local. */
+export function allowedHostnames(config: Config): string[] {
+  const names = new Set([config.publicUrl.hostname.replace(/^\[|\]$/g, ''), ...config.allowedHosts]);
+  if (isLoopbackHostname(config.publicUrl.hostname)) for (const n of ['localhost', '127.0.0.1', '::1']) names.add(n);
+  return [...names];
+}
+
+export function createApp(deps: AppDeps): express.Express {
+  const { config, sessions, log } = deps;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
+  app.set('view engine', 'ejs');
+  app.set('views', `${ROOT}views`);
+  app.set('query parser', 'simple');
+
+  const hosts = allowedHostnames(config);
+  const page: PageContext = { productName: config.productName, sessions };
+  const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
+
+  app.use(hostGuard(hosts));
+  app.use(securityHeaders([config.oidc.issuer.origin, ...[...deps.providers.values()].map((p) => p.authorizationOrigin)]));
+
+  // RFC 9728 metadata, at the path-inserted and the root location.
+  const metadata = (_req: Request, res: Response) => {
+    res.set('Access-Control-Allow-Origin', '*').set('Cache-Control', 'public, max-age=300').json({
+      resource: config.audience,
+      authorization_servers: [config.oidc.issuerId],
+      bearer_methods_supported: ['header'],
+      resource_name: config.productName,
+    });
+  };
+  app.get('/.well-known/oauth-protected-resource/mcp', metadata);
+  app.get('/.well-known/oauth-protected-resource', metadata);
+
+  const mcp = mcpEndpoint(
+    { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
+    config.publicUrl,
+  );
+  app.all('/mcp', originGuard(hosts), mcp);
+
+  app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
+  app.get('/healthz', (_req, res) => void res.json({ status: 'ok' }));
+
+  app.use(noStore, sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
+  const requireCsrf = (req: Request, res: Response) => {
+    if (!originGuardOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
+      throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });
+    }
+  };
+  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf }));
+  app.use(connectRoutes({ ...deps, page, requireCsrf }));
+  app.get('/', (_req, res) => void res.redirect(303, '/connections'));
+
+  app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
+  app.use(errorHandler(page, log));
+  return app;
+}
+
+function originGuardOk(req: Request, hosts: string[]): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    return hosts.includes(new URL(origin).hostname.replace(/^\[|\]$/g, ''));
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,117 @@
+import { bearerAuthChallengeResponse, OAuthError, verifyBearerToken, type AuthInfo, type McpHttpHandler } from '@modelcontextprotocol/server';
+import type { Request, Response } from 'express';
+import { IdentityProviderUnavailable, type AccessTokenVerifier } from '../auth/bearer.js';
+import type { Logger } from '../log.js';
+import { runInCallScope } from '../mcp/call-scope.js';
+
+export interface McpEndpointOptions {
+  handler: McpHttpHandler;
+  verifier: AccessTokenVerifier;
+  audience: string;
+  resourceMetadataUrl: string;
+  maxBodyBytes: number;
+  log: Logger;
+}
+
+function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
+  res.status(status).set(headers).json({ jsonrpc: '2.0', id: null, error: { code, message } });
+}
+
+class BodyTooLarge extends Error {}
+
+async function readBody(req: Request, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new BodyTooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function toWebRequest(req: Request, res: Response, publicUrl: string, body: string | undefined): Request_ {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || name === 'content-length') continue;
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else headers.set(name, value);
+  }
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  return new Request(new URL(req.originalUrl, publicUrl), { method: req.method, headers, signal: abort.signal, ...(body !== undefined ? { body } : {}) });
+}
+type Request_ = globalThis.Request;
+
+async function sendWebResponse(res: Response, response: globalThis.Response): Promise<void> {
+  res.status(response.status);
+  response.headers.forEach((value, name) => res.setHeader(name, value));
+  if (!response.body) return void res.end();
+  res.setHeader('X-Accel-Buffering', 'no');
+  res.flushHeaders();
+  const reader = response.body.getReader();
+  res.on('close', () => void reader.cancel().catch(() => {}));
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      res.write(value);
+    }
+  } finally {
+    res.end();
+  }
+}
+
+/**
+ * POST/GET/DELETE /mcp: authenticate every request on its own (no sessions, no token passthrough),
+ * bound and parse the body ourselves so limits and parse errors are JSON-RPC, then hand the request
+ * to the SDK's stateless handler with the verified principal attached.
+ */
+export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
+  const { handler, verifier, log } = options;
+  return async (req: Request, res: Response): Promise<void> => {
+    let authInfo: AuthInfo;
+    try {
+      authInfo = await verifyBearerToken(req.headers.authorization, {
+        verifier,
+        resourceMetadataUrl: options.resourceMetadataUrl,
+        expectedResource: new URL(options.audience),
+      });
+    } catch (err) {
+      if (err instanceof IdentityProviderUnavailable) {
+        log.error('idp_unavailable', { message: err.message });
+        return jsonRpcError(res, 503, -32603, 'The identity provider cannot be reached to verify the access token; try again shortly.', { 'Retry-After': '5' });
+      }
+      if (err instanceof OAuthError) {
+        return sendWebResponse(res, bearerAuthChallengeResponse(err, { resourceMetadataUrl: options.resourceMetadataUrl }));
+      }
+      throw err;
+    }
+
+    let body: string | undefined;
+    let parsed: unknown;
+    if (req.method === 'POST') {
+      const type = req.headers['content-type'] ?? '';
+      if (!/^application\/json\b/i.test(type)) return jsonRpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+      try {
+        body = (await readBody(req, options.maxBodyBytes)).toString('utf8');
+      } catch (err) {
+        if (err instanceof BodyTooLarge) return jsonRpcError(res, 413, -32600, `Request body too large: the limit is ${options.maxBodyBytes} bytes`, { Connection: 'close' });
+        throw err;
+      }
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        return jsonRpcError(res, 400, -32700, 'Parse error: the body is not valid JSON');
+      }
+    }
+
+    const request = toWebRequest(req, res, publicUrl.href, body);
+    const response = await runInCallScope(parsed, () => handler.fetch(request, { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) }));
+    await sendWebResponse(res, response);
+  };
+}

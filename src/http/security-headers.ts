@@ -1,0 +1,34 @@
+import helmet from 'helmet';
+import type { RequestHandler } from 'express';
+
+/**
+ * Strict headers for every response: no script at all, styles and images from us only, forms may
+ * post to us and to the origins our redirects after a form go to (the IdP and the providers), and
+ * nobody may frame a page.
+ */
+export function securityHeaders(formActionOrigins: string[]): RequestHandler {
+  return helmet({
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'none'"],
+        scriptSrc: ["'none'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'"],
+        formAction: ["'self'", ...new Set(formActionOrigins)],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+      },
+    },
+    crossOriginEmbedderPolicy: false,
+    referrerPolicy: { policy: 'no-referrer' },
+    strictTransportSecurity: { maxAge: 31_536_000, includeSubDomains: false },
+    xFrameOptions: { action: 'deny' },
+  });
+}
+
+/** Pages carry personal data and one-time links: never cache them. */
+export const noStore: RequestHandler = (_req, res, next) => {
+  res.setHeader('Cache-Control', 'no-store');
+  next();
+};

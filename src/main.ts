@@ -1,0 +1,36 @@
+import { ConfigError, loadConfig } from './config/env.js';
+import { createLogger } from './log.js';
+import { startBroker } from './server.js';
+
+const log = createLogger();
+
+let config;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`Configuration error: ${err.message}\n`);
+    process.exit(1);
+  }
+  throw err;
+}
+
+const running = await startBroker(config, log).catch((err: unknown) => {
+  process.stderr.write(`Could not start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
+
+log.info('listening', { url: running.url, mcp: config.mcpUrl.href, public: config.publicUrl.href });
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    log.info('shutting_down', { signal });
+    running.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error('shutdown_failed', { message: err instanceof Error ? err.message : String(err) });
+        process.exit(1);
+      },
+    );
+  });
+}

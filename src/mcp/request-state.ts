@@ -1,0 +1,24 @@
+import { createRequestStateCodec, type RequestStateCodec, type ServerContext } from '@modelcontextprotocol/server';
+import { principalFromAuthInfo } from '../auth/bearer.js';
+import { deriveKey } from '../crypto/index.js';
+import { currentCallScope } from './call-scope.js';
+
+/** What our tools carry across a round trip. Signed, not encrypted: nothing secret goes in here. */
+export type ToolState = { kind: 'connect'; pid: string } | { kind: 'confirm_disconnect'; provider: string };
+
+/**
+ * The SDK's HMAC codec, bound to the principal (iss + sub of the verified token), the method, the
+ * tool and a digest of its arguments: state replayed by another user, on another tool, or with other
+ * arguments fails verification and the SDK answers -32602 before any tool code runs.
+ */
+export function createToolStateCodec(brokerSecret: Buffer, ttlSeconds: number): RequestStateCodec<ToolState> {
+  return createRequestStateCodec<ToolState>({
+    key: deriveKey(brokerSecret, 'request-state'),
+    ttlSeconds,
+    bind: (ctx: ServerContext) => {
+      const principal = principalFromAuthInfo(ctx.http?.authInfo);
+      const call = currentCallScope();
+      return [principal?.issuer ?? '', principal?.subject ?? '', ctx.mcpReq.method, call?.name ?? '', call?.argsDigest ?? ''].join('\0');
+    },
+  });
+}

@@ -1,0 +1,70 @@
+import { inputRequired, inputResponse, type McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import { clientCapabilities, principalOf, supportsFormElicitation, type RequestFacts, type ToolDeps } from '../context.js';
+import { nothingDone, toolError } from '../results.js';
+
+const CONFIRM_KEY = 'confirm_disconnect';
+
+const confirmSchema = z.object({
+  confirm: z.boolean().describe('Yes, disconnect this account'),
+});
+
+const outputSchema = z.object({
+  status: z.enum(['disconnected', 'kept', 'not_connected']),
+  provider: z.string(),
+  revoked: z.boolean().optional(),
+  revokeError: z.string().optional(),
+});
+
+export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
+  const ids = [...deps.providers.keys()] as [string, ...string[]];
+  server.registerTool(
+    'disconnect_account',
+    {
+      title: 'Disconnect a linked account',
+      description: 'Unlinks one of the user\'s third-party accounts after asking them to confirm: revokes the grant at the provider and deletes the stored tokens.',
+      inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to disconnect') }),
+      outputSchema,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+    },
+    async ({ provider: providerId }, ctx) => {
+      const provider = deps.providers.get(providerId)!;
+      const principal = principalOf(ctx);
+      const existing = deps.connections.find(principal, provider.id);
+      if (!existing) {
+        return nothingDone(`No ${provider.displayName} account is linked, so there is nothing to disconnect.`, { status: 'not_connected', provider: provider.id });
+      }
+
+      const state = ctx.mcpReq.requestState<{ kind: string }>();
+      const answer = inputResponse(ctx.mcpReq.inputResponses, CONFIRM_KEY);
+      if (state?.kind === 'confirm_disconnect' && answer.kind === 'elicit') {
+        const confirmed = answer.action === 'accept' && confirmSchema.safeParse(answer.content).data?.confirm === true;
+        if (!confirmed) {
+          return nothingDone(`Nothing was disconnected: @${existing.account_login} on ${provider.displayName} stays linked.`, { status: 'kept', provider: provider.id });
+        }
+        const outcome = await deps.connections.disconnect(principal, provider);
+        deps.log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'tool' });
+        const text = outcome.revoked
+          ? `Disconnected @${existing.account_login} from ${provider.displayName}: the grant was revoked at ${provider.displayName} and the stored tokens were deleted.`
+          : `Deleted the stored ${provider.displayName} tokens for @${existing.account_login}, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). The user can also remove the app in their ${provider.displayName} settings.`;
+        return {
+          content: [{ type: 'text', text }],
+          structuredContent: { status: 'disconnected', provider: provider.id, revoked: outcome.revoked, ...(outcome.revokeError ? { revokeError: outcome.revokeError } : {}) },
+        };
+      }
+
+      if (facts.era === 'legacy' || !supportsFormElicitation(clientCapabilities(ctx))) {
+        return toolError(`Disconnecting ${provider.displayName} needs the user's confirmation, which this client cannot ask for. Disconnect at ${new URL('/connections', deps.publicUrl).href}.`);
+      }
+      return inputRequired({
+        inputRequests: {
+          [CONFIRM_KEY]: inputRequired.elicit({
+            message: `Disconnect your ${provider.displayName} account @${existing.account_login}? Its access will be revoked at ${provider.displayName} and the stored tokens deleted.`,
+            requestedSchema: confirmSchema,
+          }),
+        },
+        requestState: await deps.codec.mint({ kind: 'confirm_disconnect', provider: provider.id }, ctx),
+      });
+    },
+  );
+}

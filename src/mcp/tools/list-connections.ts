@@ -1,0 +1,44 @@
+import type { McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import { principalOf, type ToolDeps } from '../context.js';
+
+const outputSchema = z.object({
+  connections: z.array(
+    z.object({
+      provider: z.string(),
+      login: z.string(),
+      scopes: z.array(z.string()),
+      connectedAt: z.string(),
+      lastUsedAt: z.string().nullable(),
+    }),
+  ),
+  manageUrl: z.string(),
+});
+
+export function registerListConnections(server: McpServer, deps: ToolDeps): void {
+  server.registerTool(
+    'list_connections',
+    {
+      title: 'List linked accounts',
+      description: 'Lists the third-party accounts the user has linked to this server (never their tokens).',
+      inputSchema: z.object({}),
+      outputSchema,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (_args, ctx) => {
+      const rows = deps.connections.list(principalOf(ctx));
+      const connections = rows.map((r) => ({
+        provider: r.provider,
+        login: r.account_login,
+        scopes: r.scopes ? r.scopes.split(' ') : [],
+        connectedAt: new Date(r.created_at).toISOString(),
+        lastUsedAt: r.last_used_at ? new Date(r.last_used_at).toISOString() : null,
+      }));
+      const manageUrl = new URL('/connections', deps.publicUrl).href;
+      const text = connections.length
+        ? `Linked accounts:\n${connections.map((c) => `- ${deps.providers.get(c.provider)?.displayName ?? c.provider}: @${c.login} (scopes: ${c.scopes.join(', ') || 'none'})`).join('\n')}\nManage them at ${manageUrl}`
+        : `No accounts are linked yet. Tools ask to connect when they need an account, or link one at ${manageUrl}`;
+      return { content: [{ type: 'text', text }], structuredContent: { connections, manageUrl } };
+    },
+  );
+}

@@ -1,0 +1,13 @@
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import type { Logger } from '../../log.js';
+import { ProviderError } from '../../providers/provider.js';
+import { toolError } from '../results.js';
+
+/** Turns a provider failure into a tool error the model can relay; anything else is rethrown. */
+export function providerFailure(err: unknown, log: Logger, tool: string): CallToolResult {
+  if (!(err instanceof ProviderError)) throw err;
+  log.warn('provider_call_failed', { tool, code: err.code, detail: err.detail });
+  const base = err.message;
+  if (err.code === 'unauthorized') return toolError(`${base} Open the connections page to reconnect.`);
+  return toolError(base);
+}

@@ -1,0 +1,23 @@
+import { ProviderError } from './provider.js';
+
+/** A fetch that gives up after `timeoutMs` and turns network failures into `unavailable`. */
+export async function fetchWithTimeout(url: URL | string, init: RequestInit, timeoutMs: number, label: string): Promise<Response> {
+  try {
+    return await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
+  } catch (err) {
+    const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
+    throw new ProviderError('unavailable', `${label} did not answer${timedOut ? ' in time' : ''}. Please try again in a moment.`, err instanceof Error ? err.message : String(err));
+  }
+}
+
+/** Reads a JSON body, treating anything unparsable as the provider being unavailable. */
+export async function readJson(response: Response, label: string): Promise<Record<string, unknown>> {
+  const text = await response.text();
+  try {
+    const value: unknown = JSON.parse(text);
+    if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // fall through
+  }
+  throw new ProviderError('unavailable', `${label} sent an unreadable answer. Please try again in a moment.`, `HTTP ${response.status}, ${text.length} bytes`);
+}

@@ -1,0 +1,39 @@
+import Database from 'better-sqlite3';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export type Db = Database.Database;
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+
+/** Opens the SQLite file (creating its folder), tunes it for several processes, and migrates it. */
+export function openDatabase(path: string): Db {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  // WAL + NORMAL is durable across process crashes (only an OS crash can lose the last commits).
+  db.pragma('synchronous = NORMAL');
+  db.pragma('busy_timeout = 5000');
+  db.pragma('foreign_keys = ON');
+  migrate(db);
+  return db;
+}
+
+/** Applies `migrations/*.sql` in name order, each once, recording them in `schema_migrations`. */
+export function migrate(db: Db, dir = MIGRATIONS_DIR): string[] {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+  const applied: string[] = [];
+  for (const name of files) {
+    // BEGIN IMMEDIATE serialises concurrent starters: the second one sees the row and skips.
+    const apply = db.transaction(() => {
+      if (db.prepare('SELECT 1 FROM schema_migrations WHERE name = ?').get(name)) return false;
+      db.exec(readFileSync(`${dir}${name}`, 'utf8'));
+      db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)').run(name, Date.now());
+      return true;
+    });
+    if (apply.immediate()) applied.push(name);
+  }
+  return applied;
+}

@@ -1,0 +1,37 @@
+import { ConnectionStore } from './connections.js';
+import { openDatabase, type Db } from './database.js';
+import { LoginTransactionStore } from './login-transactions.js';
+import { OAuthFlowStore } from './oauth-flows.js';
+import { PendingConnectionStore } from './pending-connections.js';
+import { SessionStore } from './sessions.js';
+
+export type { ConnectionRow } from './connections.js';
+export type { LoginTransaction } from './login-transactions.js';
+export type { OAuthFlow } from './oauth-flows.js';
+export type { PendingConnection, PendingStatus } from './pending-connections.js';
+export type { SessionRow } from './sessions.js';
+export { openDatabase, migrate, type Db } from './database.js';
+
+/** Every repository over one database handle. */
+export interface Store {
+  db: Db;
+  sessions: SessionStore;
+  loginTransactions: LoginTransactionStore;
+  pending: PendingConnectionStore;
+  oauthFlows: OAuthFlowStore;
+  connections: ConnectionStore;
+  close(): void;
+}
+
+export function openStore(path: string): Store {
+  const db = openDatabase(path);
+  return {
+    db,
+    sessions: new SessionStore(db),
+    loginTransactions: new LoginTransactionStore(db),
+    pending: new PendingConnectionStore(db),
+    oauthFlows: new OAuthFlowStore(db),
+    connections: new ConnectionStore(db),
+    close: () => db.close(),
+  };
+}

@@ -1,0 +1,44 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Browser, textOf } from './support/browser.js';
+import { modernClient, resultText } from './support/mcp.js';
+import { completeConnect, startStack, type Stack } from './support/stack.js';
+
+describe('the connect flow, end to end with a 2026-07-28 client', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(() => stack.close());
+
+  it('elicits our /connect page, connects GitHub in the browser, and the repeated call creates the issue', async () => {
+    const browser = new Browser();
+    const seen: Array<{ url: string; message: string }> = [];
+    let finalPage = '';
+    const client = await modernClient({
+      url: stack.mcpUrl,
+      token: await stack.token('alice'),
+      onUrl: async (url, message) => {
+        seen.push({ url, message });
+        const page = await completeConnect(browser, url, 'alice');
+        finalPage = textOf(page.html);
+        return { action: 'accept' };
+      },
+    });
+    const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'hello', title: 'It works', body: 'Filed through the broker' } });
+    await client.close();
+
+    assert.equal(seen.length, 1, 'exactly one elicitation');
+    const link = new URL(seen[0]!.url);
+    assert.equal(link.origin, stack.publicUrl, 'the link is on our own origin');
+    assert.equal(link.pathname, '/connect/github');
+    assert.deepEqual([...link.searchParams.keys()], ['req']);
+    assert.match(finalPage, /Connected as @octocat/);
+
+    assert.equal(result.isError, undefined);
+    assert.match(resultText(result), /Created issue #1 in octo-org\/hello/);
+    assert.deepEqual(result.structuredContent, { status: 'created', number: 1, url: `${stack.github.webUrl}/octo-org/hello/issues/1`, repository: 'octo-org/hello' });
+    assert.equal(stack.github.issues.length, 1);
+    assert.equal(stack.github.issues[0]!.author, 'octocat');
+  });
+});

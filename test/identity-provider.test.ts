@@ -1,0 +1,311 @@
+// The development / test identity provider (src/dev/identity-provider.ts) is a real OpenID
+// Provider: discovery, authorization code + PKCE + nonce via its own sign-in page, dynamic
+// registration of public clients, and RS256 JWT access tokens whose aud is the MCP resource.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as oidc from 'openid-client';
+import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { createIdentityProvider } from '../src/dev/identity-provider.js';
+import { freePort, startIdp } from './support/idp.js';
+import type { StartedIdp } from './support/idp.js';
+
+const CLIENT_ID = 'broker';
+const CLIENT_SECRET = 'broker-secret-0123456789abcdef0123456789abcdef';
+
+/** Minimal cookie jar: ignores Path (the provider scopes cookies to distinct paths anyway). */
+class CookieJar {
+  #cookies = new Map<string, string>();
+  store(res: Response): void {
+    for (const line of res.headers.getSetCookie()) {
+      const [pair = '', ...attributes] = line.split(';');
+      const eq = pair.indexOf('=');
+      if (eq <= 0) continue;
+      const name = pair.slice(0, eq).trim();
+      const value = pair.slice(eq + 1).trim();
+      const expired = value === '' || attributes.some((a) => {
+        const [k = '', v = ''] = a.split('=').map((s) => s.trim());
+        if (k.toLowerCase() === 'max-age') return Number(v) <= 0;
+        if (k.toLowerCase() === 'expires') return Date.parse(v) <= Date.now();
+        return false;
+      });
+      if (expired) this.#cookies.delete(name);
+      else this.#cookies.set(name, value);
+    }
+  }
+  header(): string {
+    return [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  }
+}
+
+const unescapeHtml = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<')
+  .replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+
+interface DriveOptions { login?: string; tryEmptyLoginFirst?: boolean; abort?: boolean }
+
+/** Follows redirects by hand like a browser, signs in on the login page, stops at redirectUri. */
+async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions = {}): Promise<URL> {
+  const jar = new CookieJar();
+  let url = start.href;
+  let form: URLSearchParams | undefined;
+  let triedEmpty = !opts.tryEmptyLoginFirst;
+  for (let step = 0; step < 20; step++) {
+    const res = await fetch(url, {
+      method: form ? 'POST' : 'GET',
+      redirect: 'manual',
+      headers: { cookie: jar.header(), ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+      ...(form ? { body: form.toString() } : {}),
+    });
+    jar.store(res);
+    const wasEmptyAttempt = form?.get('login')?.trim() === '';
+    form = undefined;
+    if (res.status >= 300 && res.status < 400) {
+      await res.body?.cancel();
+      const location = new URL(res.headers.get('location') ?? '', url).href;
+      if (location.startsWith(redirectUri)) return new URL(location);
+      url = location;
+      continue;
+    }
+    const html = await res.text();
+    if (wasEmptyAttempt) {
+      assert.equal(res.status, 400, html);
+      assert.match(html, /role="alert">Enter a user name\.</);
+    } else {
+      assert.equal(res.status, 200, `unexpected ${res.status} at ${url}: ${html}`);
+    }
+    assert.match(res.headers.get('content-security-policy') ?? '', /default-src 'none'/);
+    assert.match(html, /<title>Development sign-in<\/title>/);
+    assert.match(html, /Development sign-in — any user name is accepted; do not use in production/);
+    assert.match(html, /<label for="login">User name<\/label>/);
+    assert.match(html, /<input id="login" name="login" type="text"[^>]* autofocus required/);
+    assert.match(html, /<button type="submit">Sign in<\/button>/);
+    assert.doesNotMatch(html, /<script|style=/i);
+    if (opts.abort) {
+      const abort = /<a href="([^"]+\/abort)">/.exec(html);
+      assert.ok(abort, 'cancel link');
+      url = new URL(unescapeHtml(abort[1] ?? ''), url).href;
+      continue;
+    }
+    const action = /<form method="post" action="([^"]+)">/.exec(html);
+    assert.ok(action, 'login form');
+    url = new URL(unescapeHtml(action[1] ?? ''), url).href;
+    form = new URLSearchParams({ login: triedEmpty ? (opts.login ?? 'alice') : '   ' });
+    triedEmpty = true;
+  }
+  throw new Error('too many redirects');
+}
+
+interface FlowResult { tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers; config: oidc.Configuration }
+
+async function codeFlow(config: oidc.Configuration, redirectUri: string, opts: {
+  scope: string; resource?: string; idToken: boolean; drive?: DriveOptions;
+}): Promise<FlowResult> {
+  const verifier = oidc.randomPKCECodeVerifier();
+  const nonce = opts.idToken ? oidc.randomNonce() : undefined;
+  const state = oidc.randomState();
+  const authUrl = oidc.buildAuthorizationUrl(config, {
+    redirect_uri: redirectUri,
+    scope: opts.scope,
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+    state,
+    ...(nonce ? { nonce } : {}),
+    ...(opts.resource ? { resource: opts.resource } : {}),
+  });
+  const callback = await driveBrowser(authUrl, redirectUri, opts.drive);
+  const tokens = await oidc.authorizationCodeGrant(config, callback, {
+    pkceCodeVerifier: verifier,
+    expectedState: state,
+    ...(nonce ? { expectedNonce: nonce } : {}),
+    idTokenExpected: opts.idToken,
+  }, opts.resource ? { resource: opts.resource } : undefined);
+  return { tokens, config };
+}
+
+describe('development identity provider', () => {
+  let idp: StartedIdp;
+  let resource: string;
+  let redirectUri: string;
+  let meta: Record<string, unknown>;
+  let jwks: ReturnType<typeof createRemoteJWKSet>;
+  let confidential: oidc.Configuration;
+
+  before(async () => {
+    const [rsPort, rpPort] = [await freePort(), await freePort()];
+    resource = `http://127.0.0.1:${rsPort}/mcp`;
+    redirectUri = `http://127.0.0.1:${rpPort}/auth/callback`;
+    idp = await startIdp({
+      resource,
+      clients: [{
+        client_id: CLIENT_ID,
+        client_secret: CLIENT_SECRET,
+        redirect_uris: [redirectUri],
+        token_endpoint_auth_method: 'client_secret_basic',
+      }],
+    });
+    const res = await fetch(`${idp.issuer}/.well-known/openid-configuration`);
+    assert.equal(res.status, 200);
+    meta = await res.json() as Record<string, unknown>;
+    jwks = createRemoteJWKSet(new URL(String(meta.jwks_uri)));
+    confidential = await oidc.discovery(new URL(idp.issuer), CLIENT_ID, CLIENT_SECRET,
+      oidc.ClientSecretBasic(CLIENT_SECRET), { execute: [oidc.allowInsecureRequests] });
+  });
+
+  after(async () => {
+    await idp?.close();
+  });
+
+  test('discovery document advertises jwks_uri, registration and S256 PKCE', async () => {
+    assert.equal(meta.issuer, idp.issuer);
+    assert.equal(meta.jwks_uri, `${idp.issuer}/jwks`);
+    assert.equal(meta.registration_endpoint, `${idp.issuer}/reg`);
+    assert.deepEqual(meta.code_challenge_methods_supported, ['S256']);
+    assert.ok((meta.scopes_supported as string[]).includes('mcp'));
+    assert.equal(meta.client_id_metadata_document_supported, true);
+    assert.ok(meta.revocation_endpoint && meta.introspection_endpoint);
+    const as = await fetch(`${idp.issuer}/.well-known/oauth-authorization-server`);
+    assert.equal(as.status, 200);
+    assert.equal((await as.json() as { issuer: string }).issuer, idp.issuer);
+  });
+
+  test('confidential client: code + PKCE + nonce yields an ID token for the typed user name', async () => {
+    const { tokens } = await codeFlow(confidential, redirectUri, {
+      scope: 'openid profile email', idToken: true, drive: { tryEmptyLoginFirst: true },
+    });
+    const claims = tokens.claims();
+    assert.ok(claims);
+    assert.equal(claims.sub, 'alice');
+    assert.equal(claims.iss, idp.issuer);
+    assert.equal(claims.aud, CLIENT_ID);
+    // conformIdTokenClaims: false puts the profile/email claims into the ID token itself.
+    assert.equal(claims.preferred_username, 'alice');
+    assert.equal(claims.name, 'alice');
+    assert.equal(claims.email, 'alice@example.test');
+  });
+
+  test('resource indicator: the access token is an RS256 at+jwt with aud = resource', async () => {
+    const { tokens } = await codeFlow(confidential, redirectUri, {
+      scope: 'openid profile mcp', resource, idToken: true, drive: { login: 'alice' },
+    });
+    assert.equal(tokens.claims()?.sub, 'alice');
+    const header = decodeProtectedHeader(tokens.access_token);
+    assert.equal(header.alg, 'RS256');
+    assert.equal(header.typ, 'at+jwt');
+    const { payload } = await jwtVerify(tokens.access_token, jwks, {
+      issuer: idp.issuer, audience: resource, typ: 'at+jwt', algorithms: ['RS256'],
+    });
+    assert.equal(payload.sub, 'alice');
+    assert.equal(payload.client_id, CLIENT_ID);
+    assert.equal(payload.scope, 'mcp');
+    assert.equal(typeof payload.jti, 'string');
+  });
+
+  test('public client registered dynamically gets a JWT for the resource (no openid scope)', async () => {
+    const publicRedirect = `http://127.0.0.1:${await freePort()}/callback`;
+    const reg = await fetch(String(meta.registration_endpoint), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        client_name: 'Test MCP client',
+        redirect_uris: [publicRedirect],
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+      }),
+    });
+    const body = await reg.json() as { client_id: string; client_secret?: string };
+    assert.equal(reg.status, 201, JSON.stringify(body));
+    assert.equal(body.client_secret, undefined);
+    const config = await oidc.discovery(new URL(idp.issuer), body.client_id, undefined, oidc.None(),
+      { execute: [oidc.allowInsecureRequests] });
+    const { tokens } = await codeFlow(config, publicRedirect, { scope: 'mcp', resource, idToken: false, drive: { login: 'carol' } });
+    const { payload } = await jwtVerify(tokens.access_token, jwks, { issuer: idp.issuer, audience: resource });
+    assert.equal(payload.sub, 'carol');
+    assert.equal(payload.client_id, body.client_id);
+    assert.equal(payload.scope, 'mcp');
+  });
+
+  test('cancelling the sign-in returns access_denied to the client', async () => {
+    const authUrl = oidc.buildAuthorizationUrl(confidential, {
+      redirect_uri: redirectUri, scope: 'openid', state: 'xyz',
+      code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+      code_challenge_method: 'S256',
+    });
+    const callback = await driveBrowser(authUrl, redirectUri, { abort: true });
+    assert.equal(callback.searchParams.get('error'), 'access_denied');
+    assert.equal(callback.searchParams.get('state'), 'xyz');
+  });
+
+  test('a resource the IdP does not know is rejected (invalid_target)', async () => {
+    const authUrl = oidc.buildAuthorizationUrl(confidential, {
+      redirect_uri: redirectUri, scope: 'openid', resource: 'https://elsewhere.example/api',
+      code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+      code_challenge_method: 'S256',
+    });
+    const res = await fetch(authUrl, { redirect: 'manual' });
+    const location = new URL(res.headers.get('location') ?? '', authUrl);
+    assert.equal(location.searchParams.get('error'), 'invalid_target');
+  });
+
+  test('mintAccessToken produces tokens that verify like the provider\'s own', async () => {
+    const token = await idp.mintAccessToken({ sub: 'bob' });
+    const { payload, protectedHeader } = await jwtVerify(token, jwks, {
+      issuer: idp.issuer, audience: resource, typ: 'at+jwt', algorithms: ['RS256'],
+    });
+    assert.equal(protectedHeader.kid, decodeProtectedHeader((await confidentialToken()).access_token).kid);
+    assert.equal(payload.sub, 'bob');
+    assert.equal(payload.scope, 'mcp');
+    assert.equal(payload.client_id, CLIENT_ID);
+    assert.equal((payload.exp ?? 0) - (payload.iat ?? 0), 300);
+    assert.equal(typeof payload.jti, 'string');
+
+    const expired = await idp.mintAccessToken({ sub: 'bob', expiresInSeconds: -60 });
+    await assert.rejects(jwtVerify(expired, jwks, { issuer: idp.issuer, audience: resource }), { code: 'ERR_JWT_EXPIRED' });
+    const other = await idp.mintAccessToken({ sub: 'bob', aud: 'http://127.0.0.1:1/other' });
+    await assert.rejects(jwtVerify(other, jwks, { issuer: idp.issuer, audience: resource }), { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED' });
+  });
+
+  async function confidentialToken() {
+    return (await codeFlow(confidential, redirectUri, { scope: 'openid', resource, idToken: true })).tokens;
+  }
+});
+
+describe('development identity provider with an issuer path', () => {
+  test('serves discovery (both layouts), interactions and tokens under /idp', async () => {
+    let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+    const server = createServer((req, res) => handler?.(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const issuer = `http://127.0.0.1:${port}/idp`;
+      const resource = `http://127.0.0.1:${port}/mcp`;
+      const redirectUri = `http://127.0.0.1:${port}/auth/callback`;
+      const idp = await createIdentityProvider({
+        issuer, resource, clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: [redirectUri] }],
+      });
+      handler = idp.callback();
+
+      const rfc8414 = await fetch(`http://127.0.0.1:${port}/.well-known/oauth-authorization-server/idp`);
+      assert.equal(rfc8414.status, 200);
+      const asMeta = await rfc8414.json() as Record<string, string>;
+      assert.equal(asMeta.issuer, issuer);
+      assert.equal(asMeta.authorization_endpoint, `${issuer}/auth`);
+      assert.equal(asMeta.jwks_uri, `${issuer}/jwks`);
+      assert.equal((await fetch(`http://127.0.0.1:${port}/auth`)).status, 404);
+
+      const config = await oidc.discovery(new URL(issuer), CLIENT_ID, CLIENT_SECRET, oidc.ClientSecretBasic(CLIENT_SECRET),
+        { execute: [oidc.allowInsecureRequests] });
+      const { tokens } = await codeFlow(config, redirectUri, { scope: 'openid mcp', resource, idToken: true, drive: { login: 'dave' } });
+      assert.equal(tokens.claims()?.sub, 'dave');
+      const { payload } = await jwtVerify(tokens.access_token, createRemoteJWKSet(new URL(asMeta.jwks_uri ?? '')), {
+        issuer, audience: resource, typ: 'at+jwt',
+      });
+      assert.equal(payload.sub, 'dave');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});

@@ -1,0 +1,72 @@
+// Test helper: the operator's identity provider (a real oidc-provider, see
+// src/dev/identity-provider.ts) served over plain HTTP on 127.0.0.1.
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createIdentityProvider } from '../../src/dev/identity-provider.js';
+import type { IdentityProvider, IdpClient } from '../../src/dev/identity-provider.js';
+
+export type { IdentityProvider, IdpClient };
+
+export interface StartedIdp {
+  issuer: string;
+  port: number;
+  idp: IdentityProvider;
+  mintAccessToken: IdentityProvider['mintAccessToken'];
+  close(): Promise<void>;
+}
+
+function listen(server: Server, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/** Listen on 127.0.0.1:0, read the port the OS picked, close. (Racy by nature; prefer port 0 when possible.) */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  const port = await listen(server, 0);
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Start the identity provider with issuer `http://127.0.0.1:${port}`. Without `port` the server
+ * binds port 0 first and the provider is created once the port is known (no race).
+ */
+export async function startIdp(opts: { clients: IdpClient[]; resource: string; port?: number }): Promise<StartedIdp> {
+  let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const server = createServer((req, res) => {
+    if (handler) {
+      handler(req, res);
+      return;
+    }
+    res.statusCode = 503;
+    res.end('identity provider starting');
+  });
+  const port = await listen(server, opts.port ?? 0);
+  const issuer = `http://127.0.0.1:${port}`;
+  let idp: IdentityProvider;
+  try {
+    idp = await createIdentityProvider({ issuer, clients: opts.clients, resource: opts.resource });
+  } catch (err) {
+    server.close();
+    throw err;
+  }
+  handler = idp.callback();
+
+  return {
+    issuer,
+    port,
+    idp,
+    mintAccessToken: (claims) => idp.mintAccessToken(claims),
+    close: () => new Promise<void>((resolve, reject) => {
+      server.close((err) => (err ? reject(err) : resolve()));
+      server.closeAllConnections();
+    }),
+  };
+}

@@ -1,0 +1,148 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config/env.js';
+import { createLogger } from '../../src/log.js';
+import { startBroker, type RunningBroker } from '../../src/server.js';
+import { Browser, type Page } from './browser.js';
+import { startGitHubStandIn, type GitHubStandIn } from './github-standin.js';
+import { freePort, startIdp, type StartedIdp } from './idp.js';
+
+export const BROKER_CLIENT = { id: 'connect-broker', secret: 'broker-client-secret-for-tests' };
+
+export interface Stack {
+  publicUrl: string;
+  mcpUrl: string;
+  env: Record<string, string>;
+  idp: StartedIdp;
+  github: GitHubStandIn;
+  broker: RunningBroker;
+  /** Log lines the in-process broker wrote. */
+  logs: string[];
+  dir: string;
+  token(sub: string, extra?: { aud?: string | string[]; expiresInSeconds?: number; iss?: string }): Promise<string>;
+  /** Restarts the in-process broker on the same port and database. */
+  restart(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StackOptions {
+  holdSeconds?: number;
+  linkTtlSeconds?: number;
+  env?: Record<string, string>;
+}
+
+/** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const dir = mkdtempSync(join(tmpdir(), 'broker-test-'));
+  const port = await freePort();
+  const publicUrl = `http://127.0.0.1:${port}`;
+  const github = await startGitHubStandIn();
+  const idp = await startIdp({
+    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+    resource: `${publicUrl}/mcp`,
+  });
+  const env: Record<string, string> = {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_URL: publicUrl,
+    DATABASE_PATH: join(dir, 'broker.db'),
+    OIDC_ISSUER: idp.issuer,
+    OIDC_CLIENT_ID: BROKER_CLIENT.id,
+    OIDC_CLIENT_SECRET: BROKER_CLIENT.secret,
+    GITHUB_CLIENT_ID: github.clientId,
+    GITHUB_CLIENT_SECRET: github.clientSecret,
+    GITHUB_WEB_URL: github.webUrl,
+    GITHUB_API_URL: github.apiUrl,
+    BROKER_SECRET: randomBytes(32).toString('base64url'),
+    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    REPEAT_HOLD_SECONDS: String(options.holdSeconds ?? 5),
+    ...(options.linkTtlSeconds ? { CONNECT_LINK_TTL_SECONDS: String(options.linkTtlSeconds) } : {}),
+    LOG_LEVEL: 'debug',
+    ...options.env,
+  };
+  const logs: string[] = [];
+  const log = createLogger('debug', (line) => logs.push(line));
+  let broker = await startBroker(loadConfig(env), log);
+  const stack: Stack = {
+    publicUrl,
+    mcpUrl: `${publicUrl}/mcp`,
+    env,
+    idp,
+    github,
+    get broker() {
+      return broker;
+    },
+    logs,
+    dir,
+    token: (sub, extra = {}) => idp.mintAccessToken({ sub, ...extra }),
+    async restart() {
+      await broker.close();
+      broker = await startBroker(loadConfig(env), log);
+    },
+    async close() {
+      await broker.close();
+      await idp.close();
+      await github.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return stack;
+}
+
+/** A broker in its own process (same code, `node --import tsx src/main.ts`), for multi-process tests. */
+export async function spawnBroker(env: Record<string, string>): Promise<{ url: string; child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`broker did not start:\n${output}`)), 20_000);
+    const check = () => {
+      const m = /"event":"listening","url":"([^"]+)"/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stderr!.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`broker exited with ${code}:\n${output}`));
+    });
+  });
+  return {
+    url,
+    child,
+    output: () => output,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode);
+        child.once('exit', (code) => resolve(code));
+        child.kill(signal);
+      }),
+  };
+}
+
+/**
+ * Drives the whole browser side of a connect link as the user `user`: sign in at the IdP if asked,
+ * accept our consent page, sign in at GitHub as `githubLogin` and authorize. Returns the final page.
+ */
+export async function completeConnect(browser: Browser, link: string, user: string, opts: { githubLogin?: string; consent?: 'allow' | 'cancel'; atGitHub?: 'authorize' | 'cancel' } = {}): Promise<Page> {
+  let page = await browser.open(link);
+  if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: user } });
+  if (page.status !== 200 || !/name="decision" value="allow"/.test(page.html)) return page;
+  page = await browser.submit(page, { button: opts.consent ?? 'allow' });
+  if ((opts.consent ?? 'allow') === 'cancel') return page;
+  if (!/GitHub stand-in/.test(page.html)) return page;
+  return browser.submit(page, { button: opts.atGitHub ?? 'authorize', fields: { login: opts.githubLogin ?? 'octocat' } });
+}
+
+/** Signs `browser` in to the broker as `user` through the IdP. */
+export async function signIn(browser: Browser, stack: Stack, user: string): Promise<Page> {
+  let page = await browser.open(`${stack.publicUrl}/auth/login?returnTo=%2Fconnections`);
+  if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: user } });
+  return page;
+}
