@@ -10,6 +10,7 @@ export type WaitOutcome = PendingStatus | 'timeout' | 'aborted' | 'gone';
  */
 export class CompletionWatcher {
   readonly #waiters = new Map<string, Set<(status: PendingStatus) => void>>();
+  readonly #aborts = new Set<() => void>();
   #lastSeq: number;
   #timer: NodeJS.Timeout | undefined;
 
@@ -39,6 +40,7 @@ export class CompletionWatcher {
       this.#waiters.set(pendingId, set);
       const finish = (outcome: WaitOutcome) => {
         clearTimeout(timer);
+        this.#aborts.delete(onAbort);
         signal?.removeEventListener('abort', onAbort);
         set.delete(onSettled);
         if (set.size === 0) this.#waiters.delete(pendingId);
@@ -49,6 +51,7 @@ export class CompletionWatcher {
       const onAbort = () => finish('aborted');
       const timer = setTimeout(() => finish('timeout'), Math.min(timeoutMs, row.expires_at - Date.now()));
       signal?.addEventListener('abort', onAbort, { once: true });
+      this.#aborts.add(onAbort);
       set.add(onSettled);
       this.#start();
     });
@@ -86,7 +89,9 @@ export class CompletionWatcher {
     }
   }
 
+  /** Stops polling and releases every held call (they answer as if their client went away). */
   close(): void {
     this.#stop();
+    for (const abort of [...this.#aborts]) abort();
   }
 }

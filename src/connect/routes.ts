@@ -178,8 +178,12 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     try {
       const tokens = await provider.exchangeCode({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier });
       const account = await provider.fetchAccount(tokens);
-      connections.save(principal, provider.id, account, tokens);
-      settle(pending, 'completed');
+      // The connection and the settled link land together: a crash leaves neither half.
+      store.transaction(() => {
+        connections.save(principal, provider.id, account, tokens);
+        store.pending.settle(pending.id, 'completed');
+      });
+      watcher.notify(pending.id);
       log.info('connection_created', { provider: provider.id, pending: pending.id });
       renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login });
     } catch (err) {

@@ -20,6 +20,8 @@ export interface Store {
   pending: PendingConnectionStore;
   oauthFlows: OAuthFlowStore;
   connections: ConnectionStore;
+  /** Runs `fn` in one SQLite transaction: all of its writes land, or none do. */
+  transaction<T>(fn: () => T): T;
   close(): void;
 }
 
@@ -32,6 +34,7 @@ export function openStore(path: string): Store {
     pending: new PendingConnectionStore(db),
     oauthFlows: new OAuthFlowStore(db),
     connections: new ConnectionStore(db),
+    transaction: (fn) => db.transaction(fn).immediate(),
     close: () => db.close(),
   };
 }
