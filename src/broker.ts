@@ -22,8 +22,15 @@ export interface Broker {
   close(): Promise<void>;
 }
 
+export interface BrokerOptions {
+  /** Routes served by the same app ahead of the broker's own (development mode). */
+  mount?: (app: Express, store: Store) => void;
+  /** The GitHub the broker talks to is the built-in sandbox: say so on pages and in tool results. */
+  sandboxGitHub?: boolean;
+}
+
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
-export function createBroker(config: Config, log: Logger): Broker {
+export function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Broker {
   const store = openStore(config.databasePath);
   const sealer = new Sealer([config.tokenEncryptionKey]);
   const github = new GitHubProvider({
@@ -31,6 +38,7 @@ export function createBroker(config: Config, log: Logger): Broker {
     clientSecret: config.github.clientSecret,
     webUrl: config.github.webUrl,
     apiUrl: config.github.apiUrl,
+    sandbox: options.sandboxGitHub ?? false,
   });
   const providers: ReadonlyMap<string, Provider> = new Map([[github.id, github]]);
   const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
@@ -52,7 +60,9 @@ export function createBroker(config: Config, log: Logger): Broker {
     github,
     providers,
   });
-  const app = createApp({ config, store, sessions, idp, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl });
+  const app = createApp({ config, store, sessions, idp, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl,
+    ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
+  });
 
   const pruneTimer = setInterval(() => {
     try {

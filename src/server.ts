@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createBroker, type Broker } from './broker.js';
+import { createBroker, type Broker, type BrokerOptions } from './broker.js';
 import type { Config } from './config/env.js';
 import type { Logger } from './log.js';
 
@@ -13,8 +13,8 @@ export interface RunningBroker {
 }
 
 /** Starts the broker on HOST:PORT and returns once it is listening. */
-export async function startBroker(config: Config, log: Logger): Promise<RunningBroker> {
-  const broker = createBroker(config, log);
+export async function startBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<RunningBroker> {
+  const broker = createBroker(config, log, options);
   const server = broker.app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);

@@ -185,7 +185,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       });
       watcher.notify(pending.id);
       log.info('connection_created', { provider: provider.id, pending: pending.id });
-      renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login });
+      renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login, sandbox: provider.sandbox });
     } catch (err) {
       settle(pending, 'failed');
       if (!(err instanceof ProviderError)) throw err;

@@ -8,7 +8,7 @@
 // resource (RFC 8707 resource indicators + RFC 9068 JWT access token profile).
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
+import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
 import Provider, { errors } from 'oidc-provider';
 import type { Configuration, Interaction, ResourceServerInfo } from 'oidc-provider';
 
@@ -30,6 +30,12 @@ export interface IdentityProviderOptions {
   resource: string;
   /** Keys for signing oidc-provider's cookies; random when omitted. */
   cookieKeys?: string[];
+  /** A private RS256 JWK to sign with (persist it to keep tokens valid across restarts); generated when omitted. */
+  signingJwk?: Record<string, unknown>;
+  /** An oidc-provider storage adapter class; the in-memory one when omitted. */
+  adapter?: unknown;
+  /** Text shown on the sign-in page under its heading. */
+  signInNote?: string;
 }
 
 export interface MintAccessTokenClaims {
@@ -78,8 +84,10 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   const basePath = issuerUrl.pathname.replace(/\/+$/, ''); // '' or e.g. '/idp'
   const { resource } = options;
 
-  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  const privateJwk = await exportJWK(privateKey);
+  const privateJwk = options.signingJwk
+    ? { ...options.signingJwk }
+    : await exportJWK((await generateKeyPair('RS256', { extractable: true })).privateKey);
+  const privateKey = await importJWK(privateJwk, 'RS256');
   const kid = await calculateJwkThumbprint(privateJwk);
   Object.assign(privateJwk, { kid, use: 'sig', alg: 'RS256' });
 
@@ -92,6 +100,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
   const configuration = (cimdAck: string | undefined): Configuration => ({
     clients: options.clients.map((client) => ({ ...client })),
+    ...(options.adapter ? { adapter: options.adapter } : {}),
     jwks: { keys: [privateJwk] },
     cookies: { keys: options.cookieKeys?.length ? options.cookieKeys : [randomBytes(32).toString('base64url')] },
     scopes: SCOPES,

@@ -24,6 +24,8 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page'> 
   verifier: AccessTokenVerifier;
   mcpHandler: McpHttpHandler;
   log: Logger;
+  /** Extra routes mounted behind the Host guard and security headers (the development IdP and sandbox). */
+  mount?: (app: express.Express) => void;
 }
 
 /** Host names this service answers to: PUBLIC_URL's, ALLOWED_HOSTS, and loopback names when local. */
@@ -48,6 +50,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(hostGuard(hosts));
   app.use(securityHeaders([config.oidc.issuer.origin, ...[...deps.providers.values()].map((p) => p.authorizationOrigin)]));
+  deps.mount?.(app);
 
   // RFC 9728 metadata, at the path-inserted and the root location.
   const metadata = (_req: Request, res: Response) => {

@@ -8,3 +8,8 @@ export function nothingDone(text: string, structured: Record<string, unknown> = 
 export function toolError(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
+
+/** Appended to every tool result that touched a simulated provider. */
+export function sandboxNote(provider: { sandbox: boolean; displayName: string }): string {
+  return provider.sandbox ? ` [${provider.displayName}: simulated for development, not the real service]` : '';
+}

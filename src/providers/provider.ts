@@ -48,6 +48,8 @@ export class ProviderError extends Error {
 export interface Provider {
   readonly id: string;
   readonly displayName: string;
+  /** A simulated provider (development sandbox): pages and tool results say so. */
+  readonly sandbox: boolean;
   readonly scopes: ProviderScope[];
   /** Origin of the page the browser is sent to, for the CSP `form-action` of the consent page. */
   readonly authorizationOrigin: string;

@@ -2,6 +2,7 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { RequestFacts, ToolDeps } from '../context.js';
 import { requireConnection } from '../require-connection.js';
+import { sandboxNote } from '../results.js';
 import { providerFailure } from './provider-failure.js';
 
 const inputSchema = z.object({
@@ -39,7 +40,7 @@ export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, fac
         const repository = `${args.owner}/${args.repo}`;
         deps.log.info('tool_github_create_issue', { repository, number: issue.number });
         return {
-          content: [{ type: 'text', text: `Created issue #${issue.number} in ${repository} as @${gate.connection.row.account_login}: ${issue.url}` }],
+          content: [{ type: 'text', text: `Created issue #${issue.number} in ${repository} as @${gate.connection.row.account_login}: ${issue.url}${sandboxNote(deps.github)}` }],
           structuredContent: { status: 'created', number: issue.number, url: issue.url, repository },
         };
       } catch (err) {

@@ -2,6 +2,7 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { RequestFacts, ToolDeps } from '../context.js';
 import { requireConnection } from '../require-connection.js';
+import { sandboxNote } from '../results.js';
 import { providerFailure } from './provider-failure.js';
 
 const outputSchema = z.object({
@@ -28,7 +29,7 @@ export function registerGitHubWhoami(server: McpServer, deps: ToolDeps, facts: R
         const account = await deps.github.fetchAccount(gate.connection.tokens);
         deps.connections.touch(gate.principal, deps.github.id);
         return {
-          content: [{ type: 'text', text: `Your linked GitHub account is @${account.login} (id ${account.id}).` }],
+          content: [{ type: 'text', text: `Your linked GitHub account is @${account.login} (id ${account.id}).${sandboxNote(deps.github)}` }],
           structuredContent: { status: 'connected', login: account.login, id: account.id },
         };
       } catch (err) {

@@ -11,6 +11,7 @@ export interface GitHubProviderOptions {
   apiUrl: URL;
   scopes?: string[];
   timeoutMs?: number;
+  sandbox?: boolean;
 }
 
 const SCOPE_DESCRIPTIONS: Record<string, string> = {
@@ -36,14 +37,17 @@ function under(base: URL, path: string): URL {
  */
 export class GitHubProvider implements Provider {
   readonly id = 'github';
-  readonly displayName = 'GitHub';
+  readonly displayName: string;
+  readonly sandbox: boolean;
   readonly scopes: ProviderScope[];
   readonly authorizationOrigin: string;
   readonly #options: Required<GitHubProviderOptions>;
   readonly #oauth: oidc.Configuration;
 
   constructor(options: GitHubProviderOptions) {
-    this.#options = { scopes: ['repo'], timeoutMs: 10_000, ...options };
+    this.#options = { scopes: ['repo'], timeoutMs: 10_000, sandbox: false, ...options };
+    this.sandbox = this.#options.sandbox;
+    this.displayName = this.sandbox ? 'GitHub (sandbox)' : 'GitHub';
     this.scopes = this.#options.scopes.map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name] ?? `GitHub scope "${name}".` }));
     this.authorizationOrigin = options.webUrl.origin;
     const server: oidc.ServerMetadata = {

@@ -1,0 +1,36 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { exportJWK, generateKeyPair } from 'jose';
+
+/** Secrets `npm run dev` generates once and keeps, so a restart keeps sessions, tokens and sign-ins. */
+export interface DevSecrets {
+  brokerSecret: string;
+  tokenEncryptionKey: string;
+  pagesClientSecret: string;
+  sandboxGitHubClientSecret: string;
+  idpCookieKeys: string[];
+  idpSigningJwk: Record<string, unknown>;
+}
+
+/** Reads `path`, or creates it (mode 0600) with fresh random secrets. */
+export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: DevSecrets; created: boolean }> {
+  if (existsSync(path)) {
+    const secrets = JSON.parse(readFileSync(path, 'utf8')) as DevSecrets;
+    if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length) return { secrets, created: false };
+  }
+  const secrets: DevSecrets = {
+    brokerSecret: randomBytes(32).toString('base64url'),
+    tokenEncryptionKey: randomBytes(32).toString('base64'),
+    pagesClientSecret: randomBytes(24).toString('base64url'),
+    sandboxGitHubClientSecret: randomBytes(20).toString('hex'),
+    idpCookieKeys: [randomBytes(32).toString('base64url')],
+    idpSigningJwk: { ...(await exportJWK((await generateKeyPair('RS256', { extractable: true })).privateKey)), alg: 'RS256', use: 'sig' },
+  };
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  renameSync(tmp, path);
+  chmodSync(path, 0o600);
+  return { secrets, created: true };
+}
