@@ -33,6 +33,8 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
     url: `http://${host}:${port}`,
     close() {
       closing ??= (async () => {
+        // Answer held calls first ("ask again" with the same link), then stop taking requests.
+        broker.watcher.close();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           server.closeIdleConnections();

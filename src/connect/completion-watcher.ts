@@ -10,7 +10,8 @@ export type WaitOutcome = PendingStatus | 'timeout' | 'aborted' | 'gone';
  */
 export class CompletionWatcher {
   readonly #waiters = new Map<string, Set<(status: PendingStatus) => void>>();
-  readonly #aborts = new Set<() => void>();
+  /** Releases each held wait as if its hold had ended (used at shutdown). */
+  readonly #releases = new Set<() => void>();
   #lastSeq: number;
   #timer: NodeJS.Timeout | undefined;
 
@@ -40,7 +41,7 @@ export class CompletionWatcher {
       this.#waiters.set(pendingId, set);
       const finish = (outcome: WaitOutcome) => {
         clearTimeout(timer);
-        this.#aborts.delete(onAbort);
+        this.#releases.delete(onRelease);
         signal?.removeEventListener('abort', onAbort);
         set.delete(onSettled);
         if (set.size === 0) this.#waiters.delete(pendingId);
@@ -49,9 +50,10 @@ export class CompletionWatcher {
       };
       const onSettled = (status: PendingStatus) => finish(status);
       const onAbort = () => finish('aborted');
+      const onRelease = () => finish('timeout');
       const timer = setTimeout(() => finish('timeout'), Math.min(timeoutMs, row.expires_at - Date.now()));
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#aborts.add(onAbort);
+      this.#releases.add(onRelease);
       set.add(onSettled);
       this.#start();
     });
@@ -89,9 +91,12 @@ export class CompletionWatcher {
     }
   }
 
-  /** Stops polling and releases every held call (they answer as if their client went away). */
+  /**
+   * Stops polling and releases every held call as if its hold had ended, so each answers
+   * `input_required` with its link and the client repeats (on another instance, if need be).
+   */
   close(): void {
     this.#stop();
-    for (const abort of [...this.#aborts]) abort();
+    for (const release of [...this.#releases]) release();
   }
 }

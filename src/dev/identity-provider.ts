@@ -11,6 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
 import Provider, { errors } from 'oidc-provider';
 import type { Configuration, Interaction, ResourceServerInfo } from 'oidc-provider';
+import type { Logger } from '../log.js';
 
 export interface IdpClient {
   client_id: string;
@@ -34,8 +35,8 @@ export interface IdentityProviderOptions {
   signingJwk?: Record<string, unknown>;
   /** An oidc-provider storage adapter class; the in-memory one when omitted. */
   adapter?: unknown;
-  /** Text shown on the sign-in page under its heading. */
-  signInNote?: string;
+  /** Where the provider's own failures are reported; silent when omitted. */
+  log?: Logger;
 }
 
 export interface MintAccessTokenClaims {
@@ -161,7 +162,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   }
 
   provider.on('server_error', (_ctx, err) => {
-    console.error('[dev-idp] server_error:', err instanceof Error ? err.message : err);
+    options.log?.error('dev_idp_server_error', { message: err instanceof Error ? err.message : String(err) });
   });
 
   const providerListener = provider.callback();
@@ -197,7 +198,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     const match = /^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/abort)?$/.exec(inner);
     if (match) {
       const [, uid = '', action = ''] = match;
-      handleInteraction(req, res, uid, action).catch((err: unknown) => interactionError(res, err));
+      handleInteraction(req, res, uid, action).catch((err: unknown) => interactionError(res, err, options.log));
       return;
     }
     forwardToProvider(req, res, full, `${inner}${search}`);
@@ -361,7 +362,7 @@ function errorPage(message: string): string {
 <p role="alert">${escapeHtml(message)}</p>`);
 }
 
-function interactionError(res: ServerResponse, err: unknown): void {
+function interactionError(res: ServerResponse, err: unknown, log: Logger | undefined): void {
   if (err instanceof errors.OIDCProviderError && err.expose) {
     // Typically SessionNotFound: the interaction cookie is missing or the interaction expired.
     sendHtml(res, err.statusCode, errorPage('This sign-in attempt has expired or is no longer valid. Return to the application and start again.'));
@@ -371,7 +372,7 @@ function interactionError(res: ServerResponse, err: unknown): void {
     sendText(res, 413, 'Request body too large');
     return;
   }
-  console.error('[dev-idp] interaction error:', err instanceof Error ? err.message : err);
+  log?.error('dev_idp_interaction_error', { message: err instanceof Error ? err.message : String(err) });
   sendHtml(res, 500, errorPage('Something went wrong while signing in.'));
 }
 

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export type Db = Database.Database;
@@ -29,7 +29,7 @@ export function migrate(db: Db, dir = MIGRATIONS_DIR): string[] {
     // BEGIN IMMEDIATE serialises concurrent starters: the second one sees the row and skips.
     const apply = db.transaction(() => {
       if (db.prepare('SELECT 1 FROM schema_migrations WHERE name = ?').get(name)) return false;
-      db.exec(readFileSync(`${dir}${name}`, 'utf8'));
+      db.exec(readFileSync(join(dir, name), 'utf8'));
       db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)').run(name, Date.now());
       return true;
     });

@@ -1,0 +1,239 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config/env.js';
+
+const REQUIRED = [
+  'PUBLIC_URL',
+  'OIDC_ISSUER',
+  'OIDC_CLIENT_ID',
+  'OIDC_CLIENT_SECRET',
+  'GITHUB_CLIENT_ID',
+  'GITHUB_CLIENT_SECRET',
+  'BROKER_SECRET',
+  'TOKEN_ENCRYPTION_KEY',
+] as const;
+
+const KEY = randomBytes(32);
+
+/** A complete, valid production-shaped environment with nothing optional set. */
+function validEnv(overrides: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    PUBLIC_URL: 'https://broker.example.com',
+    OIDC_ISSUER: 'https://idp.example.com',
+    OIDC_CLIENT_ID: 'connect-broker',
+    OIDC_CLIENT_SECRET: 'oidc-client-secret',
+    GITHUB_CLIENT_ID: 'Iv1.0123456789abcdef',
+    GITHUB_CLIENT_SECRET: 'github-client-secret',
+    BROKER_SECRET: 'b'.repeat(32),
+    TOKEN_ENCRYPTION_KEY: KEY.toString('base64'),
+  };
+  for (const [name, value] of Object.entries(overrides)) {
+    if (value === undefined) delete env[name];
+    else env[name] = value;
+  }
+  return env;
+}
+
+/** Asserts that loading `env` throws a ConfigError with exactly `message`. */
+function refuses(env: NodeJS.ProcessEnv, message: string): void {
+  assert.throws(
+    () => loadConfig(env),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
+      assert.equal(err.name, 'ConfigError');
+      assert.equal(err.message, message);
+      return true;
+    },
+  );
+}
+
+describe('loadConfig: required variables', () => {
+  for (const name of REQUIRED) {
+    it(`refuses to start without ${name}, naming it: "${name} is required"`, () => {
+      refuses(validEnv({ [name]: undefined }), `${name} is required`);
+    });
+  }
+
+  it('names the empty variable when a required credential is set to the empty string', () => {
+    refuses(validEnv({ OIDC_CLIENT_SECRET: '' }), 'OIDC_CLIENT_SECRET must not be empty');
+    refuses(validEnv({ GITHUB_CLIENT_ID: '' }), 'GITHUB_CLIENT_ID must not be empty');
+  });
+
+  it('accepts the minimal valid environment', () => {
+    const config = loadConfig(validEnv());
+    assert.equal(config.publicUrl.href, 'https://broker.example.com/');
+    assert.equal(config.oidc.clientId, 'connect-broker');
+    assert.equal(config.github.clientSecret, 'github-client-secret');
+  });
+});
+
+describe('loadConfig: secrets', () => {
+  it('refuses a BROKER_SECRET shorter than 32 bytes', () => {
+    refuses(validEnv({ BROKER_SECRET: 'x'.repeat(31) }), 'BROKER_SECRET must be at least 32 bytes (got 31)');
+    refuses(validEnv({ BROKER_SECRET: '' }), 'BROKER_SECRET must be at least 32 bytes (got 0)');
+  });
+
+  it('counts BROKER_SECRET in UTF-8 bytes, not characters', () => {
+    assert.equal(loadConfig(validEnv({ BROKER_SECRET: 'é'.repeat(16) })).brokerSecret.length, 32);
+    refuses(validEnv({ BROKER_SECRET: 'é'.repeat(15) + 'x' }), 'BROKER_SECRET must be at least 32 bytes (got 31)');
+  });
+
+  it('refuses a TOKEN_ENCRYPTION_KEY that does not decode to exactly 32 bytes', () => {
+    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: randomBytes(16).toString('base64') }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 16 bytes)');
+    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: randomBytes(33).toString('base64') }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 33 bytes)');
+    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: '' }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 0 bytes)');
+  });
+
+  it('refuses a TOKEN_ENCRYPTION_KEY that is not base64 at all', () => {
+    // 32 characters, but with spaces and '!': must not be decoded leniently into some other key.
+    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: 'not base64! not base64! not b64!' }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 0 bytes)');
+    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('hex') }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 48 bytes)');
+  });
+
+  it('accepts the key in base64 and base64url and decodes both to the same 32 bytes', () => {
+    assert.deepEqual(loadConfig(validEnv()).tokenEncryptionKey, KEY);
+    assert.deepEqual(loadConfig(validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('base64url') })).tokenEncryptionKey, KEY);
+  });
+});
+
+describe('loadConfig: URLs must be https unless they point at loopback', () => {
+  const httpsOnly = (name: string) => `${name} must use https:// (http:// is accepted only for loopback hosts)`;
+
+  it('refuses PUBLIC_URL over http on a non-loopback host', () => {
+    refuses(validEnv({ PUBLIC_URL: 'http://broker.example.com' }), httpsOnly('PUBLIC_URL'));
+    refuses(validEnv({ PUBLIC_URL: 'http://10.0.0.5:3000' }), httpsOnly('PUBLIC_URL'));
+    refuses(validEnv({ PUBLIC_URL: 'http://localhost.evil.example' }), httpsOnly('PUBLIC_URL'));
+    refuses(validEnv({ PUBLIC_URL: 'http://127.0.0.1.evil.example' }), httpsOnly('PUBLIC_URL'));
+  });
+
+  it('refuses PUBLIC_URL schemes other than http and https', () => {
+    refuses(validEnv({ PUBLIC_URL: 'ftp://broker.example.com' }), httpsOnly('PUBLIC_URL'));
+  });
+
+  it('refuses a PUBLIC_URL that is not an absolute URL', () => {
+    refuses(validEnv({ PUBLIC_URL: 'broker.example.com' }), 'PUBLIC_URL must be an absolute URL (got "broker.example.com")');
+  });
+
+  it('accepts PUBLIC_URL over https, and over http on 127.0.0.1, localhost and [::1]', () => {
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'https://broker.example.com' })).publicUrl.origin, 'https://broker.example.com');
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'http://127.0.0.1:3000' })).publicUrl.origin, 'http://127.0.0.1:3000');
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'http://localhost:3000' })).publicUrl.origin, 'http://localhost:3000');
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'http://[::1]:3000' })).publicUrl.origin, 'http://[::1]:3000');
+  });
+
+  it('marks cookies Secure exactly when PUBLIC_URL is https', () => {
+    assert.equal(loadConfig(validEnv()).secureCookies, true);
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'http://127.0.0.1:3000' })).secureCookies, false);
+  });
+
+  it('refuses a PUBLIC_URL with a path, a query, a fragment or credentials', () => {
+    refuses(validEnv({ PUBLIC_URL: 'https://broker.example.com/app' }), 'PUBLIC_URL must not have a path');
+    refuses(validEnv({ PUBLIC_URL: 'https://broker.example.com/?x=1' }), 'PUBLIC_URL must not carry a query, fragment or credentials');
+    refuses(validEnv({ PUBLIC_URL: 'https://broker.example.com#top' }), 'PUBLIC_URL must not carry a query, fragment or credentials');
+    refuses(validEnv({ PUBLIC_URL: 'https://user:pw@broker.example.com' }), 'PUBLIC_URL must not carry a query, fragment or credentials');
+  });
+
+  it('accepts a PUBLIC_URL with only a trailing slash', () => {
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'https://broker.example.com/' })).mcpUrl.href, 'https://broker.example.com/mcp');
+  });
+
+  it('applies the same https rule to OIDC_ISSUER, keeping the configured identifier byte for byte', () => {
+    refuses(validEnv({ OIDC_ISSUER: 'http://idp.example.com' }), httpsOnly('OIDC_ISSUER'));
+    refuses(validEnv({ OIDC_ISSUER: 'https://idp.example.com/?tenant=1' }), 'OIDC_ISSUER must not carry a query, fragment or credentials');
+    const https = loadConfig(validEnv({ OIDC_ISSUER: 'https://idp.example.com/realms/staff/' }));
+    assert.equal(https.oidc.issuer.href, 'https://idp.example.com/realms/staff/');
+    assert.equal(https.oidc.issuerId, 'https://idp.example.com/realms/staff/');
+    assert.equal(loadConfig(validEnv({ OIDC_ISSUER: 'http://127.0.0.1:9000' })).oidc.issuerId, 'http://127.0.0.1:9000');
+    assert.equal(loadConfig(validEnv({ OIDC_ISSUER: 'http://localhost:9000/idp' })).oidc.issuer.href, 'http://localhost:9000/idp');
+  });
+
+  for (const name of ['GITHUB_WEB_URL', 'GITHUB_API_URL'] as const) {
+    it(`applies the same https rule to ${name}`, () => {
+      refuses(validEnv({ [name]: 'http://github.example.com' }), httpsOnly(name));
+      const key = name === 'GITHUB_WEB_URL' ? 'webUrl' : 'apiUrl';
+      assert.equal(loadConfig(validEnv({ [name]: 'https://ghe.example.com/api/v3' })).github[key].href, 'https://ghe.example.com/api/v3');
+      assert.equal(loadConfig(validEnv({ [name]: 'http://127.0.0.1:8080/api/v3' })).github[key].href, 'http://127.0.0.1:8080/api/v3');
+      assert.equal(loadConfig(validEnv({ [name]: 'http://localhost:8080' })).github[key].href, 'http://localhost:8080/');
+    });
+  }
+});
+
+describe('loadConfig: defaults', () => {
+  it('defaults HOST, PORT, DATABASE_PATH, GitHub URLs, hold, link lifetime and audience', () => {
+    const config = loadConfig(validEnv());
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.port, 3000);
+    assert.equal(config.databasePath, './data/broker.db');
+    assert.equal(config.github.webUrl.href, 'https://github.com/');
+    assert.equal(config.github.apiUrl.href, 'https://api.github.com/');
+    assert.equal(config.repeatHoldMs, 20_000);
+    assert.equal(config.connectLinkTtlSeconds, 600);
+    assert.equal(config.mcpUrl.href, 'https://broker.example.com/mcp');
+    assert.equal(config.audience, 'https://broker.example.com/mcp');
+    assert.equal(config.oidc.authMethod, 'client_secret_basic');
+    assert.deepEqual(config.allowedHosts, []);
+    assert.equal(config.trustProxy, false);
+  });
+
+  it('derives the audience as PUBLIC_URL + /mcp whatever the trailing slash', () => {
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'http://127.0.0.1:4000/' })).audience, 'http://127.0.0.1:4000/mcp');
+    assert.equal(loadConfig(validEnv({ PUBLIC_URL: 'http://127.0.0.1:4000' })).audience, 'http://127.0.0.1:4000/mcp');
+  });
+
+  it('lets MCP_AUDIENCE override the audience (without a trailing slash) while the endpoint stays PUBLIC_URL/mcp', () => {
+    const config = loadConfig(validEnv({ MCP_AUDIENCE: 'https://api.example.com/mcp/' }));
+    assert.equal(config.audience, 'https://api.example.com/mcp');
+    assert.equal(config.mcpUrl.href, 'https://broker.example.com/mcp');
+    refuses(validEnv({ MCP_AUDIENCE: 'http://api.example.com/mcp' }), 'MCP_AUDIENCE must use https:// (http:// is accepted only for loopback hosts)');
+  });
+
+  it('takes HOST, DATABASE_PATH and REPEAT_HOLD_SECONDS when given', () => {
+    const config = loadConfig(validEnv({ HOST: '0.0.0.0', DATABASE_PATH: '/var/lib/broker/db.sqlite', REPEAT_HOLD_SECONDS: '2.5', PORT: '8080' }));
+    assert.equal(config.host, '0.0.0.0');
+    assert.equal(config.databasePath, '/var/lib/broker/db.sqlite');
+    assert.equal(config.repeatHoldMs, 2500);
+    assert.equal(config.port, 8080);
+  });
+
+  it('refuses out-of-range numbers, naming the variable', () => {
+    refuses(validEnv({ REPEAT_HOLD_SECONDS: '51' }), 'REPEAT_HOLD_SECONDS must be a number between 0 and 50 (got "51")');
+    refuses(validEnv({ PORT: 'http' }), 'PORT must be an integer between 0 and 65535 (got "http")');
+  });
+});
+
+describe('starting the service with a bad environment', () => {
+  it('exits with code 1 and one stderr line naming the missing variable, without a stack trace', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'broker-config-'));
+    try {
+      const dbPath = join(dir, 'broker.db');
+      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...validEnv({ BROKER_SECRET: undefined, PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_PATH: dbPath }) };
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: fileURLToPath(new URL('../', import.meta.url)), env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          child.kill('SIGKILL');
+          reject(new Error(`still running after 15 s:\n${stderr}`));
+        }, 15_000);
+        child.once('exit', (c) => {
+          clearTimeout(timer);
+          resolve(c);
+        });
+      });
+      assert.equal(code, 1);
+      assert.equal(stderr, 'Configuration error: BROKER_SECRET is required\n');
+      assert.equal(stdout, '');
+      assert.equal(existsSync(dbPath), false, 'no database is created before the configuration is valid');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,265 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { CompletionWatcher } from '../src/connect/completion-watcher.js';
+import { sha256Base64url } from '../src/crypto/index.js';
+import { safeReturnPath } from '../src/http/return-to.js';
+import { canonicalJson } from '../src/mcp/call-scope.js';
+import { migrate, openDatabase, openStore, type Store } from '../src/store/index.js';
+
+const BASE = new URL('https://broker.example.com');
+const MIGRATIONS = fileURLToPath(new URL('../migrations/', import.meta.url));
+
+describe('safeReturnPath', () => {
+  it('keeps same-origin paths with their query', () => {
+    assert.equal(safeReturnPath('/connections', BASE), '/connections');
+    assert.equal(safeReturnPath('/connect/github?req=abc_DEF-123', BASE), '/connect/github?req=abc_DEF-123');
+    assert.equal(safeReturnPath('/', BASE), '/');
+  });
+
+  it('normalises dot segments and drops the fragment', () => {
+    assert.equal(safeReturnPath('/connect/../connections', BASE), '/connections');
+    assert.equal(safeReturnPath('/connections#top', BASE), '/connections');
+  });
+
+  it('refuses scheme-relative, backslash and absolute URLs', () => {
+    for (const value of ['//evil.example', '//evil.example/connections', '/\\evil.example', '/\\/evil.example', '\\\\evil.example', 'https://evil.example/', 'http://broker.example.com/connections', 'https://broker.example.com/connections']) {
+      assert.equal(safeReturnPath(value, BASE), '/connections', value);
+    }
+  });
+
+  it('refuses javascript: and data: URLs and anything not starting with /', () => {
+    for (const value of ['javascript:alert(1)', 'JavaScript:alert(document.cookie)', 'data:text/html,<script>alert(1)</script>', 'connections', 'evil.example', ' /connections']) {
+      assert.equal(safeReturnPath(value, BASE), '/connections', value);
+    }
+  });
+
+  it('refuses control characters (tab, CR/LF header injection, NUL, DEL)', () => {
+    for (const value of ['/\t/evil.example', '/connections\r\nSet-Cookie: a=b', '/connections\n', '/\u0000', '/a\u007f']) {
+      assert.equal(safeReturnPath(value, BASE), '/connections', JSON.stringify(value));
+    }
+  });
+
+  it('refuses over-long values (more than 2048 characters) and keeps one of exactly 2048', () => {
+    const exactly = '/' + 'a'.repeat(2047);
+    assert.equal(safeReturnPath(exactly, BASE), exactly);
+    assert.equal(safeReturnPath(exactly + 'a', BASE), '/connections');
+  });
+
+  it('refuses non-strings (repeated query parameters, missing values) and the empty string', () => {
+    for (const value of [undefined, null, 42, ['/a', '/b'], { path: '/a' }, '']) {
+      assert.equal(safeReturnPath(value, BASE), '/connections', String(value));
+    }
+  });
+
+  it('returns the caller-supplied fallback when it refuses', () => {
+    assert.equal(safeReturnPath('//evil.example', BASE, '/'), '/');
+    assert.equal(safeReturnPath('/ok', BASE, '/'), '/ok');
+  });
+});
+
+describe('canonicalJson (the digest that binds requestState to tool arguments)', () => {
+  it('is independent of key order, at every level', () => {
+    const a = { owner: 'octo', repo: 'hello', meta: { z: 1, a: [{ y: 2, x: 1 }] } };
+    const b = { meta: { a: [{ x: 1, y: 2 }], z: 1 }, repo: 'hello', owner: 'octo' };
+    assert.equal(canonicalJson(a), canonicalJson(b));
+    assert.equal(canonicalJson(a), '{"meta":{"a":[{"x":1,"y":2}],"z":1},"owner":"octo","repo":"hello"}');
+    assert.equal(sha256Base64url(canonicalJson(a)), sha256Base64url(canonicalJson(b)));
+  });
+
+  it('keeps array order and distinguishes different values', () => {
+    assert.notEqual(canonicalJson([1, 2]), canonicalJson([2, 1]));
+    assert.notEqual(canonicalJson({ title: 'a' }), canonicalJson({ title: 'b' }));
+    assert.notEqual(canonicalJson({ n: 1 }), canonicalJson({ n: '1' }));
+    assert.notEqual(canonicalJson({ a: { b: 1 } }), canonicalJson({ 'a.b': 1 }));
+  });
+
+  it('escapes keys and strings as JSON does', () => {
+    assert.equal(canonicalJson({ 'k"e\\y': 'v"\n' }), '{"k\\"e\\\\y":"v\\"\\n"}');
+    assert.equal(canonicalJson({}), '{}');
+    assert.equal(canonicalJson(null), 'null');
+    assert.equal(canonicalJson('x'), '"x"');
+  });
+});
+
+describe('the SQLite store', () => {
+  let dir: string;
+  let path: string;
+  let a: Store;
+  let b: Store;
+  const owner = { issuer: 'https://idp.example.com', subject: 'alice' };
+
+  /** Inserts an open pending connection through `store` and returns its id. */
+  function pendingRow(store: Store, ttlMs = 60_000): string {
+    const id = randomUUID();
+    store.pending.create({ id, link_hash: `hash-${id}`, ...owner, provider: 'github', client_name: 'test', expires_at: Date.now() + ttlMs });
+    return id;
+  }
+
+  function eventsFor(store: Store, id: string): number {
+    return (store.db.prepare('SELECT count(*) AS n FROM pending_events WHERE pending_id = ?').get(id) as { n: number }).n;
+  }
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'broker-units-'));
+    path = join(dir, 'nested', 'broker.db');
+    a = openStore(path);
+    b = openStore(path);
+  });
+  after(() => {
+    a.close();
+    b.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('migrations', () => {
+    it('records 001_initial.sql in schema_migrations on a fresh database, and applies nothing on the next open', () => {
+      const shipped = readdirSync(MIGRATIONS).filter((f) => f.endsWith('.sql')).sort();
+      const file = join(dir, 'fresh.db');
+      const first = openDatabase(file);
+      const rows = first.prepare('SELECT name, applied_at FROM schema_migrations ORDER BY name').all() as Array<{ name: string; applied_at: number }>;
+      assert.equal(rows[0]?.name, '001_initial.sql');
+      assert.deepEqual(rows.map((r) => r.name), shipped, 'every shipped migration, once each');
+      const tables = (first.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((t) => t.name);
+      for (const t of ['browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'pending_events']) assert.ok(tables.includes(t), t);
+      first.close();
+
+      const second = openDatabase(file);
+      assert.deepEqual(second.prepare('SELECT name, applied_at FROM schema_migrations ORDER BY name').all(), rows, 'the second open recorded nothing new');
+      assert.deepEqual(migrate(second), [], 'migrating again applies nothing');
+      second.close();
+    });
+
+    it('applies new migration files in name order, each once, and reports what it applied', () => {
+      const extra = join(dir, 'extra-migrations') + '/';
+      mkdirSync(extra);
+      writeFileSync(`${extra}011_second.sql`, 'INSERT INTO unit_marks (step) VALUES (2);');
+      writeFileSync(`${extra}010_first.sql`, 'CREATE TABLE unit_marks (step INTEGER NOT NULL); INSERT INTO unit_marks (step) VALUES (1);');
+      writeFileSync(`${extra}README.md`, 'not a migration');
+      const db = openDatabase(join(dir, 'extra.db'));
+      assert.deepEqual(migrate(db, extra), ['010_first.sql', '011_second.sql']);
+      assert.deepEqual(migrate(db, extra), []);
+      assert.deepEqual(db.prepare('SELECT step FROM unit_marks ORDER BY rowid').all(), [{ step: 1 }, { step: 2 }]);
+      db.close();
+    });
+  });
+
+  describe('PendingConnectionStore', () => {
+    it('claims an open link exactly once, even when claimed twice (and from another handle)', () => {
+      const id = pendingRow(a);
+      const results = [a.pending.claim(id), a.pending.claim(id), b.pending.claim(id)];
+      assert.deepEqual(results, [true, false, false]);
+      assert.equal(b.pending.byId(id)!.status, 'authorizing');
+    });
+
+    it('does not claim an expired link', () => {
+      const id = pendingRow(a, 1_000);
+      assert.equal(a.pending.claim(id, Date.now() + 2_000), false);
+      assert.equal(a.pending.byId(id)!.status, 'open');
+    });
+
+    it('settles once: exactly one pending_events row, and a second settle appends none nor changes the status', () => {
+      const id = pendingRow(a);
+      assert.equal(a.pending.claim(id), true);
+      const seqBefore = a.pending.latestEventSeq();
+      a.pending.settle(id, 'completed');
+      assert.equal(eventsFor(a, id), 1);
+      assert.equal(a.pending.latestEventSeq(), seqBefore + 1);
+      assert.deepEqual(b.pending.eventsAfter(seqBefore), [{ seq: seqBefore + 1, pending_id: id }]);
+
+      a.pending.settle(id, 'failed');
+      b.pending.settle(id, 'cancelled');
+      assert.equal(eventsFor(a, id), 1);
+      assert.equal(a.pending.latestEventSeq(), seqBefore + 1);
+      assert.equal(a.pending.byId(id)!.status, 'completed');
+    });
+
+    it('settles an open (never claimed) link too, e.g. a cancel on the consent page', () => {
+      const id = pendingRow(a);
+      a.pending.settle(id, 'cancelled');
+      assert.equal(eventsFor(a, id), 1);
+      assert.equal(a.pending.byId(id)!.status, 'cancelled');
+      assert.equal(a.pending.claim(id), false, 'a settled link cannot be claimed');
+    });
+  });
+
+  describe('CompletionWatcher', () => {
+    it('wakes a waiter within ~300 ms when another Store handle on the same file settles the row', async () => {
+      const watcher = new CompletionWatcher(a);
+      try {
+        const id = pendingRow(a);
+        const started = Date.now();
+        const waiting = watcher.wait(id, 5_000);
+        assert.equal(watcher.waiting, 1);
+        setTimeout(() => b.pending.settle(id, 'completed'), 50);
+        const outcome = await waiting;
+        const elapsed = Date.now() - started;
+        assert.equal(outcome, 'completed');
+        assert.ok(elapsed < 350, `woke after ${elapsed} ms (settled at 50 ms, polling every 100 ms)`);
+        assert.equal(watcher.waiting, 0, 'the waiter is released');
+      } finally {
+        watcher.close();
+      }
+    });
+
+    it('is not woken by another row settling', async () => {
+      const watcher = new CompletionWatcher(a);
+      try {
+        const mine = pendingRow(a);
+        const other = pendingRow(a);
+        setTimeout(() => b.pending.settle(other, 'completed'), 20);
+        assert.equal(await watcher.wait(mine, 400), 'timeout');
+        assert.equal(a.pending.byId(mine)!.status, 'open');
+      } finally {
+        watcher.close();
+      }
+    });
+
+    it("resolves 'timeout' when nothing settles within the hold", async () => {
+      const watcher = new CompletionWatcher(a);
+      try {
+        const id = pendingRow(a);
+        const started = Date.now();
+        assert.equal(await watcher.wait(id, 200), 'timeout');
+        const elapsed = Date.now() - started;
+        assert.ok(elapsed >= 190 && elapsed < 1_000, `timed out after ${elapsed} ms`);
+        assert.equal(watcher.waiting, 0);
+      } finally {
+        watcher.close();
+      }
+    });
+
+    it("resolves 'aborted' when the AbortSignal fires, and at once for an already-aborted signal", async () => {
+      const watcher = new CompletionWatcher(a);
+      try {
+        const id = pendingRow(a);
+        const controller = new AbortController();
+        const started = Date.now();
+        setTimeout(() => controller.abort(), 50);
+        assert.equal(await watcher.wait(id, 5_000, controller.signal), 'aborted');
+        assert.ok(Date.now() - started < 1_000);
+        assert.equal(watcher.waiting, 0);
+        assert.equal(await watcher.wait(id, 5_000, AbortSignal.abort()), 'aborted');
+      } finally {
+        watcher.close();
+      }
+    });
+
+    it("answers at once with the status of an already-settled row, and 'gone' for an unknown one", async () => {
+      const watcher = new CompletionWatcher(a);
+      try {
+        const id = pendingRow(a);
+        b.pending.settle(id, 'denied');
+        assert.equal(await watcher.wait(id, 5_000), 'denied');
+        assert.equal(await watcher.wait(randomUUID(), 5_000), 'gone');
+        assert.equal(watcher.waiting, 0);
+      } finally {
+        watcher.close();
+      }
+    });
+  });
+});

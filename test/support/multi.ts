@@ -1,0 +1,97 @@
+// Support for tests that run the broker as several child processes on one SQLite file: the IdP and
+// the GitHub stand-in in this process, brokers spawned with `spawnBroker`, and a browser that is
+// "pinned" to one process the way a load balancer in front of PUBLIC_URL would route it.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Browser } from './browser.js';
+import { startGitHubStandIn, type GitHubStandIn } from './github-standin.js';
+import { freePort, startIdp, type StartedIdp } from './idp.js';
+import { BROKER_CLIENT, spawnBroker } from './stack.js';
+
+export type SpawnedBroker = Awaited<ReturnType<typeof spawnBroker>>;
+
+export interface MultiStack {
+  /** PUBLIC_URL shared by every process: the listen URL of the first one (`portA`). */
+  publicUrl: string;
+  portA: number;
+  dir: string;
+  idp: StartedIdp;
+  github: GitHubStandIn;
+  /** The environment of a broker listening on `port` (default `portA`); every process shares the rest. */
+  envFor(port?: number): Record<string, string>;
+  token(sub: string): Promise<string>;
+  /** Spawns a broker on `port` and remembers it so that `close` stops it. */
+  spawn(port?: number, extraEnv?: Record<string, string>): Promise<SpawnedBroker>;
+  close(): Promise<void>;
+}
+
+/** IdP + GitHub stand-in + a shared environment; brokers are started with `spawn`. */
+export async function startMultiStack(options: { holdSeconds?: number } = {}): Promise<MultiStack> {
+  const dir = mkdtempSync(join(tmpdir(), 'broker-multi-'));
+  const portA = await freePort();
+  const publicUrl = `http://127.0.0.1:${portA}`;
+  const github = await startGitHubStandIn();
+  const idp = await startIdp({
+    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+    resource: `${publicUrl}/mcp`,
+  });
+  const base: Record<string, string> = {
+    HOST: '127.0.0.1',
+    PUBLIC_URL: publicUrl,
+    DATABASE_PATH: join(dir, 'broker.db'),
+    OIDC_ISSUER: idp.issuer,
+    OIDC_CLIENT_ID: BROKER_CLIENT.id,
+    OIDC_CLIENT_SECRET: BROKER_CLIENT.secret,
+    GITHUB_CLIENT_ID: github.clientId,
+    GITHUB_CLIENT_SECRET: github.clientSecret,
+    GITHUB_WEB_URL: github.webUrl,
+    GITHUB_API_URL: github.apiUrl,
+    BROKER_SECRET: randomBytes(32).toString('base64url'),
+    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    REPEAT_HOLD_SECONDS: String(options.holdSeconds ?? 5),
+    LOG_LEVEL: 'debug',
+  };
+  const children: SpawnedBroker[] = [];
+  const envFor = (port = portA) => ({ ...base, PORT: String(port) });
+  return {
+    publicUrl,
+    portA,
+    dir,
+    idp,
+    github,
+    envFor,
+    token: (sub) => idp.mintAccessToken({ sub }),
+    async spawn(port = portA, extraEnv = {}) {
+      const child = await spawnBroker({ ...envFor(port), ...extraEnv });
+      children.push(child);
+      return child;
+    },
+    async close() {
+      await Promise.all(children.filter((c) => c.child.exitCode === null && c.child.signalCode === null).map((c) => c.stop('SIGKILL')));
+      await idp.close();
+      await github.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A browser whose requests for `publicOrigin` all go to `backendOrigin` instead, like a load
+ * balancer that routes this user to one process. `requests` records the backend actually hit.
+ */
+export class PinnedBrowser extends Browser {
+  constructor(
+    private readonly publicOrigin: string,
+    private readonly backendOrigin: string,
+  ) {
+    super();
+  }
+
+  override request(url: string, init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {}): Promise<Response> {
+    const u = new URL(url);
+    const target = u.origin === this.publicOrigin ? new URL(u.pathname + u.search + u.hash, this.backendOrigin).href : url;
+    return super.request(target, init);
+  }
+}
