@@ -13,6 +13,7 @@ import { errorHandler } from './error-handler.js';
 import { hostGuard, originGuard } from './host-guard.js';
 import { mcpEndpoint } from './mcp-endpoint.js';
 import type { PageContext } from './render.js';
+import { pageRateLimit } from './rate-limits.js';
 import { noStore, securityHeaders } from './security-headers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -73,7 +74,12 @@ export function createApp(deps: AppDeps): express.Express {
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
   app.get('/healthz', (_req, res) => void res.json({ status: 'ok' }));
 
-  app.use(noStore, sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
+  app.use(noStore);
+  // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.
+  app.use('/auth', pageRateLimit(config.rateLimitPerMinute, page));
+  app.use(/^\/connect\/[^/]+\/callback$/, pageRateLimit(config.rateLimitPerMinute, page));
+  app.use(/^\/connect\/[^/]+$/, pageRateLimit(config.rateLimitPerMinute, page));
+  app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
     if (!originGuardOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
       throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });

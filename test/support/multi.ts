@@ -52,6 +52,7 @@ export async function startMultiStack(options: { holdSeconds?: number } = {}): P
     TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
     REPEAT_HOLD_SECONDS: String(options.holdSeconds ?? 5),
     LOG_LEVEL: 'debug',
+    RATE_LIMIT_PER_MINUTE: '0',
   };
   const children: SpawnedBroker[] = [];
   const envFor = (port = portA) => ({ ...base, PORT: String(port) });
