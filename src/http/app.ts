@@ -97,6 +97,8 @@ export function createApp(deps: AppDeps): express.Express {
 function originGuardOk(req: Request, hosts: string[]): boolean {
   const origin = req.headers.origin;
   if (origin === undefined) return true;
+  // Privacy settings can still make a browser send `Origin: null`; trust its Fetch Metadata then.
+  if (origin === 'null') return req.headers['sec-fetch-site'] === 'same-origin';
   try {
     return hosts.includes(new URL(origin).hostname.replace(/^\[|\]$/g, ''));
   } catch {

@@ -21,7 +21,9 @@ export function securityHeaders(formActionOrigins: string[]): RequestHandler {
       },
     },
     crossOriginEmbedderPolicy: false,
-    referrerPolicy: { policy: 'no-referrer' },
+    // same-origin, not no-referrer: under no-referrer browsers send `Origin: null` on our own form
+    // posts; links (with their ?req= handle) still never leak to the IdP or the provider.
+    referrerPolicy: { policy: 'same-origin' },
     strictTransportSecurity: { maxAge: 31_536_000, includeSubDomains: false },
     xFrameOptions: { action: 'deny' },
   });
