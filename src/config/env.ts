@@ -13,6 +13,8 @@ export interface Config {
   mcpUrl: URL;
   /** The resource (token audience) the MCP access tokens must carry. */
   audience: string;
+  /** Scopes every MCP access token must carry, advertised in the resource metadata and 401 challenges. */
+  mcpScopes: string[];
   databasePath: string;
   /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
   oidc: { issuer: URL; issuerId: string; clientId: string; clientSecret: string; authMethod: 'client_secret_basic' | 'client_secret_post' };
@@ -66,6 +68,7 @@ const rawSchema = z.object({
   HOST: z.string().optional(),
   PUBLIC_URL: z.string(),
   MCP_AUDIENCE: z.string().optional(),
+  MCP_SCOPES: z.string().optional(),
   DATABASE_PATH: z.string().optional(),
   OIDC_ISSUER: z.string(),
   OIDC_CLIENT_ID: z.string().min(1),
@@ -151,6 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl,
     mcpUrl,
     audience,
+    mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
     databasePath: e.DATABASE_PATH?.trim() || './data/broker.db',
     oidc: {
       issuer: parseUrl('OIDC_ISSUER', e.OIDC_ISSUER, { allowPath: true }),

@@ -1,4 +1,4 @@
-import type { OAuthClientMetadata, OAuthClientProvider, StoredOAuthClientInformation, StoredOAuthTokens } from '@modelcontextprotocol/client';
+import type { OAuthClientMetadata, OAuthClientProvider, OAuthDiscoveryState, StoredOAuthClientInformation, StoredOAuthTokens } from '@modelcontextprotocol/client';
 import { parseForms, type Browser } from './http-browser.js';
 
 /**
@@ -10,6 +10,7 @@ export class InMemoryOAuthClient implements OAuthClientProvider {
   #client: StoredOAuthClientInformation | undefined;
   #tokens: StoredOAuthTokens | undefined;
   #verifier = '';
+  #discovery: OAuthDiscoveryState | undefined;
 
   constructor(
     readonly redirectUri: string,
@@ -57,13 +58,22 @@ export class InMemoryOAuthClient implements OAuthClientProvider {
   codeVerifier(): string {
     return this.#verifier;
   }
+
+  saveDiscoveryState(state: OAuthDiscoveryState): void {
+    this.#discovery = state;
+  }
+
+  discoveryState(): OAuthDiscoveryState | undefined {
+    return this.#discovery;
+  }
 }
 
 /**
  * Plays the user in a browser for an MCP client's sign-in: follows the authorization URL, fills
- * the development sign-in form with `user`, and returns the code delivered to the redirect URI.
+ * the development sign-in form with `user`, and returns the parameters delivered to the redirect
+ * URI (`code`, `state`, `iss`) for the SDK transport's `finishAuth`.
  */
-export async function authorizeInBrowser(browser: Browser, authorizationUrl: URL, redirectUri: string, user: string, onHop: (line: string) => void = () => {}): Promise<string> {
+export async function authorizeInBrowser(browser: Browser, authorizationUrl: URL, redirectUri: string, user: string, onHop: (line: string) => void = () => {}): Promise<URLSearchParams> {
   let url = authorizationUrl.href;
   let init: { method?: string; body?: URLSearchParams } = {};
   for (let hop = 0; hop < 20; hop++) {
@@ -75,9 +85,8 @@ export async function authorizeInBrowser(browser: Browser, authorizationUrl: URL
       await res.body?.cancel();
       const next = new URL(location, url);
       if (next.href.startsWith(redirectUri)) {
-        const code = next.searchParams.get('code');
-        if (!code) throw new Error(`sign-in ended without a code: ${next.searchParams.get('error') ?? 'unknown error'}`);
-        return code;
+        if (!next.searchParams.get('code')) throw new Error(`sign-in ended without a code: ${next.searchParams.get('error') ?? 'unknown error'} ${next.searchParams.get('error_description') ?? ''}`);
+        return next.searchParams;
       }
       url = next.href;
       continue;

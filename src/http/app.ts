@@ -59,6 +59,7 @@ export function createApp(deps: AppDeps): express.Express {
       resource: config.audience,
       authorization_servers: [config.oidc.issuerId],
       bearer_methods_supported: ['header'],
+      ...(config.mcpScopes.length ? { scopes_supported: config.mcpScopes } : {}),
       resource_name: config.productName,
     });
   };
@@ -66,7 +67,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/.well-known/oauth-protected-resource', metadata);
 
   const mcp = mcpEndpoint(
-    { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
+    { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, requiredScopes: config.mcpScopes, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
     config.publicUrl,
   );
   app.all('/mcp', originGuard(hosts), mcp);

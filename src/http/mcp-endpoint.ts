@@ -8,6 +8,7 @@ export interface McpEndpointOptions {
   handler: McpHttpHandler;
   verifier: AccessTokenVerifier;
   audience: string;
+  requiredScopes: string[];
   resourceMetadataUrl: string;
   maxBodyBytes: number;
   log: Logger;
@@ -78,6 +79,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
     try {
       authInfo = await verifyBearerToken(req.headers.authorization, {
         verifier,
+        requiredScopes: options.requiredScopes,
         resourceMetadataUrl: options.resourceMetadataUrl,
         expectedResource: new URL(options.audience),
       });
@@ -87,7 +89,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
         return jsonRpcError(res, 503, -32603, 'The identity provider cannot be reached to verify the access token; try again shortly.', { 'Retry-After': '5' });
       }
       if (err instanceof OAuthError) {
-        return sendWebResponse(res, bearerAuthChallengeResponse(err, { resourceMetadataUrl: options.resourceMetadataUrl }));
+        return sendWebResponse(res, bearerAuthChallengeResponse(err, { requiredScopes: options.requiredScopes, resourceMetadataUrl: options.resourceMetadataUrl }));
       }
       throw err;
     }

@@ -1,0 +1,137 @@
+import express from 'express';
+import { dirname, join, resolve } from 'node:path';
+import { ConfigError, isLoopbackHostname, loadConfig } from '../config/env.js';
+import type { Logger } from '../log.js';
+import { startBroker, type RunningBroker } from '../server.js';
+import { DevIdpStore } from '../store/dev-idp-store.js';
+import { SandboxGitHubStore } from '../store/sandbox-github-store.js';
+import { createIdentityProvider } from './identity-provider.js';
+import { sqliteAdapter } from './idp-adapter.js';
+import { createSandboxGitHub } from './sandbox-github/index.js';
+import { loadOrCreateDevSecrets } from './secrets.js';
+
+export const DEV_PAGES_CLIENT_ID = 'connect-broker-pages';
+export const SANDBOX_GITHUB_CLIENT_ID = 'Iv1.sandbox-broker';
+
+export interface DevBroker {
+  running: RunningBroker;
+  publicUrl: string;
+  mcpUrl: string;
+  sandboxGitHub: boolean;
+  secretsPath: string;
+  databasePath: string;
+  banner: string;
+}
+
+/**
+ * `npm run dev`: the broker with nothing configured. An embedded OpenID Provider at /idp plays the
+ * operator's IdP, a sandbox GitHub at /sandbox/github plays GitHub unless real GitHub credentials
+ * are set, and generated secrets are kept beside the database. Refuses production and non-loopback.
+ */
+export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promise<DevBroker> {
+  if (env.NODE_ENV === 'production') throw new ConfigError('NODE_ENV is "production": development mode (embedded sign-in, sandbox GitHub) refuses to run there; use npm start with real configuration');
+  const port = env.PORT ?? '3000';
+  const publicUrl = (env.PUBLIC_URL ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+  let hostname: string;
+  try {
+    hostname = new URL(publicUrl).hostname;
+  } catch {
+    throw new ConfigError(`PUBLIC_URL must be an absolute URL (got "${publicUrl}")`);
+  }
+  if (!isLoopbackHostname(hostname)) throw new ConfigError('PUBLIC_URL must be a loopback URL in development mode (its sign-in accepts any user name)');
+  const host = env.HOST ?? '127.0.0.1';
+  if (!isLoopbackHostname(host)) throw new ConfigError('HOST must be a loopback address in development mode');
+
+  const databasePath = resolve(env.DATABASE_PATH ?? './data/broker.db');
+  const secretsPath = join(dirname(databasePath), 'dev-secrets.json');
+  const { secrets } = await loadOrCreateDevSecrets(secretsPath);
+  const realGitHub = !!(env.GITHUB_CLIENT_ID && env.GITHUB_CLIENT_SECRET);
+  const issuer = `${publicUrl}/idp`;
+  const sandboxBase = `${publicUrl}/sandbox/github`;
+
+  const config = loadConfig({
+    ...env,
+    PORT: port,
+    HOST: host,
+    PUBLIC_URL: publicUrl,
+    DATABASE_PATH: databasePath,
+    OIDC_ISSUER: issuer,
+    OIDC_CLIENT_ID: DEV_PAGES_CLIENT_ID,
+    OIDC_CLIENT_SECRET: secrets.pagesClientSecret,
+    OIDC_CLIENT_AUTH_METHOD: 'client_secret_basic',
+    // The embedded IdP issues the `mcp` scope for the /mcp resource; clients learn it from the metadata.
+    MCP_SCOPES: env.MCP_SCOPES ?? 'mcp',
+    BROKER_SECRET: env.BROKER_SECRET ?? secrets.brokerSecret,
+    TOKEN_ENCRYPTION_KEY: env.TOKEN_ENCRYPTION_KEY ?? secrets.tokenEncryptionKey,
+    ...(realGitHub
+      ? {}
+      : {
+          GITHUB_CLIENT_ID: SANDBOX_GITHUB_CLIENT_ID,
+          GITHUB_CLIENT_SECRET: secrets.sandboxGitHubClientSecret,
+          GITHUB_WEB_URL: sandboxBase,
+          GITHUB_API_URL: `${sandboxBase}/api/v3`,
+        }),
+  });
+
+  const running = await startBroker(config, log, {
+    sandboxGitHub: !realGitHub,
+    mount: (app, store) => {
+      // Started lazily inside the mount so both share the broker's database handle.
+      const idp = createIdentityProvider({
+        issuer,
+        resource: config.audience,
+        clients: [
+          {
+            client_id: DEV_PAGES_CLIENT_ID,
+            client_secret: secrets.pagesClientSecret,
+            redirect_uris: [`${publicUrl}/auth/callback`],
+            token_endpoint_auth_method: 'client_secret_basic',
+          },
+        ],
+        cookieKeys: secrets.idpCookieKeys,
+        signingJwk: secrets.idpSigningJwk,
+        adapter: sqliteAdapter(new DevIdpStore(store.db)),
+        log,
+      });
+      idp.catch((err: unknown) => log.error('dev_idp_failed', { message: err instanceof Error ? err.message : String(err) }));
+      const idpRoutes = express.Router();
+      idpRoutes.use(async (req, res, next) => {
+        const path = req.path;
+        if (path === '/idp' || path.startsWith('/idp/') || path === '/.well-known/oauth-authorization-server/idp' || path === '/.well-known/openid-configuration/idp') {
+          (await idp).callback()(req, res);
+          return;
+        }
+        next();
+      });
+      app.use(idpRoutes);
+      if (!realGitHub) {
+        const sandbox = createSandboxGitHub({
+          store: new SandboxGitHubStore(store.db),
+          clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret }],
+          publicBase: sandboxBase,
+        });
+        app.use('/sandbox/github', sandbox.router);
+      }
+    },
+  });
+
+  const mcpUrl = config.mcpUrl.href;
+  const banner = [
+    '',
+    `  ${config.productName} — development mode (not for production)`,
+    '',
+    `  MCP endpoint       ${mcpUrl}`,
+    `  Your accounts      ${publicUrl}/connections`,
+    `  Identity provider  embedded at ${issuer} — "development sign-in": any user name is accepted`,
+    realGitHub
+      ? `  GitHub             the real one (GITHUB_CLIENT_ID is set; callback ${publicUrl}/connect/github/callback)`
+      : `  GitHub             sandbox at ${sandboxBase} — simulated, nothing reaches github.com (set GITHUB_CLIENT_ID/SECRET for the real one)`,
+    `  Data               ${databasePath} (generated secrets in ${secretsPath})`,
+    '',
+    '  Add it to an MCP client (it signs in through the embedded IdP on first use):',
+    `    {"mcpServers": {"connect-broker": {"type": "http", "url": "${mcpUrl}"}}}`,
+    `    npx @modelcontextprotocol/inspector --transport http --server-url ${mcpUrl}`,
+    '',
+  ].join('\n');
+  return { running, publicUrl, mcpUrl, sandboxGitHub: !realGitHub, secretsPath, databasePath, banner };
+}

@@ -1,0 +1,22 @@
+import { ConfigError } from '../config/env.js';
+import { createLogger } from '../log.js';
+import { startDevBroker } from './dev-broker.js';
+
+const log = createLogger();
+
+const dev = await startDevBroker(process.env, log).catch((err: unknown) => {
+  process.stderr.write(err instanceof ConfigError ? `Configuration error: ${err.message}\n` : `Could not start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
+process.stdout.write(dev.banner + '\n');
+log.info('listening', { url: dev.running.url, mcp: dev.mcpUrl, mode: 'development' });
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    log.info('shutting_down', { signal });
+    dev.running.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  });
+}

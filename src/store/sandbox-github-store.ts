@@ -1,0 +1,243 @@
+import { createHash } from 'node:crypto';
+import type { Db } from './database.js';
+
+// Storage for the sandbox GitHub (src/dev/sandbox-github/). Authorization codes and access tokens
+// are kept as SHA-256 hex digests: callers pass the raw value, which never reaches the database.
+
+export interface SandboxUser {
+  id: number;
+  login: string;
+  name: string;
+}
+
+export interface SandboxCode {
+  clientId: string;
+  redirectUri: string;
+  /** The PKCE S256 challenge, when the authorization request carried one. */
+  codeChallenge: string | undefined;
+  scopes: string[];
+  login: string;
+  expiresAt: number;
+}
+
+export interface SandboxToken {
+  clientId: string;
+  login: string;
+  scopes: string[];
+  issuedAt: number;
+}
+
+export interface SandboxGrant {
+  clientId: string;
+  login: string;
+  scopes: string[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface SandboxGrantRevocation {
+  clientId: string;
+  login: string;
+  revokedAt: number;
+}
+
+export interface SandboxIssue {
+  id: number;
+  owner: string;
+  repo: string;
+  number: number;
+  title: string;
+  body: string | null;
+  labels: string[];
+  author: string;
+  createdAt: number;
+}
+
+interface CodeRow { client_id: string; redirect_uri: string; code_challenge: string | null; scopes: string; login: string; expires_at: number }
+interface TokenRow { client_id: string; login: string; scopes: string; issued_at: number }
+interface GrantRow { client_id: string; login: string; scopes: string; created_at: number; updated_at: number }
+interface IssueRow { id: number; owner: string; repo: string; number: number; title: string; body: string | null; labels: string; author: string; created_at: number }
+
+const hash = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
+const joinScopes = (scopes: string[]): string => scopes.join(' ');
+const splitScopes = (raw: string): string[] => raw.split(' ').filter(Boolean);
+
+const toIssue = (r: IssueRow): SandboxIssue => ({
+  id: r.id, owner: r.owner, repo: r.repo, number: r.number, title: r.title, body: r.body,
+  labels: JSON.parse(r.labels) as string[], author: r.author, createdAt: r.created_at,
+});
+
+/** The sandbox GitHub's users, codes, tokens, grants and issues (tables `sandbox_github_*`). */
+export class SandboxGitHubStore {
+  constructor(private readonly db: Db) {}
+
+  // ------------------------------------------------------------------ users
+
+  /** The user with this login, compared case-insensitively like GitHub does. */
+  findUser(login: string): SandboxUser | undefined {
+    return this.db.prepare('SELECT id, login, name FROM sandbox_github_users WHERE login = ?').get(login) as SandboxUser | undefined;
+  }
+
+  /** The user with this login, created (with the next free id, name = login) when there is none. */
+  ensureUser(login: string): SandboxUser {
+    return this.db.transaction(() => {
+      const existing = this.findUser(login);
+      if (existing) return existing;
+      let id = this.#nextUserId();
+      while (this.db.prepare('SELECT 1 FROM sandbox_github_users WHERE id = ?').get(id)) id = this.#nextUserId();
+      this.db.prepare('INSERT INTO sandbox_github_users (id, login, name) VALUES (?, ?, ?)').run(id, login, login);
+      return { id, login, name: login };
+    }).immediate();
+  }
+
+  /** Creates or replaces the user with `user.login` (another user holding `user.id` is replaced too). */
+  putUser(user: SandboxUser): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM sandbox_github_users WHERE login = ? OR id = ?').run(user.login, user.id);
+      this.db.prepare('INSERT INTO sandbox_github_users (id, login, name) VALUES (?, ?, ?)').run(user.id, user.login, user.name);
+    }).immediate();
+  }
+
+  /** Deletes the user record (their tokens then stop working: there is nobody to act as). */
+  deleteUser(login: string): boolean {
+    return this.db.prepare('DELETE FROM sandbox_github_users WHERE login = ?').run(login).changes > 0;
+  }
+
+  listUsers(): SandboxUser[] {
+    return this.db.prepare('SELECT id, login, name FROM sandbox_github_users ORDER BY rowid').all() as SandboxUser[];
+  }
+
+  #nextUserId(): number {
+    const row = this.db
+      .prepare("UPDATE sandbox_github_counters SET value = value + 1 WHERE name = 'next_user_id' RETURNING value - 1 AS id")
+      .get() as { id: number } | undefined;
+    return row!.id;
+  }
+
+  // ------------------------------------------------------------------ authorization codes
+
+  putCode(code: string, grant: SandboxCode): void {
+    this.db
+      .prepare('INSERT INTO sandbox_github_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, login, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(hash(code), grant.clientId, grant.redirectUri, grant.codeChallenge ?? null, joinScopes(grant.scopes), grant.login, grant.expiresAt);
+  }
+
+  /** Removes and returns the code (expired or not): a code is burned by the first attempt that presents it. */
+  takeCode(code: string): SandboxCode | undefined {
+    const row = this.db.prepare('DELETE FROM sandbox_github_codes WHERE code_hash = ? RETURNING *').get(hash(code)) as CodeRow | undefined;
+    return row && {
+      clientId: row.client_id, redirectUri: row.redirect_uri, codeChallenge: row.code_challenge ?? undefined,
+      scopes: splitScopes(row.scopes), login: row.login, expiresAt: row.expires_at,
+    };
+  }
+
+  /** Drops codes that expired before `now`. */
+  pruneCodes(now: number): number {
+    return this.db.prepare('DELETE FROM sandbox_github_codes WHERE expires_at <= ?').run(now).changes;
+  }
+
+  // ------------------------------------------------------------------ tokens and grants
+
+  /**
+   * Stores a new access token, records (or refreshes) the user's grant to the app, and keeps at
+   * most `maxPerKind` tokens per user/app/scope set: the oldest beyond that stop working.
+   */
+  issueToken(token: string, record: SandboxToken, maxPerKind: number): void {
+    this.db.transaction(() => {
+      const scopes = joinScopes(record.scopes);
+      this.db
+        .prepare('INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at) VALUES (?, ?, ?, ?, ?)')
+        .run(hash(token), record.clientId, record.login, scopes, record.issuedAt);
+      this.db
+        .prepare(
+          `DELETE FROM sandbox_github_tokens WHERE seq IN (
+             SELECT seq FROM sandbox_github_tokens WHERE login = ? AND client_id = ? AND scopes = ?
+             ORDER BY seq DESC LIMIT -1 OFFSET ?)`,
+        )
+        .run(record.login, record.clientId, scopes, maxPerKind);
+      this.db
+        .prepare(
+          `INSERT INTO sandbox_github_grants (client_id, login, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (client_id, login) DO UPDATE SET scopes = excluded.scopes, updated_at = excluded.updated_at`,
+        )
+        .run(record.clientId, record.login, scopes, record.issuedAt, record.issuedAt);
+    }).immediate();
+  }
+
+  findToken(token: string): SandboxToken | undefined {
+    const row = this.db
+      .prepare('SELECT client_id, login, scopes, issued_at FROM sandbox_github_tokens WHERE token_hash = ?')
+      .get(hash(token)) as TokenRow | undefined;
+    return row && { clientId: row.client_id, login: row.login, scopes: splitScopes(row.scopes), issuedAt: row.issued_at };
+  }
+
+  /** Revokes one token (DELETE /applications/{client_id}/token). */
+  deleteToken(token: string): boolean {
+    return this.db.prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ?').run(hash(token)).changes > 0;
+  }
+
+  /** How many tokens work, for one login (case-insensitive) or for everybody. */
+  countTokens(login?: string): number {
+    const row = (login === undefined
+      ? this.db.prepare('SELECT COUNT(*) AS n FROM sandbox_github_tokens').get()
+      : this.db.prepare('SELECT COUNT(*) AS n FROM sandbox_github_tokens WHERE login = ?').get(login)) as { n: number };
+    return row.n;
+  }
+
+  /**
+   * Revokes a user's grant to an app (DELETE /applications/{client_id}/grant): every token and
+   * pending code of that app for that user goes, and the revocation is recorded.
+   */
+  revokeGrant(clientId: string, login: string, now: number): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM sandbox_github_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
+      this.db.prepare('DELETE FROM sandbox_github_codes WHERE client_id = ? AND login = ?').run(clientId, login);
+      this.db.prepare('DELETE FROM sandbox_github_grants WHERE client_id = ? AND login = ?').run(clientId, login);
+      this.db.prepare('INSERT INTO sandbox_github_grant_revocations (client_id, login, revoked_at) VALUES (?, ?, ?)').run(clientId, login, now);
+    }).immediate();
+  }
+
+  listGrants(login?: string): SandboxGrant[] {
+    const rows = (login === undefined
+      ? this.db.prepare('SELECT * FROM sandbox_github_grants ORDER BY created_at, client_id').all()
+      : this.db.prepare('SELECT * FROM sandbox_github_grants WHERE login = ? ORDER BY created_at, client_id').all(login)) as GrantRow[];
+    return rows.map((r) => ({ clientId: r.client_id, login: r.login, scopes: splitScopes(r.scopes), createdAt: r.created_at, updatedAt: r.updated_at }));
+  }
+
+  /** Every grant revocation, oldest first. */
+  listGrantRevocations(): SandboxGrantRevocation[] {
+    return (this.db.prepare('SELECT client_id, login, revoked_at FROM sandbox_github_grant_revocations ORDER BY seq').all() as Array<{ client_id: string; login: string; revoked_at: number }>)
+      .map((r) => ({ clientId: r.client_id, login: r.login, revokedAt: r.revoked_at }));
+  }
+
+  // ------------------------------------------------------------------ issues
+
+  /** Creates an issue with the repository's next number (numbers are per repository, never reused). */
+  createIssue(issue: Omit<SandboxIssue, 'id' | 'number'>): SandboxIssue {
+    return this.db.transaction(() => {
+      const { last_number: number } = this.db
+        .prepare(
+          `INSERT INTO sandbox_github_repos (owner, repo, last_number) VALUES (?, ?, 1)
+           ON CONFLICT (owner, repo) DO UPDATE SET last_number = last_number + 1 RETURNING last_number`,
+        )
+        .get(issue.owner, issue.repo) as { last_number: number };
+      const row = this.db
+        .prepare('INSERT INTO sandbox_github_issues (owner, repo, number, title, body, labels, author, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *')
+        .get(issue.owner, issue.repo, number, issue.title, issue.body, JSON.stringify(issue.labels), issue.author, issue.createdAt) as IssueRow;
+      return toIssue(row);
+    }).immediate();
+  }
+
+  /** The issue `number` of owner/repo (names compared case-insensitively). */
+  getIssue(owner: string, repo: string, number: number): SandboxIssue | undefined {
+    const row = this.db
+      .prepare('SELECT * FROM sandbox_github_issues WHERE owner = ? COLLATE NOCASE AND repo = ? COLLATE NOCASE AND number = ?')
+      .get(owner, repo, number) as IssueRow | undefined;
+    return row && toIssue(row);
+  }
+
+  /** Every issue, in creation order. */
+  listIssues(): SandboxIssue[] {
+    return (this.db.prepare('SELECT * FROM sandbox_github_issues ORDER BY id').all() as IssueRow[]).map(toIssue);
+  }
+}

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ConfigError } from '../src/config/env.js';
+import { startDevBroker, type DevBroker } from '../src/dev/dev-broker.js';
+import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
+import { createLogger } from '../src/log.js';
+import { Browser, textOf } from './support/browser.js';
+import { freePort } from './support/idp.js';
+import { resultText } from './support/mcp.js';
+
+const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
+
+/** Signs an SDK client in through MCP authorization (PRM → discovery → DCR → PKCE) as `user`. */
+async function signedInClient(mcpUrl: string, browser: Browser, user: string, oauth = new InMemoryOAuthClient(REDIRECT, 'Dev-mode test assistant'), onUrl?: (url: string) => Promise<void>) {
+  const client = new Client({ name: 'dev-test', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  client.setRequestHandler('elicitation/create', async (request) => {
+    const params = request.params as { mode?: string; url?: string };
+    if (params.mode !== 'url' || !params.url || !onUrl) return { action: 'decline' as const };
+    await onUrl(params.url);
+    return { action: 'accept' as const };
+  });
+  if (!oauth.tokens()) {
+    await assert.rejects(client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: oauth })), UnauthorizedError);
+    assert.ok(oauth.authorizationUrl, 'the client was sent to the IdP');
+    const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: oauth });
+    await transport.finishAuth(await authorizeInBrowser(browser, oauth.authorizationUrl, REDIRECT, user));
+    await client.connect(transport);
+  } else {
+    await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: oauth }));
+  }
+  return { client, oauth };
+}
+
+describe('npm run dev: the broker with nothing configured', () => {
+  let dir: string;
+  let port: number;
+  let dev: DevBroker;
+  const logs: string[] = [];
+  const env = () => ({ PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: join(dir, 'data', 'broker.db') });
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'broker-dev-'));
+    port = await freePort();
+    dev = await startDevBroker(env(), createLogger('debug', (l) => logs.push(l)));
+  });
+  after(async () => {
+    await dev.running.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('prints a banner with the MCP URL, the pages, what is embedded and a client config line', () => {
+    assert.match(dev.banner, new RegExp(`MCP endpoint\\s+http://127.0.0.1:${port}/mcp`));
+    assert.match(dev.banner, /development sign-in/);
+    assert.match(dev.banner, /GitHub\s+sandbox at .*\/sandbox\/github/);
+    assert.match(dev.banner, /"mcpServers"/);
+    assert.ok(dev.sandboxGitHub);
+  });
+
+  it('keeps its generated secrets under the data folder, readable by the owner only', () => {
+    assert.equal(dev.secretsPath, join(dir, 'data', 'dev-secrets.json'));
+    assert.equal(statSync(dev.secretsPath).mode & 0o077, 0);
+  });
+
+  it('lets a real MCP client register, sign in, connect the sandbox GitHub and create an issue, offline', async () => {
+    const browser = new Browser();
+    let connectedPage = '';
+    const { client } = await signedInClient(dev.mcpUrl, browser, 'alice', undefined, async (url) => {
+      let page = await browser.open(url);
+      assert.match(textOf(page.html), /Connect your GitHub \(sandbox\) account/);
+      page = await browser.submit(page, { button: 'allow' });
+      assert.match(textOf(page.html), /Sandbox GitHub — simulated, not github.com/);
+      page = await browser.submit(page, { button: 'authorize', fields: { login: 'octocat' } });
+      connectedPage = textOf(page.html);
+    });
+    const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'dev', title: 'Offline issue' } });
+    await client.close();
+    assert.match(connectedPage, /Connected as @octocat/);
+    assert.match(connectedPage, /Sandbox mode/);
+    assert.match(resultText(result), /Created issue #1 in octo-org\/dev as @octocat: http:\/\/127\.0\.0\.1:\d+\/sandbox\/github\/octo-org\/dev\/issues\/1/);
+    assert.match(resultText(result), /GitHub \(sandbox\): simulated for development, not the real service/, 'tool results that touch the sandbox say so');
+    const issuePage = await fetch((result.structuredContent as { url: string }).url);
+    assert.equal(issuePage.status, 200, 'the issue link works');
+  });
+
+  it('keeps MCP sign-ins, browser sessions and connections across a restart', async () => {
+    const browser = new Browser();
+    const oauth = new InMemoryOAuthClient(REDIRECT, 'Restart test assistant');
+    const first = await signedInClient(dev.mcpUrl, browser, 'bob', oauth, async (url) => {
+      let page = await browser.open(url);
+      page = await browser.submit(page, { button: 'allow' });
+      await browser.submit(page, { button: 'authorize', fields: { login: 'hubot' } });
+    });
+    assert.match(resultText(await first.client.callTool({ name: 'github_whoami', arguments: {} })), /@hubot/);
+    await first.client.close();
+
+    await dev.running.close();
+    // Let this process's HTTP client see the old server's sockets close before reusing the pool.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    dev = await startDevBroker(env(), createLogger('debug', (l) => logs.push(l)));
+
+    const again = await signedInClient(dev.mcpUrl, browser, 'bob', oauth, async () => assert.fail('no new elicitation after a restart'));
+    const whoami = await again.client.callTool({ name: 'github_whoami', arguments: {} });
+    await again.client.close();
+    assert.match(resultText(whoami), /Your linked GitHub account is @hubot/);
+    const page = await browser.open(`${dev.publicUrl}/connections`);
+    assert.equal(page.status, 200);
+    assert.match(textOf(page.html), /Signed in as bob/);
+    assert.match(textOf(page.html), /@hubot/);
+  });
+
+  it('never logs a token', () => {
+    assert.ok(logs.length > 0);
+    assert.doesNotMatch(logs.join('\n'), /gho_|eyJ[A-Za-z0-9_-]{20,}\./);
+  });
+});
+
+describe('npm run dev refuses unsafe settings', () => {
+  it('refuses NODE_ENV=production', async () => {
+    await assert.rejects(startDevBroker({ NODE_ENV: 'production' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /NODE_ENV/.test(err.message));
+  });
+
+  it('refuses a PUBLIC_URL that is not loopback', async () => {
+    await assert.rejects(startDevBroker({ PUBLIC_URL: 'https://broker.example.com' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /PUBLIC_URL must be a loopback URL/.test(err.message));
+  });
+
+  it('refuses to listen on a non-loopback HOST', async () => {
+    await assert.rejects(startDevBroker({ HOST: '0.0.0.0' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /HOST/.test(err.message));
+  });
+});
