@@ -28,6 +28,8 @@ export interface Config {
   /** Host names accepted in `Host`/`Origin` besides PUBLIC_URL's own. */
   allowedHosts: string[];
   productName: string;
+  /** Optional operator logo shown in the page header (https URL, or loopback http in development). */
+  logoUrl: URL | undefined;
   /** Requests per minute and client IP on each of sign-in, connect pages and provider callbacks; 0 = off. */
   rateLimitPerMinute: number;
   /** Express `trust proxy` setting, for deployments behind a reverse proxy. */
@@ -84,6 +86,7 @@ const rawSchema = z.object({
   CONNECT_LINK_TTL_SECONDS: z.string().optional(),
   ALLOWED_HOSTS: z.string().optional(),
   PRODUCT_NAME: z.string().optional(),
+  LOGO_URL: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
 });
@@ -175,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),
     allowedHosts,
     productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
+    logoUrl: e.LOGO_URL ? parseUrl('LOGO_URL', e.LOGO_URL, { allowPath: true }) : undefined,
     rateLimitPerMinute: integer('RATE_LIMIT_PER_MINUTE', e.RATE_LIMIT_PER_MINUTE, 60, 0, 100_000),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     secureCookies: publicUrl.protocol === 'https:',

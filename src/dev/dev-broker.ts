@@ -130,7 +130,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     '',
     '  Add it to an MCP client (it signs in through the embedded IdP on first use):',
     `    {"mcpServers": {"connect-broker": {"type": "http", "url": "${mcpUrl}"}}}`,
-    `    npx @modelcontextprotocol/inspector --transport http --server-url ${mcpUrl}`,
+    `    MCP Inspector: npx @modelcontextprotocol/inspector → Streamable HTTP → ${mcpUrl}`,
     '',
   ].join('\n');
   return { running, publicUrl, mcpUrl, sandboxGitHub: !realGitHub, secretsPath, databasePath, banner };

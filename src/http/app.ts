@@ -46,11 +46,16 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('query parser', 'simple');
 
   const hosts = allowedHostnames(config);
-  const page: PageContext = { productName: config.productName, sessions };
+  const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
   const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
 
   app.use(hostGuard(hosts));
-  app.use(securityHeaders([config.oidc.issuer.origin, ...[...deps.providers.values()].map((p) => p.authorizationOrigin)]));
+  app.use(
+    securityHeaders({
+      formActionOrigins: [config.oidc.issuer.origin, ...[...deps.providers.values()].map((p) => p.authorizationOrigin)],
+      imageOrigins: config.logoUrl ? [config.logoUrl.origin] : [],
+    }),
+  );
   deps.mount?.(app);
 
   // RFC 9728 metadata, at the path-inserted and the root location.

@@ -3,6 +3,7 @@ import type { Sessions } from '../auth/sessions.js';
 
 export interface PageContext {
   productName: string;
+  logoUrl?: string;
   sessions: Sessions;
 }
 
@@ -11,6 +12,7 @@ export function renderPage(res: Response, page: PageContext, view: string, local
   const session = res.locals.session;
   res.status(status).render(view, {
     productName: page.productName,
+    logoUrl: page.logoUrl,
     ...(session?.principal ? { viewer: { name: session.principal.name, subject: session.principal.subject, issuer: session.principal.issuer } } : {}),
     ...(session ? { csrfToken: page.sessions.csrfToken(session) } : {}),
     ...locals,

@@ -6,7 +6,7 @@ import type { RequestHandler } from 'express';
  * post to us and to the origins our redirects after a form go to (the IdP and the providers), and
  * nobody may frame a page.
  */
-export function securityHeaders(formActionOrigins: string[]): RequestHandler {
+export function securityHeaders({ formActionOrigins, imageOrigins }: { formActionOrigins: string[]; imageOrigins: string[] }): RequestHandler {
   return helmet({
     contentSecurityPolicy: {
       useDefaults: false,
@@ -14,7 +14,7 @@ export function securityHeaders(formActionOrigins: string[]): RequestHandler {
         defaultSrc: ["'none'"],
         scriptSrc: ["'none'"],
         styleSrc: ["'self'"],
-        imgSrc: ["'self'"],
+        imgSrc: ["'self'", ...new Set(imageOrigins)],
         formAction: ["'self'", ...new Set(formActionOrigins)],
         frameAncestors: ["'none'"],
         baseUri: ["'none'"],

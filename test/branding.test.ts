@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startStack, type Stack } from './support/stack.js';
+
+describe('operator branding', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { PRODUCT_NAME: 'Acme Assistant Accounts', LOGO_URL: 'https://cdn.acme.example/logo.png' } });
+  });
+  after(() => stack.close());
+
+  it('shows the product name and logo on pages and allows exactly the logo origin for images', async () => {
+    const res = await fetch(`${stack.publicUrl}/connect/github?req=${'A'.repeat(43)}`, { headers: { accept: 'text/html' } });
+    const html = await res.text();
+    assert.equal(res.status, 404);
+    assert.match(html, /<title>Link not found · Acme Assistant Accounts<\/title>/);
+    assert.match(html, /<img class="logo" src="https:\/\/cdn.acme.example\/logo.png" alt=""/);
+    const csp = res.headers.get('content-security-policy') ?? '';
+    assert.match(csp, /img-src 'self' https:\/\/cdn.acme.example(;|$)/);
+    assert.match(csp, /script-src 'none'/);
+  });
+
+  it('refuses a plain-http logo on a non-loopback host at start-up', async () => {
+    const { loadConfig, ConfigError } = await import('../src/config/env.js');
+    assert.throws(() => loadConfig({ ...stack.env, LOGO_URL: 'http://cdn.acme.example/logo.png' }), (err: unknown) => err instanceof ConfigError && /^LOGO_URL must use https/.test(err.message));
+  });
+});
