@@ -39,6 +39,7 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
     webUrl: config.github.webUrl,
     apiUrl: config.github.apiUrl,
     sandbox: options.sandboxGitHub ?? false,
+    timeoutMs: config.providerTimeoutMs,
   });
   const providers: ReadonlyMap<string, Provider> = new Map([[github.id, github]]);
   const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });

@@ -23,6 +23,8 @@ export interface Config {
   tokenEncryptionKey: Buffer;
   /** How long a repeated tool call waits for the browser flow to finish before asking again. */
   repeatHoldMs: number;
+  /** How long a call to a provider (token endpoint, API) may take before it counts as down. */
+  providerTimeoutMs: number;
   /** Lifetime of a connect link. */
   connectLinkTtlSeconds: number;
   /** Host names accepted in `Host`/`Origin` besides PUBLIC_URL's own. */
@@ -84,6 +86,7 @@ const rawSchema = z.object({
   TOKEN_ENCRYPTION_KEY: z.string(),
   REPEAT_HOLD_SECONDS: z.string().optional(),
   CONNECT_LINK_TTL_SECONDS: z.string().optional(),
+  PROVIDER_TIMEOUT_SECONDS: z.string().optional(),
   ALLOWED_HOSTS: z.string().optional(),
   PRODUCT_NAME: z.string().optional(),
   LOGO_URL: z.string().optional(),
@@ -175,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     brokerSecret,
     tokenEncryptionKey: key,
     repeatHoldMs: Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000),
+    providerTimeoutMs: Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000),
     connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),
     allowedHosts,
     productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
