@@ -10,7 +10,8 @@ import { createApp } from './http/app.js';
 import type { Logger } from './log.js';
 import { createToolStateCodec } from './mcp/request-state.js';
 import { createMcpEndpointHandler } from './mcp/server.js';
-import { GitHubProvider } from './providers/github/github-provider.js';
+import { GitHubApi } from './providers/github/api.js';
+import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
 import { openStore, type Store } from './store/index.js';
 import type { Express } from 'express';
@@ -32,16 +33,21 @@ export interface BrokerOptions {
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
 export function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Broker {
   const store = openStore(config.databasePath);
-  const sealer = new Sealer([config.tokenEncryptionKey]);
-  const github = new GitHubProvider({
-    clientId: config.github.clientId,
-    clientSecret: config.github.clientSecret,
-    webUrl: config.github.webUrl,
-    apiUrl: config.github.apiUrl,
-    sandbox: options.sandboxGitHub ?? false,
-    timeoutMs: config.providerTimeoutMs,
-  });
-  const providers: ReadonlyMap<string, Provider> = new Map([[github.id, github]]);
+  const sealer = new Sealer(config.tokenKeys);
+  const providers: ReadonlyMap<string, Provider> = new Map(
+    config.providers.map((p) => [
+      p.definition.id,
+      new OAuthProvider({
+        definition: p.definition,
+        clientId: p.clientId,
+        clientSecret: p.clientSecret,
+        timeoutMs: config.providerTimeoutMs,
+        ...(p.scopes ? { scopes: p.scopes } : {}),
+        sandbox: p.definition.id === 'github' && (options.sandboxGitHub ?? false),
+      }),
+    ]),
+  );
+  const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
   const verifier = new AccessTokenVerifier(idp, config.audience);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
@@ -61,7 +67,7 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
     github,
     providers,
   });
-  const app = createApp({ config, store, sessions, idp, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl,
+  const app = createApp({ config, store, sessions, idp, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl, sharedAccountPolicy: config.sharedAccountPolicy,
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });
 

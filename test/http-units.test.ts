@@ -96,7 +96,7 @@ describe('the SQLite store', () => {
   /** Inserts an open pending connection through `store` and returns its id. */
   function pendingRow(store: Store, ttlMs = 60_000): string {
     const id = randomUUID();
-    store.pending.create({ id, link_hash: `hash-${id}`, ...owner, provider: 'github', client_name: 'test', expires_at: Date.now() + ttlMs });
+    store.pending.create({ id, link_hash: `hash-${id}`, ...owner, provider: 'github', client_name: 'test', scopes: null, expires_at: Date.now() + ttlMs });
     return id;
   }
 

@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import { keyIdFor } from '../crypto/seal.js';
 
-/** Thrown when the environment cannot describe a working service; the message names the variable. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
+import { ConfigError } from './errors.js';
+import { loadProviders, type ConfiguredProvider } from './providers.js';
+
+export { ConfigError } from './errors.js';
 
 export interface Config {
   port: number;
@@ -18,9 +19,16 @@ export interface Config {
   databasePath: string;
   /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
   oidc: { issuer: URL; issuerId: string; clientId: string; clientSecret: string; authMethod: 'client_secret_basic' | 'client_secret_post' };
-  github: { clientId: string; clientSecret: string; webUrl: URL; apiUrl: URL };
+  github: { clientId: string; clientSecret: string; webUrl: URL; apiUrl: URL; appType: 'oauth-app' | 'github-app' };
+  /** Every provider this instance connects to (GitHub first), with its credentials. */
+  providers: ConfiguredProvider[];
+  /** When one upstream account is already linked to another principal: refuse (default) or allow. */
+  sharedAccountPolicy: 'refuse' | 'allow';
   brokerSecret: Buffer;
+  /** The key that seals new rows (the first of `tokenKeys`). */
   tokenEncryptionKey: Buffer;
+  /** Ordered key ring: the first key seals, every key opens. */
+  tokenKeys: Array<{ id: string; key: Buffer }>;
   /** How long a repeated tool call waits for the browser flow to finish before asking again. */
   repeatHoldMs: number;
   /** How long a call to a provider (token endpoint, API) may take before it counts as down. */
@@ -82,8 +90,12 @@ const rawSchema = z.object({
   GITHUB_CLIENT_SECRET: z.string().min(1),
   GITHUB_WEB_URL: z.string().optional(),
   GITHUB_API_URL: z.string().optional(),
+  GITHUB_APP_TYPE: z.string().optional(),
+  PROVIDERS_FILE: z.string().optional(),
+  SHARED_ACCOUNT_POLICY: z.string().optional(),
   BROKER_SECRET: z.string(),
-  TOKEN_ENCRYPTION_KEY: z.string(),
+  TOKEN_ENCRYPTION_KEY: z.string().optional(),
+  TOKEN_ENCRYPTION_KEYS: z.string().optional(),
   REPEAT_HOLD_SECONDS: z.string().optional(),
   CONNECT_LINK_TTL_SECONDS: z.string().optional(),
   PROVIDER_TIMEOUT_SECONDS: z.string().optional(),
@@ -110,6 +122,39 @@ function number(name: string, value: string | undefined, fallback: number, min: 
     throw new ConfigError(`${name} must be a number between ${min} and ${max} (got "${value}")`);
   }
   return n;
+}
+
+function oneOf<const T extends readonly string[]>(name: string, value: string | undefined, allowed: T, fallback: T[number]): T[number] {
+  if (value === undefined || value === '') return fallback;
+  if ((allowed as readonly string[]).includes(value)) return value as T[number];
+  throw new ConfigError(`${name} must be one of ${allowed.join(', ')} (got "${value}")`);
+}
+
+function decodeKey(name: string, value: string): Buffer {
+  const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(value) ? Buffer.from(value, 'base64') : Buffer.alloc(0);
+  if (key.length !== 32) throw new ConfigError(`${name} must be the base64 encoding of exactly 32 bytes (got ${key.length} bytes)`);
+  return key;
+}
+
+/**
+ * TOKEN_ENCRYPTION_KEYS is `id:base64,id:base64,...` (the first seals); TOKEN_ENCRYPTION_KEY alone is
+ * a one-key ring, and beside TOKEN_ENCRYPTION_KEYS it stays readable until `npm run rotate-keys`.
+ */
+function parseKeyRing(ring: string | undefined, single: string | undefined): Array<{ id: string; key: Buffer }> {
+  const keys: Array<{ id: string; key: Buffer }> = [];
+  for (const entry of (ring ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+    const colon = entry.indexOf(':');
+    const id = colon > 0 ? entry.slice(0, colon) : '';
+    if (!/^[A-Za-z0-9_-]{1,32}$/.test(id)) throw new ConfigError('TOKEN_ENCRYPTION_KEYS must be a comma-separated list of id:base64 entries (ids of letters, digits, - and _)');
+    if (keys.some((k) => k.id === id)) throw new ConfigError(`TOKEN_ENCRYPTION_KEYS names the key id "${id}" twice`);
+    keys.push({ id, key: decodeKey(`TOKEN_ENCRYPTION_KEYS (key "${id}")`, entry.slice(colon + 1)) });
+  }
+  if (single !== undefined) {
+    const key = decodeKey('TOKEN_ENCRYPTION_KEY', single);
+    if (!keys.some((k) => k.key.equals(key))) keys.push({ id: keyIdFor(key), key });
+  }
+  if (keys.length === 0) throw new ConfigError(ring === undefined && single === undefined ? 'TOKEN_ENCRYPTION_KEY is required' : 'TOKEN_ENCRYPTION_KEY must not be empty');
+  return keys;
 }
 
 function authMethod(value: string | undefined): 'client_secret_basic' | 'client_secret_post' {
@@ -147,10 +192,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const brokerSecret = Buffer.from(e.BROKER_SECRET, 'utf8');
   if (brokerSecret.length < 32) throw new ConfigError(`BROKER_SECRET must be at least 32 bytes (got ${brokerSecret.length})`);
 
-  const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(e.TOKEN_ENCRYPTION_KEY) ? Buffer.from(e.TOKEN_ENCRYPTION_KEY, 'base64') : Buffer.alloc(0);
-  if (key.length !== 32) {
-    throw new ConfigError(`TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got ${key.length} bytes)`);
-  }
+  const github = {
+    clientId: e.GITHUB_CLIENT_ID,
+    clientSecret: e.GITHUB_CLIENT_SECRET,
+    webUrl: parseUrl('GITHUB_WEB_URL', e.GITHUB_WEB_URL ?? 'https://github.com', { allowPath: true }),
+    apiUrl: parseUrl('GITHUB_API_URL', e.GITHUB_API_URL ?? 'https://api.github.com', { allowPath: true }),
+    appType: oneOf('GITHUB_APP_TYPE', e.GITHUB_APP_TYPE, ['oauth-app', 'github-app'] as const, 'oauth-app'),
+  };
+  const tokenKeys = parseKeyRing(e.TOKEN_ENCRYPTION_KEYS, e.TOKEN_ENCRYPTION_KEY);
 
   const allowedHosts = (e.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
 
@@ -169,14 +218,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       clientSecret: e.OIDC_CLIENT_SECRET,
       authMethod: authMethod(e.OIDC_CLIENT_AUTH_METHOD),
     },
-    github: {
-      clientId: e.GITHUB_CLIENT_ID,
-      clientSecret: e.GITHUB_CLIENT_SECRET,
-      webUrl: parseUrl('GITHUB_WEB_URL', e.GITHUB_WEB_URL ?? 'https://github.com', { allowPath: true }),
-      apiUrl: parseUrl('GITHUB_API_URL', e.GITHUB_API_URL ?? 'https://api.github.com', { allowPath: true }),
-    },
+    github,
+    providers: loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType, githubClientId: github.clientId, githubClientSecret: github.clientSecret }),
+    sharedAccountPolicy: oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse'),
     brokerSecret,
-    tokenEncryptionKey: key,
+    tokenEncryptionKey: tokenKeys[0]!.key,
+    tokenKeys,
     repeatHoldMs: Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000),
     providerTimeoutMs: Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000),
     connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),

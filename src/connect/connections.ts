@@ -1,14 +1,22 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
-import { SealError, type Sealer } from '../crypto/index.js';
+import { randomId, SealError, type Sealer } from '../crypto/index.js';
 import type { Logger } from '../log.js';
-import type { Provider, ProviderAccount, ProviderTokens } from '../providers/provider.js';
-import { ProviderError } from '../providers/provider.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
 import type { ConnectionRow, Store } from '../store/index.js';
+
+type Owner = { issuer: string; subject: string };
 
 export interface OpenConnection {
   row: ConnectionRow;
   tokens: ProviderTokens;
 }
+
+/** What a tool can do with the caller's connection right now. */
+export type Usable =
+  | { kind: 'ok'; connection: OpenConnection }
+  | { kind: 'reauth_required'; row: ConnectionRow }
+  | { kind: 'none' };
 
 export interface DisconnectOutcome {
   /** A connection existed and was deleted locally. */
@@ -18,19 +26,51 @@ export interface DisconnectOutcome {
   revokeError?: string;
 }
 
+export interface ConnectionServiceOptions {
+  /** How long a refresh lease is held at most (longer than the slowest token call). */
+  leaseMs?: number;
+  /** How long a caller waits for another process's refresh before giving up. */
+  waitMs?: number;
+  pollMs?: number;
+}
+
 /**
  * The only way tokens go in and out of the store: sealed on the way in (bound to the principal and
- * provider), opened on the way out. Nothing here returns tokens to anything but a provider call.
+ * provider), opened on the way out, refreshed once across every process when near expiry, and
+ * never deleted because a refresh failed — a connection the provider stopped accepting is marked
+ * `reauth_required` and kept.
  */
 export class ConnectionService {
+  readonly #inflight = new Map<string, Promise<Usable>>();
+  readonly #leaseMs: number;
+  readonly #waitMs: number;
+  readonly #pollMs: number;
+
   constructor(
     private readonly store: Store,
     private readonly sealer: Sealer,
     private readonly log: Logger,
-  ) {}
+    options: ConnectionServiceOptions = {},
+  ) {
+    this.#leaseMs = options.leaseMs ?? 30_000;
+    this.#waitMs = options.waitMs ?? 25_000;
+    this.#pollMs = options.pollMs ?? 50;
+  }
 
-  save(principal: Principal, provider: string, account: ProviderAccount, tokens: ProviderTokens): void {
-    const sealed = this.sealer.seal(JSON.stringify(tokens), { issuer: principal.issuer, subject: principal.subject, provider });
+  #seal(owner: Owner, provider: string, tokens: ProviderTokens) {
+    return this.sealer.seal(JSON.stringify(tokens), { issuer: owner.issuer, subject: owner.subject, provider });
+  }
+
+  /**
+   * Stores a freshly authorized connection unless `refuseShared` and the upstream account is
+   * already linked to another principal. Runs inside the caller's transaction.
+   */
+  save(principal: Principal, provider: string, account: ProviderAccount, tokens: ProviderTokens, { refuseShared }: { refuseShared: boolean }): 'saved' | 'refused_shared_account' {
+    if (refuseShared && this.store.connections.othersWithAccount(principal, provider, account.id).length > 0) {
+      this.store.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
+      return 'refused_shared_account';
+    }
+    const sealed = this.#seal(principal, provider, tokens);
     this.store.connections.save({
       issuer: principal.issuer,
       subject: principal.subject,
@@ -41,15 +81,17 @@ export class ConnectionService {
       key_id: sealed.keyId,
       sealed_tokens: sealed.value,
     });
+    this.store.audit.record('connection_created', principal, provider);
+    return 'saved';
   }
 
-  find(principal: Principal, provider: string): ConnectionRow | undefined {
-    return this.store.connections.find(principal, provider);
+  find(owner: Owner, provider: string): ConnectionRow | undefined {
+    return this.store.connections.find(owner, provider);
   }
 
-  /** Loads and decrypts the principal's connection; a row that cannot be opened counts as absent. */
-  open(principal: Principal, provider: string): OpenConnection | undefined {
-    const row = this.store.connections.find(principal, provider);
+  /** Loads and decrypts the connection; a row that cannot be opened counts as absent. */
+  open(owner: Owner, provider: string): OpenConnection | undefined {
+    const row = this.store.connections.find(owner, provider);
     if (!row) return undefined;
     try {
       const plaintext = this.sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, { issuer: row.issuer, subject: row.subject, provider: row.provider });
@@ -60,29 +102,109 @@ export class ConnectionService {
     }
   }
 
-  list(principal: Principal): ConnectionRow[] {
-    return this.store.connections.list(principal);
+  list(owner: Owner): ConnectionRow[] {
+    return this.store.connections.list(owner);
   }
 
-  touch(principal: Principal, provider: string): void {
-    this.store.connections.touch(principal, provider);
+  touch(owner: Owner, provider: string): void {
+    this.store.connections.touch(owner, provider);
   }
 
-  /** Revokes upstream, then deletes locally whatever the provider said: a user who disconnects is disconnected. */
-  async disconnect(principal: Principal, provider: Provider): Promise<DisconnectOutcome> {
-    const connection = this.open(principal, provider.id);
+  /**
+   * The caller's connection with tokens fit for use: refreshed first when near expiry (one refresh
+   * per connection across every process), or why it cannot be used.
+   * @throws {ProviderError} `unavailable` when the provider cannot be reached to refresh.
+   */
+  async usable(owner: Owner, provider: Provider): Promise<Usable> {
+    const connection = this.open(owner, provider.id);
+    if (!connection) return { kind: 'none' };
+    if (connection.row.status === 'reauth_required') return { kind: 'reauth_required', row: connection.row };
+    if (!this.#needsRefresh(connection.tokens, provider)) return { kind: 'ok', connection };
+    const key = `${owner.issuer}\0${owner.subject}\0${provider.id}`;
+    let flight = this.#inflight.get(key);
+    if (!flight) {
+      flight = this.#refreshAcrossProcesses(owner, provider).finally(() => this.#inflight.delete(key));
+      this.#inflight.set(key, flight);
+    }
+    return flight;
+  }
+
+  /** The provider rejected the stored token (HTTP 401): keep the row, ask the user again. */
+  markReauthRequired(owner: Owner, provider: string, reason: string): void {
+    if (this.store.connections.markReauthRequired(owner, provider, reason)) {
+      this.store.audit.record('reauth_required', owner, provider, reason);
+      this.log.info('connection_reauth_required', { provider, reason });
+    }
+  }
+
+  #needsRefresh(tokens: ProviderTokens, provider: Provider): boolean {
+    return tokens.expiresAt !== undefined && tokens.expiresAt - Date.now() <= provider.refreshSkewMs;
+  }
+
+  async #refreshAcrossProcesses(owner: Owner, provider: Provider): Promise<Usable> {
+    const holder = randomId();
+    const deadline = Date.now() + this.#waitMs;
+    for (;;) {
+      // Re-read every time: another process may have refreshed (or given up) meanwhile.
+      const latest = this.open(owner, provider.id);
+      if (!latest) return { kind: 'none' };
+      if (latest.row.status === 'reauth_required') return { kind: 'reauth_required', row: latest.row };
+      if (!this.#needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
+      if (this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs)) {
+        try {
+          return await this.#refreshHoldingLease(owner, provider, latest);
+        } finally {
+          this.store.leases.release(owner, provider.id, holder);
+        }
+      }
+      if (Date.now() > deadline) throw new ProviderError('unavailable', `Renewing the ${provider.displayName} access is taking too long; try again in a moment.`, 'refresh lease wait timed out');
+      await sleep(this.#pollMs);
+    }
+  }
+
+  async #refreshHoldingLease(owner: Owner, provider: Provider, latest: OpenConnection): Promise<Usable> {
+    let next: ProviderTokens;
+    try {
+      next = await provider.refresh(latest.tokens);
+    } catch (err) {
+      const code = err instanceof ProviderError ? err.code : 'unknown';
+      this.store.audit.record('refresh_failed', owner, provider.id, code);
+      if (code !== 'invalid_grant') throw err;
+      // A lost race looks exactly like a dead token: re-read before judging, and never delete.
+      const reread = this.open(owner, provider.id);
+      if (reread && reread.row.sealed_tokens !== latest.row.sealed_tokens && !this.#needsRefresh(reread.tokens, provider)) return { kind: 'ok', connection: reread };
+      this.markReauthRequired(owner, provider.id, 'refresh_rejected');
+      const row = this.store.connections.find(owner, provider.id);
+      return row ? { kind: 'reauth_required', row } : { kind: 'none' };
+    }
+    // The old refresh token is already dead upstream: store the new pair before anything uses it.
+    const sealed = this.#seal(owner, provider.id, next);
+    const stored = this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') });
+    if (!stored) this.log.warn('refresh_write_conflict', { provider: provider.id });
+    else {
+      this.store.audit.record('connection_refreshed', owner, provider.id);
+      this.log.info('connection_refreshed', { provider: provider.id });
+    }
+    const current = this.open(owner, provider.id);
+    return current ? { kind: 'ok', connection: current } : { kind: 'none' };
+  }
+
+  /** Revokes upstream where the provider allows it, then deletes locally whatever the provider said. */
+  async disconnect(owner: Owner, provider: Provider): Promise<DisconnectOutcome> {
+    const connection = this.open(owner, provider.id);
     let revoked = false;
     let revokeError: string | undefined;
     if (connection) {
       try {
-        await provider.revoke(connection.tokens);
-        revoked = true;
+        ({ revoked } = await provider.revoke(connection.tokens));
+        if (!revoked) revokeError = `${provider.displayName} offers no way to revoke access from here`;
       } catch (err) {
         revokeError = err instanceof ProviderError ? err.message : 'the provider could not be reached';
         this.log.warn('revoke_failed', { provider: provider.id, code: err instanceof ProviderError ? err.code : 'unknown' });
       }
     }
-    const deleted = this.store.connections.delete(principal, provider.id);
+    const deleted = this.store.connections.delete(owner, provider.id);
+    if (deleted) this.store.audit.record('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
     return { deleted, revoked, ...(revokeError ? { revokeError } : {}) };
   }
 }

@@ -23,7 +23,8 @@ export class ConnectLinks {
     return mac(this.#key, pendingId);
   }
 
-  create(principal: Principal, provider: string, clientName: string | undefined): PendingConnection {
+  /** @param scopes what to ask the provider for; undefined = the provider's defaults. */
+  create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[]): PendingConnection {
     const id = randomId();
     this.store.pending.create({
       id,
@@ -32,6 +33,7 @@ export class ConnectLinks {
       subject: principal.subject,
       provider,
       client_name: clientName?.slice(0, 200) ?? null,
+      scopes: scopes?.length ? scopes.join(' ') : null,
       expires_at: Date.now() + this.ttlSeconds * 1000,
     });
     return this.store.pending.byId(id)!;

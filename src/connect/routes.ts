@@ -23,7 +23,14 @@ export interface ConnectRouteDeps {
   providers: ReadonlyMap<string, Provider>;
   page: PageContext;
   log: Logger;
+  /** When the upstream account is already linked to another principal. */
+  sharedAccountPolicy: 'refuse' | 'allow';
   requireCsrf: (req: Request, res: Response) => void;
+}
+
+/** What a pending connection asks the provider for. */
+function requestedScopes(pending: PendingConnection, provider: Provider): string[] {
+  return pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes;
 }
 
 /** A query or form value that must appear exactly once; duplicates and arrays are refused. */
@@ -91,10 +98,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const handle = single(req.query.req);
     const pending = loadLink(handle, provider);
     if (!requireOwner(req, res, pending, provider)) return;
+    const existing = connections.find(pending, provider.id);
+    const asked = requestedScopes(pending, provider);
     renderPage(res, page, 'consent', {
       title: `Connect ${provider.displayName}`,
       provider: { id: provider.id, displayName: provider.displayName },
-      scopes: provider.scopes,
+      scopes: asked.map((name) => ({ name, description: provider.scopes.find((s) => s.name === name)?.description ?? name })),
+      purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
+      existingLogin: existing?.account_login,
       clientName: pending.client_name,
       handle,
       formAction: `/connect/${encodeURIComponent(provider.id)}`,
@@ -131,10 +142,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       code_verifier: codeVerifier,
       expires_at: Date.now() + FLOW_TTL_MS,
     });
-    const url = provider.buildAuthorizationUrl({
+    const url = await provider.buildAuthorizationUrl({
       redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
       state,
       codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+      scopes: requestedScopes(pending, provider),
     });
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
@@ -176,14 +188,26 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
 
     try {
-      const tokens = await provider.exchangeCode({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier });
-      const account = await provider.fetchAccount(tokens);
+      const asked = requestedScopes(pending, provider);
+      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: asked });
+      const existing = connections.find(principal, provider.id);
+      // Incremental consent added scopes to the same upstream account: keep what was granted before.
+      if (pending.scopes && existing && existing.account_id === account.id && existing.status === 'active') {
+        tokens.scopes = [...new Set([...existing.scopes.split(' ').filter(Boolean), ...tokens.scopes])];
+      }
       // The connection and the settled link land together: a crash leaves neither half.
-      store.transaction(() => {
-        connections.save(principal, provider.id, account, tokens);
-        store.pending.settle(pending.id, 'completed');
+      const outcome = store.transaction(() => {
+        const saved = connections.save(principal, provider.id, account, tokens, { refuseShared: deps.sharedAccountPolicy === 'refuse' });
+        store.pending.settle(pending.id, saved === 'saved' ? 'completed' : 'denied', saved === 'saved' ? undefined : saved);
+        return saved;
       });
       watcher.notify(pending.id);
+      if (outcome === 'refused_shared_account') {
+        log.warn('connect_shared_account_refused', { provider: provider.id, pending: pending.id });
+        // The token we were just given is not kept; let the provider forget it too.
+        void provider.revoke(tokens).catch(() => undefined);
+        return renderMessage(res, page, 409, 'Account already linked', `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`);
+      }
       log.info('connection_created', { provider: provider.id, pending: pending.id });
       renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login, sandbox: provider.sandbox });
     } catch (err) {

@@ -41,15 +41,26 @@ export class Sealer {
   readonly keyId: string;
   readonly #keys: Map<string, Buffer>;
 
-  /** @param keys ordered key ring; the first key seals, every key may open. */
-  constructor(keys: Buffer[]) {
+  /**
+   * @param keys ordered key ring; the first key seals, every key may open. A bare Buffer gets an id
+   *   derived from the key itself.
+   */
+  constructor(keys: Array<Buffer | { id: string; key: Buffer }>) {
     if (keys.length === 0) throw new RangeError('Sealer needs at least one key');
     this.#keys = new Map();
-    for (const key of keys) {
+    for (const entry of keys) {
+      const { id, key } = Buffer.isBuffer(entry) ? { id: keyIdFor(entry), key: entry } : entry;
       if (key.length !== 32) throw new RangeError('AES-256-GCM keys must be 32 bytes');
-      this.#keys.set(keyIdFor(key), key);
+      if (this.#keys.has(id)) throw new RangeError(`duplicate key id ${id}`);
+      this.#keys.set(id, key);
     }
-    this.keyId = keyIdFor(keys[0]!);
+    const first = keys[0]!;
+    this.keyId = Buffer.isBuffer(first) ? keyIdFor(first) : first.id;
+  }
+
+  /** Whether `keyId` is in the ring (so rows sealed under it can still be opened). */
+  hasKey(keyId: string): boolean {
+    return this.#keys.has(keyId);
   }
 
   seal(plaintext: string, ctx: SealContext): Sealed {

@@ -5,7 +5,7 @@ import type { CompletionWatcher } from '../connect/completion-watcher.js';
 import type { ConnectionService } from '../connect/connections.js';
 import type { ConnectLinks } from '../connect/links.js';
 import type { Logger } from '../log.js';
-import type { GitHubProvider } from '../providers/github/github-provider.js';
+import type { GitHubApi } from '../providers/github/api.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
 import type { ToolState } from './request-state.js';
@@ -20,7 +20,8 @@ export interface ToolDeps {
   watcher: CompletionWatcher;
   codec: RequestStateCodec<ToolState>;
   log: Logger;
-  github: GitHubProvider;
+  /** GitHub's connection side (any Provider) and the REST calls our GitHub tools make. */
+  github: { provider: Provider; api: GitHubApi };
   providers: ReadonlyMap<string, Provider>;
 }
 

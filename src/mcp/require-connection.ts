@@ -1,11 +1,12 @@
 import { inputRequired, inputResponse, UrlElicitationRequiredError, type CallToolResult, type InputRequiredResult, type ServerContext } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import type { OpenConnection } from '../connect/connections.js';
-import type { Provider } from '../providers/provider.js';
+import type { OpenConnection, Usable } from '../connect/connections.js';
+import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';
 import { clientCapabilities, clientName, principalOf, supportsUrlElicitation, type RequestFacts, type ToolDeps } from './context.js';
 import { nothingDone, toolError } from './results.js';
+import { providerFailure } from './tools/provider-failure.js';
 
 /** The key of our one input request; the same on every round. */
 export const CONNECT_INPUT_KEY = 'connect_account';
@@ -14,15 +15,18 @@ export type ConnectionGate =
   | { ok: true; principal: Principal; connection: OpenConnection }
   | { ok: false; result: CallToolResult | InputRequiredResult };
 
+const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean))];
+
 /**
- * Finds the caller's connection to `provider`, or produces what the tool should answer instead:
- * a URL elicitation of our /connect page (2026-07-28), a -32042 (2025-11-25), an instruction to
- * use /connections (clients without URL elicitation), or a "nothing was done" after a decline.
+ * Finds the caller's connection to `provider` with `requiredScopes`, refreshed if near expiry, or
+ * produces what the tool should answer instead: a URL elicitation of our /connect page
+ * (2026-07-28), a -32042 (2025-11-25), an instruction to use /connections (clients without URL
+ * elicitation), or a "nothing was done" after a decline.
  *
  * On a repeat the decision comes from our own store, never from the client's `accept`: a flow still
  * under way holds the call (bounded) until the provider callback lands in any process.
  */
-export async function requireConnection(ctx: ServerContext, facts: RequestFacts, deps: ToolDeps, provider: Provider, purpose: string): Promise<ConnectionGate> {
+export async function requireConnection(ctx: ServerContext, facts: RequestFacts, deps: ToolDeps, provider: Provider, purpose: string, requiredScopes: string[] = []): Promise<ConnectionGate> {
   const principal = principalOf(ctx);
   const state = ctx.mcpReq.requestState<{ kind: string; pid?: string }>();
   let pending: PendingConnection | undefined;
@@ -36,8 +40,13 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     }
   }
 
-  let connection = deps.connections.open(principal, provider.id);
-  if (connection) return { ok: true, principal, connection };
+  const check = async (): Promise<{ usable: Usable; missing: string[] }> => {
+    const usable = await deps.connections.usable(principal, provider);
+    const granted = usable.kind === 'ok' ? usable.connection.row.scopes.split(' ').filter(Boolean) : [];
+    return { usable, missing: usable.kind === 'ok' ? provider.missingScopes(granted, requiredScopes) : [] };
+  };
+  let { usable, missing } = await check();
+  if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
 
   // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one.
   if (!pending && facts.era === 'legacy') pending = deps.store.pending.latestInFlight(principal, provider.id);
@@ -45,29 +54,48 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
   if (pending) {
     const outcome = await deps.watcher.wait(pending.id, deps.repeatHoldMs, ctx.mcpReq.signal);
     if (outcome === 'completed') {
-      connection = deps.connections.open(principal, provider.id);
-      if (connection) return { ok: true, principal, connection };
+      ({ usable, missing } = await check());
+      if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
     }
     if (outcome === 'cancelled' || outcome === 'denied') {
-      const why = outcome === 'denied' ? `you cancelled at ${provider.displayName}` : 'you cancelled on the connect page';
-      return { ok: false, result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, { status: 'not_connected', reason: outcome }) };
+      const reason = deps.store.pending.byId(pending.id)?.outcome_reason;
+      const why =
+        reason === 'refused_shared_account'
+          ? `that ${provider.displayName} account is already linked to another user`
+          : outcome === 'denied'
+            ? `you cancelled at ${provider.displayName}`
+            : 'you cancelled on the connect page';
+      return { ok: false, result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, { status: 'not_connected', reason: reason === 'refused_shared_account' ? 'account_linked_elsewhere' : outcome }) };
     }
     if (outcome === 'aborted') return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
     const current = deps.store.pending.byId(pending.id);
-    // Still in the browser: ask again with the same link. A failed or expired flow gets a new one.
+    // Still in the browser: ask again with the same link. A settled, failed or expired flow gets a new one.
     pending = current && (current.status === 'open' || current.status === 'authorizing') && current.expires_at > Date.now() ? current : undefined;
   }
 
   const caps = clientCapabilities(ctx);
-  const message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
   if (facts.era === 'modern' && !supportsUrlElicitation(caps)) {
     return {
       ok: false,
-      result: toolError(`${provider.displayName} is not connected for your account, and this client cannot open links. Link it at ${new URL('/connections', deps.publicUrl).href}, then try again.`),
+      result: toolError(
+        `${provider.displayName} ${usable.kind === 'none' ? 'is not connected for your account' : usable.kind === 'reauth_required' ? 'needs to be reconnected' : 'needs to grant more access'}, and this client cannot open links. Link it at ${new URL('/connections', deps.publicUrl).href}, then try again.`,
+      ),
     };
   }
 
-  pending ??= deps.links.create(principal, provider.id, clientName(ctx));
+  let message: string;
+  let scopes: string[];
+  if (usable.kind === 'ok') {
+    scopes = missing;
+    message = `${provider.displayName} needs to grant more access (${missing.join(', ')}) so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`;
+  } else if (usable.kind === 'reauth_required') {
+    scopes = union(provider.defaultScopes, usable.row.scopes.split(' '), requiredScopes);
+    message = `${provider.displayName} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the token stays with this server.`;
+  } else {
+    scopes = union(provider.defaultScopes, requiredScopes);
+    message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
+  }
+  pending ??= deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined);
   const url = deps.links.url(pending);
   if (facts.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
   return {
@@ -77,6 +105,43 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
       requestState: await deps.codec.mint({ kind: 'connect', pid: pending.id }, ctx),
     }),
   };
+}
+
+/**
+ * Runs `act` with the caller's usable connection. When the provider rejects the stored token
+ * (HTTP 401), the connection is marked `reauth_required` (never deleted) and the user is asked to
+ * reconnect right away; other provider failures become tool errors.
+ */
+export async function withConnection(
+  ctx: ServerContext,
+  facts: RequestFacts,
+  deps: ToolDeps,
+  provider: Provider,
+  purpose: string,
+  requiredScopes: string[],
+  tool: string,
+  act: (connection: OpenConnection, principal: Principal) => Promise<CallToolResult>,
+): Promise<CallToolResult | InputRequiredResult> {
+  let gate: ConnectionGate;
+  try {
+    gate = await requireConnection(ctx, facts, deps, provider, purpose, requiredScopes);
+  } catch (err) {
+    if (err instanceof ProviderError) return providerFailure(err, deps.log, tool);
+    throw err;
+  }
+  if (!gate.ok) return gate.result;
+  try {
+    const result = await act(gate.connection, gate.principal);
+    deps.connections.touch(gate.principal, provider.id);
+    return result;
+  } catch (err) {
+    if (err instanceof ProviderError && err.code === 'unauthorized') {
+      deps.connections.markReauthRequired(gate.principal, provider.id, 'api_401');
+      const again = await requireConnection(ctx, facts, { ...deps, repeatHoldMs: 0 }, provider, purpose, requiredScopes);
+      if (!again.ok) return again.result;
+    }
+    return providerFailure(err, deps.log, tool);
+  }
 }
 
 function ownPending(deps: ToolDeps, id: string, principal: Principal, provider: Provider): PendingConnection | undefined {

@@ -29,6 +29,7 @@ export type ProviderErrorCode =
   | 'forbidden'
   | 'not_found'
   | 'invalid_request'
+  | 'invalid_grant' // a refresh token the provider no longer accepts (used, expired, revoked)
   | 'misconfigured'; // our client credentials or redirect URI are wrong
 
 /** A provider failure, with a message safe to show a person; `detail` is for logs only. */
@@ -44,19 +45,29 @@ export class ProviderError extends Error {
   }
 }
 
-/** What the connect flow needs from a provider; each provider lives in its own folder. */
+/** What the connect flow and the tools need from a provider. */
 export interface Provider {
   readonly id: string;
   readonly displayName: string;
   /** A simulated provider (development sandbox): pages and tool results say so. */
   readonly sandbox: boolean;
+  /** Every scope it may be asked for, described for people. */
   readonly scopes: ProviderScope[];
+  /** What a plain connect asks for. */
+  readonly defaultScopes: string[];
+  /** False for providers whose tokens carry no scopes (GitHub Apps): scope checks are skipped. */
+  readonly scopesApply: boolean;
   /** Origin of the page the browser is sent to, for the CSP `form-action` of the consent page. */
   readonly authorizationOrigin: string;
-  buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string }): URL;
-  /** Exchanges the code from `callbackUrl`, validating `state` and PKCE. */
-  exchangeCode(params: { callbackUrl: URL; expectedState: string; codeVerifier: string }): Promise<ProviderTokens>;
-  fetchAccount(tokens: ProviderTokens): Promise<ProviderAccount>;
-  /** Revokes the grant upstream; resolves when it is gone (or was already gone). */
-  revoke(tokens: ProviderTokens): Promise<void>;
+  /** Refresh this long before a token expires. */
+  readonly refreshSkewMs: number;
+  /** The scopes in `required` that `granted` does not cover (taking broader scopes into account). */
+  missingScopes(granted: string[], required: string[]): string[];
+  buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL>;
+  /** Exchanges the code from `callbackUrl` (validating `state` and PKCE) and reads the account it belongs to. */
+  completeAuthorization(params: { callbackUrl: URL; expectedState: string; codeVerifier: string; requestedScopes: string[] }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }>;
+  /** Uses the refresh token; `invalid_grant` when the provider no longer accepts it. */
+  refresh(tokens: ProviderTokens): Promise<ProviderTokens>;
+  /** Revokes the grant upstream; resolves when it is gone (or was already gone, or cannot be revoked). */
+  revoke(tokens: ProviderTokens): Promise<{ revoked: boolean }>;
 }

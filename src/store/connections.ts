@@ -12,7 +12,11 @@ export interface ConnectionRow {
   created_at: number;
   updated_at: number;
   last_used_at: number | null;
+  status: ConnectionStatus;
+  status_reason: string | null;
 }
+
+export type ConnectionStatus = 'active' | 'reauth_required';
 
 type Owner = { issuer: string; subject: string };
 
@@ -21,7 +25,7 @@ export class ConnectionStore {
   constructor(private readonly db: Db) {}
 
   /** Inserts or replaces the principal's connection to `provider`, keeping its creation time. */
-  save(row: Omit<ConnectionRow, 'created_at' | 'updated_at' | 'last_used_at'>): void {
+  save(row: Omit<ConnectionRow, 'created_at' | 'updated_at' | 'last_used_at' | 'status' | 'status_reason'>): void {
     const now = Date.now();
     this.db
       .prepare(
@@ -29,7 +33,8 @@ export class ConnectionStore {
          VALUES (@issuer, @subject, @provider, @account_id, @account_login, @scopes, @key_id, @sealed_tokens, @now, @now)
          ON CONFLICT (issuer, subject, provider) DO UPDATE SET
            account_id = excluded.account_id, account_login = excluded.account_login, scopes = excluded.scopes,
-           key_id = excluded.key_id, sealed_tokens = excluded.sealed_tokens, updated_at = excluded.updated_at`,
+           key_id = excluded.key_id, sealed_tokens = excluded.sealed_tokens, updated_at = excluded.updated_at,
+           status = 'active', status_reason = NULL`,
       )
       .run({ ...row, now });
   }
@@ -44,6 +49,55 @@ export class ConnectionStore {
     return this.db
       .prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? ORDER BY provider')
       .all(owner.issuer, owner.subject) as ConnectionRow[];
+  }
+
+  /**
+   * Replaces the tokens only if they are still the ones the caller read (compare-and-swap on the
+   * sealed value), so a slower writer can never overwrite a newer refresh.
+   */
+  replaceTokens(owner: Owner, provider: string, expected: string, next: { key_id: string; sealed_tokens: string; scopes: string }): boolean {
+    return (
+      this.db
+        .prepare(
+          `UPDATE connections SET key_id = ?, sealed_tokens = ?, scopes = ?, updated_at = ?, status = 'active', status_reason = NULL
+           WHERE issuer = ? AND subject = ? AND provider = ? AND sealed_tokens = ?`,
+        )
+        .run(next.key_id, next.sealed_tokens, next.scopes, Date.now(), owner.issuer, owner.subject, provider, expected).changes === 1
+    );
+  }
+
+  /** Marks the connection as needing the user again; the row (and its account binding) stays. */
+  markReauthRequired(owner: Owner, provider: string, reason: string): boolean {
+    return (
+      this.db
+        .prepare(`UPDATE connections SET status = 'reauth_required', status_reason = ?, updated_at = ? WHERE issuer = ? AND subject = ? AND provider = ? AND status = 'active'`)
+        .run(reason, Date.now(), owner.issuer, owner.subject, provider).changes === 1
+    );
+  }
+
+  /** Other principals' connections to the same upstream account. */
+  othersWithAccount(owner: Owner, provider: string, accountId: string): ConnectionRow[] {
+    return this.db
+      .prepare('SELECT * FROM connections WHERE provider = ? AND account_id = ? AND NOT (issuer = ? AND subject = ?)')
+      .all(provider, accountId, owner.issuer, owner.subject) as ConnectionRow[];
+  }
+
+  /** A batch of rows sealed under any key but `keyId`, for re-encryption. */
+  sealedUnderOtherKeys(keyId: string, limit: number): ConnectionRow[] {
+    return this.db.prepare('SELECT * FROM connections WHERE key_id != ? LIMIT ?').all(keyId, limit) as ConnectionRow[];
+  }
+
+  /** Re-seals one row if it is unchanged since it was read. */
+  reseal(row: ConnectionRow, next: { key_id: string; sealed_tokens: string }): boolean {
+    return (
+      this.db
+        .prepare('UPDATE connections SET key_id = ?, sealed_tokens = ? WHERE issuer = ? AND subject = ? AND provider = ? AND sealed_tokens = ?')
+        .run(next.key_id, next.sealed_tokens, row.issuer, row.subject, row.provider, row.sealed_tokens).changes === 1
+    );
+  }
+
+  countByKey(): Array<{ key_id: string; n: number }> {
+    return this.db.prepare('SELECT key_id, count(*) AS n FROM connections GROUP BY key_id ORDER BY key_id').all() as Array<{ key_id: string; n: number }>;
   }
 
   touch(owner: Owner, provider: string, at = Date.now()): void {

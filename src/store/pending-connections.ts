@@ -9,7 +9,10 @@ export interface PendingConnection {
   subject: string;
   provider: string;
   client_name: string | null;
+  /** Space-separated scopes to ask for; null = the provider's defaults. */
+  scopes: string | null;
   status: PendingStatus;
+  outcome_reason: string | null;
   created_at: number;
   expires_at: number;
   updated_at: number;
@@ -19,12 +22,12 @@ export interface PendingConnection {
 export class PendingConnectionStore {
   constructor(private readonly db: Db) {}
 
-  create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at'>): void {
+  create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): void {
     const now = Date.now();
     this.db
       .prepare(
-        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, status, created_at, expires_at, updated_at)
-         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, 'open', @now, @expires_at, @now)`,
+        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, status, created_at, expires_at, updated_at)
+         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, 'open', @now, @expires_at, @now)`,
       )
       .run({ ...row, now });
   }
@@ -59,11 +62,11 @@ export class PendingConnectionStore {
   }
 
   /** Settles a pending connection and records an event for every process's waiters. */
-  settle(id: string, status: Exclude<PendingStatus, 'open' | 'authorizing'>): void {
+  settle(id: string, status: Exclude<PendingStatus, 'open' | 'authorizing'>, reason?: string): void {
     this.db.transaction(() => {
       const r = this.db
-        .prepare(`UPDATE pending_connections SET status = ?, updated_at = ? WHERE id = ? AND status IN ('open', 'authorizing')`)
-        .run(status, Date.now(), id);
+        .prepare(`UPDATE pending_connections SET status = ?, outcome_reason = ?, updated_at = ? WHERE id = ? AND status IN ('open', 'authorizing')`)
+        .run(status, reason ?? null, Date.now(), id);
       if (r.changes === 1) this.db.prepare('INSERT INTO pending_events (pending_id, created_at) VALUES (?, ?)').run(id, Date.now());
     })();
   }

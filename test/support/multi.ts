@@ -53,6 +53,8 @@ export async function startMultiStack(options: { holdSeconds?: number } = {}): P
     REPEAT_HOLD_SECONDS: String(options.holdSeconds ?? 5),
     LOG_LEVEL: 'debug',
     RATE_LIMIT_PER_MINUTE: '0',
+    // Most tests link the stand-in's octocat to many users; test/token-lifecycle checks the default (refuse).
+    SHARED_ACCOUNT_POLICY: 'allow',
   };
   const children: SpawnedBroker[] = [];
   const envFor = (port = portA) => ({ ...base, PORT: String(port) });

@@ -63,6 +63,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     LOG_LEVEL: 'debug',
     // Tests drive many flows from one IP; the rate-limit test turns limits back on.
     RATE_LIMIT_PER_MINUTE: '0',
+    // Most tests link the stand-in's octocat to many users; test/token-lifecycle checks the default (refuse).
+    SHARED_ACCOUNT_POLICY: 'allow',
     ...options.env,
   };
   const logs: string[] = [];

@@ -1,9 +1,8 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { RequestFacts, ToolDeps } from '../context.js';
-import { requireConnection } from '../require-connection.js';
+import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
-import { providerFailure } from './provider-failure.js';
 
 const inputSchema = z.object({
   owner: z.string().regex(/^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$/, 'owner must be a GitHub user or organisation name').describe('Repository owner (user or organisation)'),
@@ -21,7 +20,11 @@ const outputSchema = z.object({
   reason: z.string().optional(),
 });
 
+/** Creating issues needs `public_repo` (or the broader `repo`) from an OAuth App; GitHub Apps have no scopes. */
+export const CREATE_ISSUE_SCOPES = ['public_repo'];
+
 export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
+  const { provider, api } = deps.github;
   server.registerTool(
     'github_create_issue',
     {
@@ -31,21 +34,15 @@ export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, fac
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
-    async (args, ctx) => {
-      const gate = await requireConnection(ctx, facts, deps, deps.github, `create the issue in ${args.owner}/${args.repo}`);
-      if (!gate.ok) return gate.result;
-      try {
-        const issue = await deps.github.createIssue(gate.connection.tokens, args);
-        deps.connections.touch(gate.principal, deps.github.id);
+    (args, ctx) =>
+      withConnection(ctx, facts, deps, provider, `create the issue in ${args.owner}/${args.repo}`, CREATE_ISSUE_SCOPES, 'github_create_issue', async (connection) => {
+        const issue = await api.createIssue(connection.tokens, args);
         const repository = `${args.owner}/${args.repo}`;
         deps.log.info('tool_github_create_issue', { repository, number: issue.number });
         return {
-          content: [{ type: 'text', text: `Created issue #${issue.number} in ${repository} as @${gate.connection.row.account_login}: ${issue.url}${sandboxNote(deps.github)}` }],
+          content: [{ type: 'text', text: `Created issue #${issue.number} in ${repository} as @${connection.row.account_login}: ${issue.url}${sandboxNote(provider)}` }],
           structuredContent: { status: 'created', number: issue.number, url: issue.url, repository },
         };
-      } catch (err) {
-        return providerFailure(err, deps.log, 'github_create_issue');
-      }
-    },
+      }),
   );
 }

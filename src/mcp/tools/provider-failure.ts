@@ -7,7 +7,6 @@ import { toolError } from '../results.js';
 export function providerFailure(err: unknown, log: Logger, tool: string): CallToolResult {
   if (!(err instanceof ProviderError)) throw err;
   log.warn('provider_call_failed', { tool, code: err.code, detail: err.detail });
-  const base = err.message;
-  if (err.code === 'unauthorized') return toolError(`${base} Open the connections page to reconnect.`);
-  return toolError(base);
+  if (err.code === 'unauthorized') return toolError(`${err.message} Open the connections page to reconnect.`);
+  return toolError(err.message);
 }

@@ -28,19 +28,3 @@ export function githubApiError(response: Response, body: Record<string, unknown>
       return new ProviderError('unavailable', `GitHub had a problem (HTTP ${response.status}) while trying to ${action}; try again in a moment.`, message);
   }
 }
-
-/** Codes GitHub's token endpoint returns (as HTTP 200 bodies) mapped onto ours. */
-export function githubTokenError(error: string, description: string | undefined): ProviderError {
-  switch (error) {
-    case 'bad_verification_code':
-      return new ProviderError('bad_verification_code', 'GitHub did not accept the authorization (it may have expired). Please start again.', description);
-    case 'incorrect_client_credentials':
-    case 'redirect_uri_mismatch':
-    case 'unsupported_grant_type':
-      return new ProviderError('misconfigured', 'This service is not set up correctly with GitHub. Tell the operator.', `${error}: ${description ?? ''}`);
-    case 'access_denied':
-      return new ProviderError('access_denied', 'You cancelled at GitHub.', description);
-    default:
-      return new ProviderError('unavailable', 'GitHub could not complete the authorization. Please try again.', `${error}: ${description ?? ''}`);
-  }
-}

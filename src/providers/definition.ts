@@ -1,0 +1,95 @@
+import { z } from 'zod';
+
+const url = z.string().url();
+const fieldPath = z.string().regex(/^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/, 'a dotted field path such as data.viewer.id');
+
+/** Where the upstream account's stable id and login come from after the code exchange. */
+const identitySchema = z.discriminatedUnion('source', [
+  z.object({ source: z.literal('id_token'), idField: fieldPath.default('sub'), loginField: fieldPath.default('preferred_username') }),
+  z.object({ source: z.literal('userinfo'), idField: fieldPath.default('sub'), loginField: fieldPath.default('preferred_username') }),
+  z.object({
+    source: z.literal('api'),
+    url,
+    method: z.enum(['GET', 'POST']).default('GET'),
+    /** JSON body for POST (e.g. a GraphQL query). */
+    body: z.unknown().optional(),
+    headers: z.record(z.string(), z.string()).default({}),
+    idField: fieldPath,
+    loginField: fieldPath,
+  }),
+  z.object({ source: z.literal('token_response'), idField: fieldPath, loginField: fieldPath }),
+]);
+
+const revocationSchema = z.discriminatedUnion('kind', [
+  /** RFC 7009; for `oidc` providers the endpoint may come from discovery. */
+  z.object({ kind: z.literal('rfc7009'), endpoint: url.optional() }),
+  /** GitHub: `DELETE /applications/{client_id}/grant` with Basic client credentials. */
+  z.object({ kind: z.literal('github-grant'), apiUrl: url }),
+  z.object({ kind: z.literal('none') }),
+]);
+
+/**
+ * A provider, declared as data. Built-in presets and the operator's PROVIDERS_FILE share this
+ * schema; client secrets never live here (they come from `<ID>_CLIENT_ID` / `<ID>_CLIENT_SECRET`).
+ */
+export const providerDefinitionSchema = z
+  .object({
+    id: z.string().regex(/^[a-z][a-z0-9-]{1,31}$/, 'lower-case letters, digits and -, starting with a letter'),
+    displayName: z.string().min(1).max(60),
+    kind: z.enum(['oauth2', 'oidc']),
+    /** `oidc`: discovery at `<issuer>/.well-known/openid-configuration`. */
+    issuer: url.optional(),
+    /** `oauth2`: explicit endpoints. */
+    authorizationEndpoint: url.optional(),
+    tokenEndpoint: url.optional(),
+    /** Every scope the provider may be asked for, with words a person can judge. */
+    scopes: z.array(z.object({ name: z.string().min(1), description: z.string().min(1) })).default([]),
+    /** What a plain connect asks for; defaults to every scope listed. */
+    defaultScopes: z.array(z.string()).optional(),
+    /** Broader scopes that include narrower ones: `{ "public_repo": ["repo"] }` means repo grants public_repo. */
+    impliedBy: z.record(z.string(), z.array(z.string())).default({}),
+    /** Providers whose tokens carry no scopes (GitHub Apps) set false: scope checks are skipped. */
+    scopesApply: z.boolean().default(true),
+    scopeSeparator: z.enum([' ', ',']).default(' '),
+    pkce: z.boolean().default(true),
+    authorizeParams: z.record(z.string(), z.string()).default({}),
+    clientAuth: z.enum(['client_secret_basic', 'client_secret_post']).default('client_secret_post'),
+    identity: identitySchema,
+    revocation: revocationSchema.default({ kind: 'none' }),
+    refresh: z
+      .object({
+        /** Refresh this long before expiry. */
+        skewSeconds: z.number().int().min(0).max(3600).default(120),
+        /** Each refresh returns a new refresh token and kills the old one (GitHub Apps, Atlassian, GitLab). */
+        rotates: z.boolean().default(false),
+      })
+      .default({ skewSeconds: 120, rotates: false }),
+    /** Token endpoint errors arrive as HTTP 200 with an `error` member (GitHub). */
+    tokenErrorsAsHttp200: z.boolean().default(false),
+    /** Documentation only: whether our test suite exercises it against a stand-in. */
+    status: z.enum(['tested', 'untested']).default('untested'),
+    docs: z.string().optional(),
+  })
+  .superRefine((d, ctx) => {
+    if (d.kind === 'oidc' && !d.issuer) ctx.addIssue({ code: 'custom', path: ['issuer'], message: 'an oidc provider needs an issuer' });
+    if (d.kind === 'oauth2' && (!d.authorizationEndpoint || !d.tokenEndpoint)) {
+      ctx.addIssue({ code: 'custom', path: ['tokenEndpoint'], message: 'an oauth2 provider needs authorizationEndpoint and tokenEndpoint' });
+    }
+    if (d.identity.source === 'id_token' && d.kind !== 'oidc') ctx.addIssue({ code: 'custom', path: ['identity'], message: 'id_token identity needs kind oidc' });
+    for (const s of d.defaultScopes ?? []) {
+      if (!d.scopes.some((x) => x.name === s)) ctx.addIssue({ code: 'custom', path: ['defaultScopes'], message: `default scope "${s}" is not listed in scopes` });
+    }
+  });
+
+export type ProviderDefinition = z.output<typeof providerDefinitionSchema>;
+export type ProviderDefinitionInput = z.input<typeof providerDefinitionSchema>;
+
+/** Reads `a.b.c` out of a JSON value. */
+export function pick(value: unknown, path: string): unknown {
+  let v = value;
+  for (const part of path.split('.')) {
+    if (!v || typeof v !== 'object') return undefined;
+    v = (v as Record<string, unknown>)[part];
+  }
+  return v;
+}

@@ -1,0 +1,266 @@
+import * as oidc from 'openid-client';
+import { isLoopbackHostname } from '../config/env.js';
+import { pick, type ProviderDefinition } from './definition.js';
+import { fetchWithTimeout, readJson } from './http.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from './provider.js';
+
+export interface OAuthProviderOptions {
+  definition: ProviderDefinition;
+  clientId: string;
+  clientSecret: string;
+  timeoutMs: number;
+  /** Replaces the definition's default scopes (`<ID>_SCOPES`). */
+  scopes?: string[];
+  sandbox?: boolean;
+}
+
+function isLocalHttp(u: string): boolean {
+  const url = new URL(u);
+  return url.protocol === 'http:' && isLoopbackHostname(url.hostname);
+}
+
+/**
+ * Any OAuth 2.0 / OpenID Connect provider described by a {@link ProviderDefinition}, driven by
+ * openid-client: authorization code with state and PKCE S256, refresh, identity, revocation.
+ * Provider quirks are flags in the definition, never branches on the provider's id.
+ */
+export class OAuthProvider implements Provider {
+  readonly id: string;
+  readonly displayName: string;
+  readonly sandbox: boolean;
+  readonly scopes: ProviderScope[];
+  readonly defaultScopes: string[];
+  readonly scopesApply: boolean;
+  readonly authorizationOrigin: string;
+  readonly refreshSkewMs: number;
+  readonly definition: ProviderDefinition;
+  readonly #options: OAuthProviderOptions;
+  #config: Promise<oidc.Configuration> | undefined;
+
+  constructor(options: OAuthProviderOptions) {
+    const d = options.definition;
+    this.#options = options;
+    this.definition = d;
+    this.id = d.id;
+    this.sandbox = options.sandbox ?? false;
+    this.displayName = this.sandbox ? `${d.displayName} (sandbox)` : d.displayName;
+    this.scopes = d.scopes;
+    this.defaultScopes = options.scopes ?? d.defaultScopes ?? d.scopes.map((s) => s.name);
+    this.scopesApply = d.scopesApply;
+    this.authorizationOrigin = new URL(d.kind === 'oidc' ? d.issuer! : d.authorizationEndpoint!).origin;
+    this.refreshSkewMs = d.refresh.skewSeconds * 1000;
+  }
+
+  /** The client id at the provider (public; used in GitHub's revocation path). */
+  get clientId(): string {
+    return this.#options.clientId;
+  }
+
+  #configuration(): Promise<oidc.Configuration> {
+    this.#config ??= this.#build().catch((err: unknown) => {
+      this.#config = undefined;
+      throw new ProviderError('unavailable', `${this.displayName} cannot be reached right now. Please try again in a moment.`, err instanceof Error ? err.message : String(err));
+    });
+    return this.#config;
+  }
+
+  async #build(): Promise<oidc.Configuration> {
+    const d = this.#options.definition;
+    const auth = d.clientAuth === 'client_secret_basic' ? oidc.ClientSecretBasic(this.#options.clientSecret) : oidc.ClientSecretPost(this.#options.clientSecret);
+    const timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
+    let config: oidc.Configuration;
+    if (d.kind === 'oidc') {
+      const insecure = isLocalHttp(d.issuer!);
+      config = await oidc.discovery(new URL(d.issuer!), this.#options.clientId, undefined, auth, { timeout, ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}) });
+    } else {
+      const server: oidc.ServerMetadata = {
+        issuer: new URL(d.authorizationEndpoint!).origin,
+        authorization_endpoint: d.authorizationEndpoint!,
+        token_endpoint: d.tokenEndpoint!,
+        ...(d.revocation.kind === 'rfc7009' && d.revocation.endpoint ? { revocation_endpoint: d.revocation.endpoint } : {}),
+      };
+      config = new oidc.Configuration(server, this.#options.clientId, undefined, auth);
+      if (isLocalHttp(d.tokenEndpoint!)) oidc.allowInsecureRequests(config);
+    }
+    config.timeout = timeout;
+    if (d.tokenErrorsAsHttp200) config[oidc.customFetch] = relabelHttp200Errors;
+    return config;
+  }
+
+  missingScopes(granted: string[], required: string[]): string[] {
+    if (!this.scopesApply) return [];
+    const implied = this.#options.definition.impliedBy;
+    return required.filter((r) => !granted.includes(r) && !(implied[r] ?? []).some((broader) => granted.includes(broader)));
+  }
+
+  async buildAuthorizationUrl({ redirectUri, state, codeChallenge, scopes }: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
+    const d = this.#options.definition;
+    const params: Record<string, string> = { ...d.authorizeParams, redirect_uri: redirectUri, state };
+    if (this.scopesApply && scopes.length) params.scope = scopes.join(d.scopeSeparator);
+    if (d.pkce) Object.assign(params, { code_challenge: codeChallenge, code_challenge_method: 'S256' });
+    return oidc.buildAuthorizationUrl(await this.#configuration(), params);
+  }
+
+  async completeAuthorization({ callbackUrl, expectedState, codeVerifier, requestedScopes }: { callbackUrl: URL; expectedState: string; codeVerifier: string; requestedScopes: string[] }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }> {
+    const d = this.#options.definition;
+    const config = await this.#configuration();
+    let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
+    try {
+      response = await oidc.authorizationCodeGrant(config, callbackUrl, {
+        expectedState,
+        ...(d.pkce ? { pkceCodeVerifier: codeVerifier } : {}),
+        idTokenExpected: d.identity.source === 'id_token',
+      });
+    } catch (err) {
+      throw this.#grantError(err, 'code');
+    }
+    const tokens = this.#tokens(response, requestedScopes);
+    return { tokens, account: await this.#account(config, response, tokens) };
+  }
+
+  async refresh(tokens: ProviderTokens): Promise<ProviderTokens> {
+    if (!tokens.refreshToken) throw new ProviderError('invalid_grant', `The ${this.displayName} access has expired and cannot be renewed; reconnect ${this.displayName}.`, 'no refresh token');
+    const config = await this.#configuration();
+    let response: oidc.TokenEndpointResponse;
+    try {
+      response = await oidc.refreshTokenGrant(config, tokens.refreshToken);
+    } catch (err) {
+      throw this.#grantError(err, 'refresh');
+    }
+    const next = this.#tokens(response, tokens.scopes);
+    // Providers that do not rotate keep answering without a refresh_token: keep the one we have.
+    if (!next.refreshToken && !this.#options.definition.refresh.rotates) next.refreshToken = tokens.refreshToken;
+    return next;
+  }
+
+  async revoke(tokens: ProviderTokens): Promise<{ revoked: boolean }> {
+    const r = this.#options.definition.revocation;
+    if (r.kind === 'none') return { revoked: false };
+    if (r.kind === 'github-grant') {
+      const { clientId, clientSecret } = this.#options;
+      const response = await fetchWithTimeout(
+        new URL(`applications/${encodeURIComponent(clientId)}/grant`, r.apiUrl.endsWith('/') ? r.apiUrl : `${r.apiUrl}/`),
+        {
+          method: 'DELETE',
+          headers: {
+            accept: 'application/vnd.github+json',
+            'x-github-api-version': '2022-11-28',
+            'user-agent': 'mcp-connect-broker',
+            'content-type': 'application/json',
+            authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`,
+          },
+          body: JSON.stringify({ access_token: tokens.accessToken }),
+        },
+        this.#options.timeoutMs,
+        this.displayName,
+      );
+      await response.body?.cancel();
+      // 404: the grant is already gone (the user revoked it upstream), which is what we want.
+      if (response.status === 204 || response.status === 404) return { revoked: true };
+      throw new ProviderError(response.status === 429 || response.status === 403 ? 'rate_limited' : 'unavailable', `${this.displayName} did not confirm the revocation (HTTP ${response.status}).`);
+    }
+    const config = await this.#configuration();
+    try {
+      await oidc.tokenRevocation(config, tokens.refreshToken ?? tokens.accessToken, tokens.refreshToken ? { token_type_hint: 'refresh_token' } : { token_type_hint: 'access_token' });
+      return { revoked: true };
+    } catch (err) {
+      throw new ProviderError('unavailable', `${this.displayName} did not confirm the revocation.`, err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  #tokens(response: oidc.TokenEndpointResponse, requestedScopes: string[]): ProviderTokens {
+    const granted = typeof response.scope === 'string' ? response.scope.split(/[\s,]+/).filter(Boolean) : requestedScopes;
+    return {
+      accessToken: response.access_token,
+      tokenType: response.token_type,
+      ...(response.refresh_token ? { refreshToken: response.refresh_token } : {}),
+      ...(typeof response.expires_in === 'number' && response.expires_in > 0 ? { expiresAt: Date.now() + response.expires_in * 1000 } : {}),
+      scopes: this.scopesApply ? granted : [],
+    };
+  }
+
+  async #account(config: oidc.Configuration, response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, tokens: ProviderTokens): Promise<ProviderAccount> {
+    const identity = this.#options.definition.identity;
+    let source: unknown;
+    switch (identity.source) {
+      case 'id_token':
+        source = response.claims();
+        break;
+      case 'token_response':
+        source = response;
+        break;
+      case 'userinfo': {
+        const sub = response.claims()?.sub;
+        try {
+          source = await oidc.fetchUserInfo(config, tokens.accessToken, sub ?? oidc.skipSubjectCheck);
+        } catch (err) {
+          throw new ProviderError('unavailable', `${this.displayName} did not say who you are. Please try again.`, err instanceof Error ? err.message : String(err));
+        }
+        break;
+      }
+      case 'api': {
+        const res = await fetchWithTimeout(
+          identity.url,
+          {
+            method: identity.method,
+            headers: {
+              accept: 'application/json',
+              'user-agent': 'mcp-connect-broker',
+              ...identity.headers,
+              authorization: `Bearer ${tokens.accessToken}`,
+              ...(identity.body !== undefined ? { 'content-type': 'application/json' } : {}),
+            },
+            ...(identity.body !== undefined ? { body: JSON.stringify(identity.body) } : {}),
+          },
+          this.#options.timeoutMs,
+          this.displayName,
+        );
+        const body = await readJson(res, this.displayName);
+        if (!res.ok) throw new ProviderError(res.status === 401 ? 'unauthorized' : 'unavailable', `${this.displayName} did not say who you are (HTTP ${res.status}). Please try again.`, String(body.message ?? ''));
+        source = body;
+        break;
+      }
+    }
+    const id = pick(source, identity.idField);
+    const login = pick(source, identity.loginField) ?? id;
+    if ((typeof id !== 'string' && typeof id !== 'number') || id === '') {
+      throw new ProviderError('unavailable', `${this.displayName} sent an account without an id. Please try again.`, `missing ${identity.idField}`);
+    }
+    return { id: String(id), login: String(login) };
+  }
+
+  #grantError(err: unknown, grant: 'code' | 'refresh'): ProviderError {
+    const name = this.displayName;
+    if (err instanceof ProviderError) return err;
+    if (err instanceof oidc.ResponseBodyError || err instanceof oidc.AuthorizationResponseError) {
+      const code = err.error;
+      const detail = `${code}: ${err.error_description ?? ''}`;
+      if (code === 'access_denied') return new ProviderError('access_denied', `You cancelled at ${name}.`, detail);
+      if (code === 'invalid_grant' || code === 'bad_refresh_token' || code === 'bad_verification_code') {
+        return grant === 'refresh'
+          ? new ProviderError('invalid_grant', `${name} no longer accepts the saved authorization; reconnect ${name}.`, detail)
+          : new ProviderError('bad_verification_code', `${name} did not accept the authorization (it may have expired). Please start again.`, detail);
+      }
+      if (['invalid_client', 'unauthorized_client', 'incorrect_client_credentials', 'redirect_uri_mismatch', 'unsupported_grant_type'].includes(code)) {
+        return new ProviderError('misconfigured', `This service is not set up correctly with ${name}. Tell the operator.`, detail);
+      }
+      return new ProviderError('unavailable', `${name} could not complete the authorization. Please try again.`, detail);
+    }
+    const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    return new ProviderError('unavailable', `${name} did not answer properly (it may be down). Please try again in a moment.`, detail);
+  }
+}
+
+/** GitHub-style token endpoints answer errors as HTTP 200 + `error`; re-label them 400 so openid-client reads them as OAuth errors. */
+async function relabelHttp200Errors(url: string, init: oidc.CustomFetchOptions): Promise<Response> {
+  const response = await fetch(url, init as RequestInit);
+  if (response.status !== 200) return response;
+  const text = await response.text();
+  let error: unknown;
+  try {
+    error = (JSON.parse(text) as { error?: unknown }).error;
+  } catch {
+    error = undefined;
+  }
+  return new Response(text, { status: typeof error === 'string' ? 400 : 200, headers: response.headers });
+}
