@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
-import { createSandboxGitHub, type SandboxFaults } from '../src/dev/sandbox-github/index.js';
+import { createSandboxGitHub, normalizeScopes, type SandboxClient, type SandboxFaults, type SandboxGitHub } from '../src/dev/sandbox-github/index.js';
 import { openDatabase, type Db } from '../src/store/database.js';
 import { SandboxGitHubStore } from '../src/store/sandbox-github-store.js';
 
@@ -16,6 +16,10 @@ const LABEL = 'Sandbox GitHub — simulated, not github.com';
 const MOUNT = '/sandbox/github';
 const CLIENT = { clientId: 'Iv1.sandbox-a', clientSecret: 'secret-a-0123456789' };
 const OTHER_CLIENT = { clientId: 'Iv1.sandbox-b', clientSecret: 'secret-b-0123456789' };
+/** A GitHub App (user-to-server tokens) whose access tokens live one minute. */
+const APP_CLIENT = { clientId: 'Iv23.sandbox-app', clientSecret: 'secret-app-0123456789', kind: 'github-app', accessTokenTtlSeconds: 60 } satisfies SandboxClient;
+const APP_CLIENT_B = { clientId: 'Iv23.sandbox-app-b', clientSecret: 'secret-app-b-0123456789', kind: 'github-app' } satisfies SandboxClient;
+const REFRESH_TTL_SECONDS = 15_897_600;
 
 interface Running {
   webUrl: string;
@@ -23,6 +27,9 @@ interface Running {
   db: Db;
   faults: SandboxFaults;
   requests: Array<{ method: string; path: string }>;
+  /** `ok` of every refresh request reported to onRefresh, in order. */
+  refreshes: boolean[];
+  sandbox: SandboxGitHub;
   close(): Promise<void>;
 }
 
@@ -36,17 +43,19 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
   });
   const faults: SandboxFaults = {};
   const requests: Array<{ method: string; path: string }> = [];
+  const refreshes: boolean[] = [];
   const sandbox = createSandboxGitHub({
     store: new SandboxGitHubStore(db),
-    clients: [CLIENT, OTHER_CLIENT],
+    clients: [CLIENT, OTHER_CLIENT, APP_CLIENT, APP_CLIENT_B],
     publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}${MOUNT}/`,
     faults,
     onRequest: (method, path) => requests.push({ method, path }),
+    onRefresh: (ok) => refreshes.push(ok),
     now: clock,
   });
   app.use(MOUNT, sandbox.router);
   return {
-    webUrl: sandbox.webUrl, apiUrl: sandbox.apiUrl, db, faults, requests,
+    webUrl: sandbox.webUrl, apiUrl: sandbox.apiUrl, db, faults, requests, refreshes, sandbox,
     close: async () => {
       await new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));
@@ -65,8 +74,9 @@ const pkce = () => {
 const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
 
 /** Drives the authorize page like a browser would: GET the form, then POST its fields back. */
-async function authorize(gh: Running, opts: { challenge?: string; login?: string; decision?: string; state?: string; scope?: string; client?: typeof CLIENT } = {}) {
+async function authorize(gh: Running, opts: { challenge?: string; login?: string; decision?: string; state?: string; scope?: string | null; client?: { clientId: string } } = {}) {
   const q = new URLSearchParams({ client_id: (opts.client ?? CLIENT).clientId, redirect_uri: REDIRECT, scope: opts.scope ?? 'repo read:user', state: opts.state ?? 'st<"&>' });
+  if (opts.scope === null) q.delete('scope'); // no scope parameter at all
   if (opts.challenge) q.set('code_challenge', opts.challenge), q.set('code_challenge_method', 'S256');
   const pageRes = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
   assert.equal(pageRes.status, 200);
@@ -84,19 +94,52 @@ async function authorize(gh: Running, opts: { challenge?: string; login?: string
   return new URL(res.headers.get('location')!);
 }
 
-const exchange = (gh: Running, fields: Record<string, string>, accept = 'application/json', client = CLIENT) =>
+const exchange = (gh: Running, fields: Record<string, string>, accept = 'application/json', client: { clientId: string; clientSecret: string } = CLIENT) =>
   fetch(`${gh.webUrl}/login/oauth/access_token`, {
     method: 'POST', headers: { accept }, body: new URLSearchParams({ client_id: client.clientId, client_secret: client.clientSecret, redirect_uri: REDIRECT, ...fields }),
   });
 
 /** A full web flow for `login`; returns the access token. */
-async function connect(gh: Running, login = 'octocat', scope?: string): Promise<string> {
+async function connect(gh: Running, login = 'octocat', scope?: string | null): Promise<string> {
+  return (await connectWithScope(gh, login, scope)).token;
+}
+
+/** A full web flow for `login` at the OAuth App; returns the access token and its `scope` answer. */
+async function connectWithScope(gh: Running, login: string, scope?: string | null): Promise<{ token: string; scope: string }> {
   const { verifier, challenge } = pkce();
   const code = (await authorize(gh, { challenge, login, ...(scope !== undefined ? { scope } : {}) })).searchParams.get('code')!;
-  const body = (await (await exchange(gh, { code, code_verifier: verifier })).json()) as { access_token?: string; error?: string };
+  const body = (await (await exchange(gh, { code, code_verifier: verifier })).json()) as { access_token?: string; scope?: string; error?: string };
   assert.match(body.access_token ?? `error: ${body.error}`, /^gho_[A-Za-z0-9]{36}$/);
-  return body.access_token!;
+  return { token: body.access_token!, scope: body.scope! };
 }
+
+interface AppTokens { access_token: string; expires_in: number; refresh_token: string; refresh_token_expires_in: number; scope: string; token_type: string }
+
+/** A full web flow for `login` at a GitHub App; returns the whole JSON token answer. */
+async function connectApp(gh: Running, login = 'octocat', client: { clientId: string; clientSecret: string } = APP_CLIENT): Promise<AppTokens> {
+  const { verifier, challenge } = pkce();
+  const code = (await authorize(gh, { challenge, login, client })).searchParams.get('code')!;
+  const body = (await (await exchange(gh, { code, code_verifier: verifier }, 'application/json', client)).json()) as AppTokens & { error?: string };
+  assert.match(body.access_token ?? `error: ${body.error}`, /^ghu_[A-Za-z0-9]{36}$/);
+  return body;
+}
+
+/** POST grant_type=refresh_token; returns the parsed JSON answer. */
+async function refresh(gh: Running, refreshToken: string, client: { clientId: string; clientSecret: string } = APP_CLIENT, extra: Record<string, string> = {}) {
+  const res = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
+    method: 'POST', headers: { accept: 'application/json' },
+    body: new URLSearchParams({ client_id: client.clientId, client_secret: client.clientSecret, grant_type: 'refresh_token', refresh_token: refreshToken, ...extra }),
+  });
+  assert.equal(res.status, 200);
+  return (await res.json()) as Partial<AppTokens> & { error?: string; error_description?: string; error_uri?: string };
+}
+
+const BAD_REFRESH = {
+  error: 'bad_refresh_token',
+  error_description: 'The refresh token passed is incorrect or expired.',
+  error_uri: 'https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors#bad-refresh-token',
+};
+const userStatus = async (gh: Running, token: string) => (await fetch(`${gh.apiUrl}/user`, { headers: bearer(token) })).status;
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const basicAuth = (c = CLIENT) => `Basic ${Buffer.from(`${c.clientId}:${c.clientSecret}`).toString('base64')}`;
@@ -387,6 +430,43 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(other) })).status, 200);
   });
 
+  it('gives an OAuth App token exactly the scopes requested, while the grant accumulates every scope the user authorized', async () => {
+    const first = await connectWithScope(gh, 'scoper', 'read:user');
+    assert.equal(first.scope, 'read:user');
+    const second = await connectWithScope(gh, 'scoper', 'repo');
+    assert.equal(second.scope, 'repo', 'a token asked for `repo` carries `repo` (github/docs: "identical to what you requested")');
+    const me = await fetch(`${gh.apiUrl}/user`, { headers: bearer(second.token) });
+    assert.equal(me.headers.get('x-oauth-scopes'), 'repo');
+    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(first.token) })).headers.get('x-oauth-scopes'), 'read:user', 'the earlier token keeps its scopes');
+    const store = new SandboxGitHubStore(gh.db);
+    assert.deepEqual(store.findGrant(CLIENT.clientId, 'scoper')?.scopes, ['read:user', 'repo']);
+    assert.ok((await (await fetch(`${gh.webUrl}/scoper`)).text()).includes(`<code>${CLIENT.clientId}</code> (scopes: read:user, repo)`));
+
+    const page = await (await fetch(`${gh.webUrl}/login/oauth/authorize?client_id=${CLIENT.clientId}&redirect_uri=${REDIRECT}`)).text();
+    assert.ok(page.includes('with the scopes you have already authorized for it'), 'the page says what a request without scope gets');
+    const union = await connectWithScope(gh, 'scoper', null);
+    assert.equal(union.scope, 'read:user,repo', 'a web flow without `scope` gets every scope the user authorized for the app');
+    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(union.token) })).headers.get('x-oauth-scopes'), 'read:user, repo');
+    assert.equal((await connectWithScope(gh, 'scoper', '')).scope, 'read:user,repo', 'an empty scope counts as none');
+    assert.equal((await connectWithScope(gh, 'scope-newcomer', null)).scope, '', 'a first authorization without `scope` gets no scopes');
+    assert.deepEqual(store.findGrant(CLIENT.clientId, 'scope-newcomer')?.scopes, []);
+    assert.equal(store.findGrant(OTHER_CLIENT.clientId, 'scoper'), undefined, 'grants are per app');
+  });
+
+  it('normalizes scopes like GitHub: user,gist,user:email gives user and gist, and a broader scope absorbs the grant\'s narrower one', async () => {
+    assert.deepEqual(normalizeScopes(['user', 'gist', 'user:email', 'gist']), ['user', 'gist']);
+    assert.deepEqual(normalizeScopes(['public_repo', 'repo:status', 'read:org']), ['public_repo', 'repo:status', 'read:org']);
+    assert.deepEqual(normalizeScopes(['public_repo', 'repo', 'admin:org', 'read:org']), ['repo', 'admin:org']);
+    assert.equal((await connectWithScope(gh, 'normal', 'user,gist,user:email')).scope, 'user,gist');
+    const q = new URLSearchParams({ client_id: CLIENT.clientId, redirect_uri: REDIRECT, scope: 'user:email user' });
+    assert.ok((await (await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`)).text()).includes('with scopes: <code>user</code>.'), 'the page lists the normalized scopes');
+    await connectWithScope(gh, 'narrow-then-broad', 'read:user public_repo');
+    await connectWithScope(gh, 'narrow-then-broad', 'user');
+    await connectWithScope(gh, 'narrow-then-broad', 'repo');
+    assert.deepEqual(new SandboxGitHubStore(gh.db).findGrant(CLIENT.clientId, 'narrow-then-broad')?.scopes, ['user', 'repo']);
+    assert.equal((await connectWithScope(gh, 'narrow-then-broad', null)).scope, 'user,repo');
+  });
+
   it('applies sticky API faults, read on every request, until cleared', async () => {
     const token = await connect(gh, 'faulty');
     const get = () => fetch(`${gh.apiUrl}/user`, { headers: bearer(token) });
@@ -450,6 +530,205 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
   });
 });
 
+describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
+  let dir: string;
+  let gh: Running;
+  let clock = Date.UTC(2026, 0, 1);
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sandbox-github-app-'));
+    gh = await startSandbox(join(dir, 'broker.db'), () => clock);
+  });
+  after(async () => {
+    await gh.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('shows a GitHub App authorize page without scopes and issues ghu_ + ghr_ tokens with expires_in, refresh_token_expires_in and an empty scope', async () => {
+    const q = new URLSearchParams({ client_id: APP_CLIENT.clientId, redirect_uri: REDIRECT, scope: 'repo admin:org' });
+    const html = await (await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`)).text();
+    assert.ok(html.includes(`GitHub App <code>${APP_CLIENT.clientId}</code> requests to act on your behalf`));
+    assert.ok(!html.includes('admin:org</code>'), 'the scope parameter is not offered');
+
+    const tokens = await connectApp(gh, 'app-user');
+    assert.deepEqual(Object.keys(tokens), ['access_token', 'expires_in', 'refresh_token', 'refresh_token_expires_in', 'scope', 'token_type']);
+    assert.match(tokens.access_token, /^ghu_[A-Za-z0-9]{36}$/);
+    assert.match(tokens.refresh_token, /^ghr_[A-Za-z0-9]{76}$/);
+    assert.equal(tokens.expires_in, 60, "the client's TTL");
+    assert.equal(tokens.refresh_token_expires_in, REFRESH_TTL_SECONDS);
+    assert.equal(tokens.scope, '', 'the requested `repo read:user` is ignored');
+    assert.equal(tokens.token_type, 'bearer');
+    const me = await fetch(`${gh.apiUrl}/user`, { headers: bearer(tokens.access_token) });
+    assert.equal(me.status, 200);
+    assert.equal(me.headers.get('x-oauth-scopes'), '');
+    assert.equal(((await me.json()) as { login: string }).login, 'app-user');
+    assert.ok((await (await fetch(`${gh.webUrl}/app-user`)).text()).includes(`<li><code>${APP_CLIENT.clientId}</code> (GitHub App)</li>`));
+
+    const { verifier, challenge } = pkce();
+    const code = (await authorize(gh, { challenge, login: 'app-user', client: APP_CLIENT_B })).searchParams.get('code')!;
+    const form = new URLSearchParams(await (await exchange(gh, { code, code_verifier: verifier }, '*/*', APP_CLIENT_B)).text());
+    assert.equal(form.get('expires_in'), '28800', 'GitHub\'s 8 hours by default, form-encoded as a string');
+    assert.equal(form.get('refresh_token_expires_in'), String(REFRESH_TTL_SECONDS));
+    assert.equal(form.get('scope'), '');
+    assert.match(form.get('refresh_token')!, /^ghr_/);
+  });
+
+  it('answers 401 Bad credentials once the access token expires, and refreshes it into a new pair', async () => {
+    const tokens = await connectApp(gh, 'expiring');
+    clock += 59_999;
+    assert.equal(await userStatus(gh, tokens.access_token), 200);
+    clock += 1;
+    const res = await fetch(`${gh.apiUrl}/user`, { headers: bearer(tokens.access_token) });
+    assert.equal(res.status, 401);
+    assert.deepEqual(await res.json(), { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest', status: '401' });
+
+    const next = await refresh(gh, tokens.refresh_token);
+    assert.deepEqual(Object.keys(next), ['access_token', 'expires_in', 'refresh_token', 'refresh_token_expires_in', 'scope', 'token_type']);
+    assert.match(next.access_token!, /^ghu_[A-Za-z0-9]{36}$/);
+    assert.match(next.refresh_token!, /^ghr_[A-Za-z0-9]{76}$/);
+    assert.notEqual(next.access_token, tokens.access_token);
+    assert.notEqual(next.refresh_token, tokens.refresh_token);
+    assert.deepEqual([next.expires_in, next.refresh_token_expires_in, next.scope, next.token_type], [60, REFRESH_TTL_SECONDS, '', 'bearer']);
+    assert.equal(await userStatus(gh, next.access_token!), 200);
+    clock += 60_000;
+    assert.equal(await userStatus(gh, next.access_token!), 401, 'the refreshed token expires after the TTL too');
+  });
+
+  it('rotates: after a refresh the old access and refresh tokens stop working, and reusing the old refresh token answers HTTP 200 bad_refresh_token', async () => {
+    const tokens = await connectApp(gh, 'rotator');
+    const next = await refresh(gh, tokens.refresh_token);
+    assert.match(next.access_token!, /^ghu_/);
+    assert.equal(await userStatus(gh, tokens.access_token), 401, 'the old access token died with the refresh, before its expiry');
+    assert.equal(await userStatus(gh, next.access_token!), 200);
+    assert.deepEqual(await refresh(gh, tokens.refresh_token), BAD_REFRESH);
+    assert.equal(await userStatus(gh, next.access_token!), 200, 'a failed reuse does not kill the current pair');
+    const third = await refresh(gh, next.refresh_token!);
+    assert.match(third.access_token!, /^ghu_/);
+    assert.equal(await userStatus(gh, next.access_token!), 401);
+    assert.equal(new SandboxGitHubStore(gh.db).countTokens('rotator', clock), 1, 'one live access token: the pair was replaced, not added');
+    assert.equal(new SandboxGitHubStore(gh.db).countRefreshTokens('rotator', clock), 1);
+  });
+
+  it('refuses unknown, missing and expired refresh tokens, another app\'s refresh token, wrong client credentials and refreshes at an OAuth App, burning nothing', async () => {
+    const tokens = await connectApp(gh, 'refuser');
+    assert.deepEqual(await refresh(gh, `ghr_${'x'.repeat(76)}`), BAD_REFRESH);
+    const missing = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
+      method: 'POST', headers: { accept: 'application/json' },
+      body: new URLSearchParams({ client_id: APP_CLIENT.clientId, client_secret: APP_CLIENT.clientSecret, grant_type: 'refresh_token' }),
+    });
+    assert.deepEqual(await missing.json(), BAD_REFRESH);
+    assert.deepEqual(await refresh(gh, tokens.refresh_token, APP_CLIENT_B), BAD_REFRESH, 'another GitHub App');
+    assert.deepEqual(await refresh(gh, tokens.refresh_token, CLIENT), BAD_REFRESH, 'an OAuth App');
+    assert.equal((await refresh(gh, tokens.refresh_token, { ...APP_CLIENT, clientSecret: 'wrong' })).error, 'incorrect_client_credentials');
+    const grant = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
+      method: 'POST', headers: { accept: 'application/json' },
+      body: new URLSearchParams({ client_id: APP_CLIENT.clientId, client_secret: APP_CLIENT.clientSecret, grant_type: 'password' }),
+    });
+    assert.equal(((await grant.json()) as { error: string }).error, 'unsupported_grant_type');
+    assert.match((await refresh(gh, tokens.refresh_token)).access_token!, /^ghu_/, 'none of the refusals burned the refresh token');
+
+    const old = await connectApp(gh, 'refuser');
+    clock += REFRESH_TTL_SECONDS * 1000;
+    try {
+      assert.deepEqual(await refresh(gh, old.refresh_token), BAD_REFRESH, 'refresh tokens expire after 15897600 s');
+    } finally {
+      clock -= REFRESH_TTL_SECONDS * 1000;
+    }
+    assert.deepEqual(await refresh(gh, old.refresh_token), BAD_REFRESH, 'an expired refresh token is gone for good');
+  });
+
+  it('reports every refresh request to onRefresh, successful or not, faults included', async () => {
+    const tokens = await connectApp(gh, 'counted');
+    const before = gh.refreshes.length;
+    const next = await refresh(gh, tokens.refresh_token);
+    await refresh(gh, tokens.refresh_token);
+    await refresh(gh, next.refresh_token!, { ...APP_CLIENT, clientSecret: 'wrong' });
+    try {
+      gh.faults.token = 'http500';
+      const res = await fetch(`${gh.webUrl}/login/oauth/access_token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: next.refresh_token! }) });
+      assert.equal(res.status, 500);
+      gh.faults.token = 'error200';
+      assert.deepEqual(await refresh(gh, next.refresh_token!), BAD_REFRESH);
+    } finally {
+      gh.faults.token = undefined;
+    }
+    await connectApp(gh, 'counted'); // a code exchange is not a refresh
+    assert.deepEqual(gh.refreshes.slice(before), [true, false, false, false, false]);
+    assert.match((await refresh(gh, next.refresh_token!)).access_token!, /^ghu_/, 'faulted requests burned nothing');
+  });
+
+  it('delays refresh answers with faults.refreshDelayMs but rotates on arrival, so of two concurrent refreshes with one token exactly one wins', async () => {
+    const tokens = await connectApp(gh, 'racer');
+    gh.faults.refreshDelayMs = 300;
+    try {
+      const started = performance.now();
+      const answers = await Promise.all([refresh(gh, tokens.refresh_token), refresh(gh, tokens.refresh_token)]);
+      assert.ok(performance.now() - started >= 290, 'both answers waited');
+      const winners = answers.filter((a) => a.access_token !== undefined);
+      assert.equal(winners.length, 1);
+      assert.deepEqual(answers.find((a) => a.error !== undefined), BAD_REFRESH);
+      assert.equal(await userStatus(gh, winners[0]!.access_token!), 200);
+    } finally {
+      gh.faults.refreshDelayMs = undefined;
+    }
+    const started = performance.now();
+    await refresh(gh, `ghr_${'y'.repeat(76)}`);
+    assert.ok(performance.now() - started < 250, 'no delay once cleared');
+  });
+
+  it('revokes a GitHub App token together with its refresh token, and the grant with every token and refresh token; an expired token cannot revoke', async () => {
+    const revoke = (what: 'grant' | 'token', token: string) => fetch(`${gh.apiUrl}/applications/${APP_CLIENT.clientId}/${what}`, {
+      method: 'DELETE', headers: { authorization: basicAuth(APP_CLIENT), 'content-type': 'application/json' }, body: JSON.stringify({ access_token: token }),
+    });
+    const one = await connectApp(gh, 'revokee');
+    const two = await connectApp(gh, 'revokee');
+    assert.equal((await revoke('token', one.access_token)).status, 204);
+    assert.equal(await userStatus(gh, one.access_token), 401);
+    assert.deepEqual(await refresh(gh, one.refresh_token), BAD_REFRESH, 'the pair went together');
+    assert.equal(await userStatus(gh, two.access_token), 200);
+
+    const three = await connectApp(gh, 'revokee');
+    clock += 60_000;
+    try {
+      assert.equal((await revoke('grant', three.access_token)).status, 404, 'an expired access token is not a valid token');
+    } finally {
+      clock -= 60_000;
+    }
+    assert.equal((await revoke('grant', three.access_token)).status, 204);
+    for (const t of [two, three]) {
+      assert.equal(await userStatus(gh, t.access_token), 401);
+      assert.deepEqual(await refresh(gh, t.refresh_token), BAD_REFRESH, 'grant revocation kills refresh tokens');
+    }
+    const store = new SandboxGitHubStore(gh.db);
+    assert.equal(store.countRefreshTokens('revokee'), 0);
+    assert.deepEqual(store.listGrantRevocations().filter((r) => r.login === 'revokee').map((r) => r.clientId), [APP_CLIENT.clientId]);
+  });
+
+  it('mints tokens without a browser with issueToken and expires them with expireAccessTokens', async () => {
+    const app = gh.sandbox.issueToken(APP_CLIENT.clientId, 'seeded');
+    assert.match(app.accessToken, /^ghu_[A-Za-z0-9]{36}$/);
+    assert.match(app.refreshToken!, /^ghr_[A-Za-z0-9]{76}$/);
+    assert.equal(app.expiresAt, clock + 60_000);
+    assert.deepEqual(app.scopes, []);
+    assert.equal(await userStatus(gh, app.accessToken), 200);
+    const short = gh.sandbox.issueToken(APP_CLIENT.clientId, 'seeded', { expiresInSeconds: 5, scopes: ['repo'] });
+    assert.equal(short.expiresAt, clock + 5_000);
+    assert.deepEqual(short.scopes, [], 'GitHub App tokens have no scopes');
+
+    const oauth = gh.sandbox.issueToken(CLIENT.clientId, 'seeded', { scopes: ['repo', 'public_repo'] });
+    assert.match(oauth.accessToken, /^gho_[A-Za-z0-9]{36}$/);
+    assert.deepEqual(oauth, { accessToken: oauth.accessToken, scopes: ['repo'] }, 'no refresh token, no expiry, normalized scopes');
+    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(oauth.accessToken) })).headers.get('x-oauth-scopes'), 'repo');
+    assert.throws(() => gh.sandbox.issueToken('nope', 'seeded'), /No client nope/);
+
+    assert.equal(gh.sandbox.expireAccessTokens('seeded', APP_CLIENT.clientId), 2);
+    assert.equal(await userStatus(gh, app.accessToken), 401);
+    assert.equal(await userStatus(gh, oauth.accessToken), 200, 'only that app\'s tokens');
+    assert.match((await refresh(gh, app.refreshToken!)).access_token!, /^ghu_/, 'the refresh token still works');
+    assert.ok(gh.sandbox.expireAccessTokens() >= 1);
+    assert.equal(await userStatus(gh, oauth.accessToken), 401);
+  });
+});
+
 describe('sandbox GitHub persistence', () => {
   it('keeps users, tokens, grants and issues across a re-created router on the same database file, and stores no raw token or code', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
@@ -490,6 +769,31 @@ describe('sandbox GitHub persistence', () => {
       assert.equal(((await next.json()) as { number: number }).number, 2, 'issue numbering continues');
       assert.match(((await (await exchange(gh, { code: unusedCode })).json()) as { access_token: string }).access_token, /^gho_/, 'a code issued before the restart can still be exchanged');
       assert.ok((await (await fetch(`${gh.webUrl}/persistent`)).text()).includes(`<code>${CLIENT.clientId}</code>`), 'the grant survived');
+    } finally {
+      await gh.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stores GitHub App refresh tokens only as SHA-256 digests and keeps them usable across a re-created router', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
+    const dbPath = join(dir, 'broker.db');
+    let gh = await startSandbox(dbPath);
+    try {
+      const tokens = await connectApp(gh, 'persistent-app');
+      const row = gh.db.prepare('SELECT * FROM sandbox_github_refresh_tokens WHERE login = ?').get('persistent-app') as Record<string, unknown>;
+      assert.equal(row.token_hash, createHash('sha256').update(tokens.refresh_token).digest('hex'));
+      assert.equal(row.access_token_hash, createHash('sha256').update(tokens.access_token).digest('hex'));
+      for (const { name } of gh.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'sandbox%'").all() as Array<{ name: string }>) {
+        const dump = JSON.stringify(gh.db.prepare(`SELECT * FROM ${name}`).all());
+        assert.ok(!dump.includes(tokens.refresh_token) && !dump.includes(tokens.access_token), `no raw token in ${name}`);
+      }
+      await gh.close();
+      gh = await startSandbox(dbPath);
+      assert.equal(await userStatus(gh, tokens.access_token), 200);
+      const next = await refresh(gh, tokens.refresh_token);
+      assert.match(next.access_token!, /^ghu_/, 'a refresh token issued before the restart can be used after it');
+      assert.deepEqual(await refresh(gh, tokens.refresh_token), BAD_REFRESH);
     } finally {
       await gh.close();
       rmSync(dir, { recursive: true, force: true });

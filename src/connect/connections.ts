@@ -191,7 +191,9 @@ export class ConnectionService {
 
   /** Revokes upstream where the provider allows it, then deletes locally whatever the provider said. */
   async disconnect(owner: Owner, provider: Provider): Promise<DisconnectOutcome> {
-    const connection = this.open(owner, provider.id);
+    // Revocation needs a live token (GitHub refuses expired ones): refresh first if we can.
+    const usable = await this.usable(owner, provider).catch(() => undefined);
+    const connection = usable?.kind === 'ok' ? usable.connection : this.open(owner, provider.id);
     let revoked = false;
     let revokeError: string | undefined;
     if (connection) {

@@ -160,11 +160,19 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         heading: 'Connection not completed',
         action: { href: '/connections', label: 'See your connected accounts' },
       });
+    // The state is tied to the browser session that started it: another browser holding the
+    // callback URL is refused without consuming the flow, so the real user's callback still works.
+    const session = res.locals.session;
+    const stateHash = state ? sha256Hex(state) : undefined;
+    const peeked = stateHash ? store.oauthFlows.peek(stateHash) : undefined;
+    if (peeked && (!session || session.idHash !== peeked.session_hash)) {
+      log.warn('connect_callback_foreign_session', { provider: provider.id, pending: peeked.pending_id });
+      throw invalid();
+    }
     // Taking the flow deletes it: a replayed callback finds nothing.
-    const flow = state ? store.oauthFlows.take(sha256Hex(state)) : undefined;
+    const flow = stateHash ? store.oauthFlows.take(stateHash) : undefined;
     if (!flow) throw invalid();
     const pending = store.pending.byId(flow.pending_id);
-    const session = res.locals.session;
     if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
     if (flow.expires_at <= Date.now()) {
       settle(pending, 'failed');

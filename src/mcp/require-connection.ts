@@ -69,8 +69,10 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     }
     if (outcome === 'aborted') return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
     const current = deps.store.pending.byId(pending.id);
-    // Still in the browser: ask again with the same link. A settled, failed or expired flow gets a new one.
-    pending = current && (current.status === 'open' || current.status === 'authorizing') && current.expires_at > Date.now() ? current : undefined;
+    // Not opened yet: ask again with the same link. A link already used to start an authorization
+    // cannot be opened again, so a user who gave up at the provider gets a fresh one (the old flow
+    // may still finish, and the next repeat then finds the connection); settled or expired: fresh.
+    pending = current && current.status === 'open' && current.expires_at > Date.now() ? current : undefined;
   }
 
   const caps = clientCapabilities(ctx);

@@ -82,9 +82,9 @@ export class ConnectionStore {
       .all(provider, accountId, owner.issuer, owner.subject) as ConnectionRow[];
   }
 
-  /** A batch of rows sealed under any key but `keyId`, for re-encryption. */
-  sealedUnderOtherKeys(keyId: string, limit: number): ConnectionRow[] {
-    return this.db.prepare('SELECT * FROM connections WHERE key_id != ? LIMIT ?').all(keyId, limit) as ConnectionRow[];
+  /** The next batch (by rowid, after `afterRowid`) of rows sealed under any key but `keyId`, for re-encryption. */
+  sealedUnderOtherKeys(keyId: string, afterRowid: number, limit: number): Array<ConnectionRow & { rowid: number }> {
+    return this.db.prepare('SELECT rowid, * FROM connections WHERE key_id != ? AND rowid > ? ORDER BY rowid LIMIT ?').all(keyId, afterRowid, limit) as Array<ConnectionRow & { rowid: number }>;
   }
 
   /** Re-seals one row if it is unchanged since it was read. */

@@ -18,6 +18,10 @@ export class OAuthFlowStore {
       .run(flow);
   }
 
+  peek(stateHash: string): OAuthFlow | undefined {
+    return this.db.prepare('SELECT * FROM oauth_flows WHERE state_hash = ?').get(stateHash) as OAuthFlow | undefined;
+  }
+
   take(stateHash: string): OAuthFlow | undefined {
     return this.db.prepare('DELETE FROM oauth_flows WHERE state_hash = ? RETURNING *').get(stateHash) as OAuthFlow | undefined;
   }

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Db } from './database.js';
 
-// Storage for the sandbox GitHub (src/dev/sandbox-github/). Authorization codes and access tokens
-// are kept as SHA-256 hex digests: callers pass the raw value, which never reaches the database.
+// Storage for the sandbox GitHub (src/dev/sandbox-github/). Authorization codes, access tokens and
+// refresh tokens are kept as SHA-256 hex digests: callers pass the raw value, which never reaches
+// the database.
 
 export interface SandboxUser {
   id: number;
@@ -24,6 +25,28 @@ export interface SandboxToken {
   clientId: string;
   login: string;
   scopes: string[];
+  issuedAt: number;
+  /** When the token stops working (ms); undefined = never (OAuth App tokens). */
+  expiresAt?: number | undefined;
+}
+
+/** Options of {@link SandboxGitHubStore.issueToken}. */
+export interface SandboxIssueOptions {
+  /** A refresh token issued together with the access token (GitHub App user-to-server tokens). */
+  refresh?: { token: string; expiresAt: number };
+  /**
+   * The grant's scopes after this authorization, from its scopes before (undefined: no grant yet).
+   * Default: the union of the previous scopes and the token's, previous ones first.
+   */
+  grantScopes?: (previous: string[] | undefined) => string[];
+}
+
+/** A rotated pair (see {@link SandboxGitHubStore.rotateRefreshToken}). */
+export interface SandboxRotation {
+  accessToken: string;
+  refreshToken: string;
+  accessExpiresAt: number;
+  refreshExpiresAt: number;
   issuedAt: number;
 }
 
@@ -54,13 +77,15 @@ export interface SandboxIssue {
 }
 
 interface CodeRow { client_id: string; redirect_uri: string; code_challenge: string | null; scopes: string; login: string; expires_at: number }
-interface TokenRow { client_id: string; login: string; scopes: string; issued_at: number }
+interface TokenRow { client_id: string; login: string; scopes: string; issued_at: number; expires_at: number | null }
+interface RefreshRow { token_hash: string; access_token_hash: string; client_id: string; login: string; issued_at: number; expires_at: number }
 interface GrantRow { client_id: string; login: string; scopes: string; created_at: number; updated_at: number }
 interface IssueRow { id: number; owner: string; repo: string; number: number; title: string; body: string | null; labels: string; author: string; created_at: number }
 
 const hash = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
 const joinScopes = (scopes: string[]): string => scopes.join(' ');
 const splitScopes = (raw: string): string[] => raw.split(' ').filter(Boolean);
+const unionScopes = (a: string[], b: string[]): string[] => [...new Set([...a, ...b])];
 
 const toIssue = (r: IssueRow): SandboxIssue => ({
   id: r.id, owner: r.owner, repo: r.repo, number: r.number, title: r.title, body: r.body,
@@ -139,62 +164,146 @@ export class SandboxGitHubStore {
   // ------------------------------------------------------------------ tokens and grants
 
   /**
-   * Stores a new access token, records (or refreshes) the user's grant to the app, and keeps at
-   * most `maxPerKind` tokens per user/app/scope set: the oldest beyond that stop working.
+   * Stores a new access token (with its refresh token, if any), records the user's grant to the
+   * app (its scopes accumulate: see `options.grantScopes`), and keeps at most `maxPerKind` tokens
+   * per user/app/scope set: the oldest beyond that stop working, their refresh tokens with them.
    */
-  issueToken(token: string, record: SandboxToken, maxPerKind: number): void {
+  issueToken(token: string, record: SandboxToken, maxPerKind: number, options: SandboxIssueOptions = {}): void {
     this.db.transaction(() => {
       const scopes = joinScopes(record.scopes);
       this.db
-        .prepare('INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at) VALUES (?, ?, ?, ?, ?)')
-        .run(hash(token), record.clientId, record.login, scopes, record.issuedAt);
-      this.db
+        .prepare('INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(hash(token), record.clientId, record.login, scopes, record.issuedAt, record.expiresAt ?? null);
+      if (options.refresh) {
+        this.db
+          .prepare('INSERT INTO sandbox_github_refresh_tokens (token_hash, access_token_hash, client_id, login, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+          .run(hash(options.refresh.token), hash(token), record.clientId, record.login, record.issuedAt, options.refresh.expiresAt);
+      }
+      const pruned = this.db
         .prepare(
           `DELETE FROM sandbox_github_tokens WHERE seq IN (
              SELECT seq FROM sandbox_github_tokens WHERE login = ? AND client_id = ? AND scopes = ?
-             ORDER BY seq DESC LIMIT -1 OFFSET ?)`,
+             ORDER BY seq DESC LIMIT -1 OFFSET ?) RETURNING token_hash`,
         )
-        .run(record.login, record.clientId, scopes, maxPerKind);
+        .all(record.login, record.clientId, scopes, maxPerKind) as Array<{ token_hash: string }>;
+      const dropRefresh = this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE access_token_hash = ?');
+      for (const { token_hash } of pruned) dropRefresh.run(token_hash);
+      const previous = this.findGrant(record.clientId, record.login)?.scopes;
+      const grantScopes = options.grantScopes
+        ? options.grantScopes(previous)
+        : unionScopes(previous ?? [], record.scopes);
       this.db
         .prepare(
           `INSERT INTO sandbox_github_grants (client_id, login, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (client_id, login) DO UPDATE SET scopes = excluded.scopes, updated_at = excluded.updated_at`,
         )
-        .run(record.clientId, record.login, scopes, record.issuedAt, record.issuedAt);
+        .run(record.clientId, record.login, joinScopes(grantScopes), record.issuedAt, record.issuedAt);
     }).immediate();
   }
 
+  /** The access token's record, expired or not (callers compare `expiresAt` with their clock). */
   findToken(token: string): SandboxToken | undefined {
     const row = this.db
-      .prepare('SELECT client_id, login, scopes, issued_at FROM sandbox_github_tokens WHERE token_hash = ?')
+      .prepare('SELECT client_id, login, scopes, issued_at, expires_at FROM sandbox_github_tokens WHERE token_hash = ?')
       .get(hash(token)) as TokenRow | undefined;
-    return row && { clientId: row.client_id, login: row.login, scopes: splitScopes(row.scopes), issuedAt: row.issued_at };
+    return row && {
+      clientId: row.client_id, login: row.login, scopes: splitScopes(row.scopes), issuedAt: row.issued_at,
+      expiresAt: row.expires_at ?? undefined,
+    };
   }
 
-  /** Revokes one token (DELETE /applications/{client_id}/token). */
+  /** Revokes one token (DELETE /applications/{client_id}/token), and the refresh token issued with it. */
   deleteToken(token: string): boolean {
-    return this.db.prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ?').run(hash(token)).changes > 0;
+    return this.db.transaction(() => {
+      this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE access_token_hash = ?').run(hash(token));
+      return this.db.prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ?').run(hash(token)).changes > 0;
+    }).immediate();
   }
 
-  /** How many tokens work, for one login (case-insensitive) or for everybody. */
-  countTokens(login?: string): number {
-    const row = (login === undefined
-      ? this.db.prepare('SELECT COUNT(*) AS n FROM sandbox_github_tokens').get()
-      : this.db.prepare('SELECT COUNT(*) AS n FROM sandbox_github_tokens WHERE login = ?').get(login)) as { n: number };
+  /**
+   * How many tokens work, for one login (case-insensitive) or for everybody. With `now`, access
+   * tokens that expired by then are not counted.
+   */
+  countTokens(login?: string, now?: number): number {
+    const row = this.db
+      .prepare(
+        `SELECT COUNT(*) AS n FROM sandbox_github_tokens
+         WHERE (@login IS NULL OR login = @login) AND (@now IS NULL OR expires_at IS NULL OR expires_at > @now)`,
+      )
+      .get({ login: login ?? null, now: now ?? null }) as { n: number };
+    return row.n;
+  }
+
+  /**
+   * Makes access tokens expired as of `now` (those of one login, case-insensitive, or everybody's;
+   * optionally of one app only). Refresh tokens keep working. Returns how many changed.
+   */
+  expireTokens(now: number, login?: string, clientId?: string): number {
+    return this.db
+      .prepare(
+        `UPDATE sandbox_github_tokens SET expires_at = @now
+         WHERE (expires_at IS NULL OR expires_at > @now)
+           AND (@login IS NULL OR login = @login) AND (@clientId IS NULL OR client_id = @clientId)`,
+      )
+      .run({ now, login: login ?? null, clientId: clientId ?? null }).changes;
+  }
+
+  /**
+   * Uses a refresh token of `clientId`: atomically burns it and its access token and stores the new
+   * pair, with the old token's scopes. Undefined when the refresh token is unknown, already used,
+   * revoked, expired (it is then deleted) or belongs to another app (it is then left alone).
+   */
+  rotateRefreshToken(refreshToken: string, clientId: string, now: number, next: SandboxRotation): { login: string; scopes: string[] } | undefined {
+    return this.db.transaction(() => {
+      const row = this.db
+        .prepare('SELECT * FROM sandbox_github_refresh_tokens WHERE token_hash = ?')
+        .get(hash(refreshToken)) as RefreshRow | undefined;
+      if (!row || row.client_id !== clientId) return undefined;
+      this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE token_hash = ?').run(row.token_hash);
+      if (row.expires_at <= now) return undefined;
+      const old = this.db
+        .prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ? RETURNING scopes')
+        .get(row.access_token_hash) as { scopes: string } | undefined;
+      const scopes = old?.scopes ?? '';
+      this.db
+        .prepare('INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(hash(next.accessToken), row.client_id, row.login, scopes, next.issuedAt, next.accessExpiresAt);
+      this.db
+        .prepare('INSERT INTO sandbox_github_refresh_tokens (token_hash, access_token_hash, client_id, login, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(hash(next.refreshToken), hash(next.accessToken), row.client_id, row.login, next.issuedAt, next.refreshExpiresAt);
+      return { login: row.login, scopes: splitScopes(scopes) };
+    }).immediate();
+  }
+
+  /** How many refresh tokens can still be used (not yet used, revoked or expired by `now`). */
+  countRefreshTokens(login?: string, now?: number): number {
+    const row = this.db
+      .prepare(
+        `SELECT COUNT(*) AS n FROM sandbox_github_refresh_tokens
+         WHERE (@login IS NULL OR login = @login) AND (@now IS NULL OR expires_at > @now)`,
+      )
+      .get({ login: login ?? null, now: now ?? null }) as { n: number };
     return row.n;
   }
 
   /**
    * Revokes a user's grant to an app (DELETE /applications/{client_id}/grant): every token and
-   * pending code of that app for that user goes, and the revocation is recorded.
+   * refresh token and pending code of that app for that user goes, and the revocation is recorded.
    */
   revokeGrant(clientId: string, login: string, now: number): void {
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM sandbox_github_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
+      this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
       this.db.prepare('DELETE FROM sandbox_github_codes WHERE client_id = ? AND login = ?').run(clientId, login);
       this.db.prepare('DELETE FROM sandbox_github_grants WHERE client_id = ? AND login = ?').run(clientId, login);
       this.db.prepare('INSERT INTO sandbox_github_grant_revocations (client_id, login, revoked_at) VALUES (?, ?, ?)').run(clientId, login, now);
     }).immediate();
+  }
+
+  /** The user's (case-insensitive) grant to the app, if any. */
+  findGrant(clientId: string, login: string): SandboxGrant | undefined {
+    const r = this.db.prepare('SELECT * FROM sandbox_github_grants WHERE client_id = ? AND login = ?').get(clientId, login) as GrantRow | undefined;
+    return r && { clientId: r.client_id, login: r.login, scopes: splitScopes(r.scopes), createdAt: r.created_at, updatedAt: r.updated_at };
   }
 
   listGrants(login?: string): SandboxGrant[] {

@@ -6,24 +6,32 @@
 // field, the token response is form-encoded unless `Accept: application/json`, PKCE is S256-only
 // and optional, and the REST API lives under /api/v3 (GitHub Enterprise Server layout). It never
 // logs tokens.
+//
+// Its one client is an OAuth App by default (gho_ tokens that never expire, with scopes) or, with
+// `kind: 'github-app'`, a GitHub App (ghu_ access tokens that expire after `accessTokenTtlSeconds`,
+// single-use ghr_ refresh tokens that rotate; refreshes are counted in `refreshes`).
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
-import { createSandboxGitHub } from '../../src/dev/sandbox-github/index.js';
+import { createSandboxGitHub, type SandboxAppKind, type SandboxIssuedToken } from '../../src/dev/sandbox-github/index.js';
 import { openDatabase } from '../../src/store/database.js';
 import { SandboxGitHubStore, type SandboxUser } from '../../src/store/sandbox-github-store.js';
 
 export interface StandInOptions {
   clientId?: string; // default 'Iv1.standin'
   clientSecret?: string; // default: 40 random hex characters
-  now?: () => number; // clock in ms, for code expiry and rate-limit windows (default Date.now)
+  now?: () => number; // clock in ms, for code and token expiry and rate-limit windows (default Date.now)
+  kind?: SandboxAppKind; // default 'oauth-app'
+  accessTokenTtlSeconds?: number; // github-app access token lifetime (default 28800)
 }
 
 /** Faults are sticky: they apply to every matching request until cleared (set the field to undefined). */
 export interface StandInFaults {
   token?: 'http500' | 'timeout' | 'malformed' | 'error200';
   api?: 401 | 403 | 429 | 500;
+  /** Delays the answer to every refresh request by this many ms (the rotation happens on arrival). */
+  refreshDelayMs?: number;
 }
 
 export interface StandInIssue {
@@ -41,7 +49,17 @@ export interface GitHubStandIn {
   faults: StandInFaults;
   users: Map<string, { id: number; login: string; name: string }>;
   revokedGrants: Array<{ clientId: string; login: string }>;
+  /** Access tokens that work now (not revoked, not rotated away, not expired). */
   activeTokenCount(login?: string): number;
+  kind: SandboxAppKind;
+  /** Token requests with grant_type=refresh_token so far, successful or not. */
+  readonly refreshCount: number;
+  /** Each of those requests, in arrival order (`at` from the `now` clock). */
+  refreshes: Array<{ at: number; ok: boolean }>;
+  /** Mints a token pair for `login` as if the user had just authorized the app (no browser). */
+  issueTokenFor(login: string, opts?: { expiresInSeconds?: number; scopes?: string[] }): SandboxIssuedToken;
+  /** Makes the current access tokens of `login` (or everybody's) expired; refresh tokens keep working. */
+  expireAccessTokens(login?: string): void;
   close(): Promise<void>;
 }
 
@@ -110,6 +128,8 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
   const requests: GitHubStandIn['requests'] = [];
   const faults: StandInFaults = {};
   const users = new StoreBackedUsers(store);
+  const kind = options.kind ?? 'oauth-app';
+  const refreshes: GitHubStandIn['refreshes'] = [];
 
   const app = express();
   app.disable('x-powered-by');
@@ -119,11 +139,15 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
   });
   const sandbox = createSandboxGitHub({
     store,
-    clients: [{ clientId, clientSecret }],
+    clients: [{
+      clientId, clientSecret, kind,
+      ...(options.accessTokenTtlSeconds !== undefined ? { accessTokenTtlSeconds: options.accessTokenTtlSeconds } : {}),
+    }],
     publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     faults,
     // Path only: never the query, never tokens.
     onRequest: (method, path) => requests.push({ method, path, at: now() }),
+    onRefresh: (ok) => refreshes.push({ at: now(), ok }),
     now,
     siteName: 'GitHub stand-in',
   });
@@ -149,13 +173,21 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
       // The sandbox reads this one object on every request: replace its contents, not the object.
       delete faults.token;
       delete faults.api;
+      delete faults.refreshDelayMs;
       Object.assign(faults, next);
     },
     users,
     get revokedGrants() {
       return store.listGrantRevocations().map(({ clientId: id, login }) => ({ clientId: id, login }));
     },
-    activeTokenCount: (login) => store.countTokens(login),
+    activeTokenCount: (login) => store.countTokens(login, now()),
+    kind,
+    get refreshCount() {
+      return refreshes.length;
+    },
+    refreshes,
+    issueTokenFor: (login, opts) => sandbox.issueToken(clientId, login, opts),
+    expireAccessTokens: (login) => void sandbox.expireAccessTokens(login, clientId),
     close: () => new Promise<void>((resolve, reject) => {
       server.close((err) => {
         if (db.open) db.close();

@@ -69,7 +69,16 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   };
   const logs: string[] = [];
   const log = createLogger('debug', (line) => logs.push(line));
-  let broker = await startBroker(loadConfig(env), log);
+  let broker: RunningBroker;
+  try {
+    broker = await startBroker(loadConfig(env), log);
+  } catch (err) {
+    // Do not leave the IdP, the stand-in and the folder behind when the broker cannot start.
+    await idp.close();
+    await github.close();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const stack: Stack = {
     publicUrl,
     mcpUrl: `${publicUrl}/mcp`,

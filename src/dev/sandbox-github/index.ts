@@ -6,11 +6,17 @@
 // use and live 10 minutes, and the REST API lives under /api/v3 (GitHub Enterprise Server layout).
 // Its state (users, codes, tokens, grants, issues) lives in SQLite through SandboxGitHubStore;
 // codes and tokens are stored hashed. It never logs, and every response says `X-Sandbox: github`.
+//
+// Each registered client is either an OAuth App (the default: non-expiring `gho_` tokens with
+// scopes that accumulate per user/app grant, see `grantScopesAfter`) or a GitHub App (user-to-server
+// tokens: `ghu_` access tokens that expire, no scopes, and single-use `ghr_` refresh tokens that
+// rotate: "Once you use a refresh token, that refresh token and the old user access token will no
+// longer work").
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { constantTimeEqual } from '../../crypto/index.js';
-import type { SandboxGitHubStore, SandboxUser } from '../../store/sandbox-github-store.js';
+import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/sandbox-github-store.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
 
 export { SANDBOX_LABEL } from './html.js';
@@ -19,11 +25,33 @@ export { SANDBOX_LABEL } from './html.js';
 export interface SandboxFaults {
   token?: 'http500' | 'timeout' | 'malformed' | 'error200';
   api?: 401 | 403 | 429 | 500;
+  /**
+   * Delays the answer to every refresh request (grant_type=refresh_token) by this many ms. The
+   * refresh itself (burning the old pair, storing the new one) happens when the request arrives.
+   */
+  refreshDelayMs?: number;
 }
+
+/** 'oauth-app': gho_ tokens that never expire, with scopes. 'github-app': user-to-server tokens. */
+export type SandboxAppKind = 'oauth-app' | 'github-app';
 
 export interface SandboxClient {
   clientId: string;
   clientSecret: string;
+  /** Default 'oauth-app'. */
+  kind?: SandboxAppKind;
+  /** Lifetime of a github-app access token in seconds (default 28800, GitHub's 8 hours). */
+  accessTokenTtlSeconds?: number;
+}
+
+/** A token pair minted by {@link SandboxGitHub.issueToken}. */
+export interface SandboxIssuedToken {
+  accessToken: string;
+  /** github-app tokens only. */
+  refreshToken?: string;
+  /** When the access token expires (ms); absent for a non-expiring oauth-app token. */
+  expiresAt?: number;
+  scopes: string[];
 }
 
 export interface SandboxGitHubOptions {
@@ -36,6 +64,11 @@ export interface SandboxGitHubOptions {
   faults?: SandboxFaults;
   /** Called first for every request, with the path relative to publicBase and without the query. */
   onRequest?: (method: string, path: string) => void;
+  /**
+   * Called for every token request with grant_type=refresh_token, as it arrives: `ok` says whether
+   * it rotated the pair (false for a fault, bad client credentials or a bad refresh token).
+   */
+  onRefresh?: (ok: boolean) => void;
   /** Clock in ms, for code expiry, rate-limit windows and timestamps (default Date.now). */
   now?: () => number;
   /** Name in page titles and headings (default 'Sandbox GitHub'); every page also carries SANDBOX_LABEL. */
@@ -48,9 +81,20 @@ export interface SandboxGitHub {
   webUrl: string;
   /** = publicBase + '/api/v3'. */
   apiUrl: string;
+  /**
+   * Mints a token for `login` (created if new) as if the user had just authorized the app
+   * `clientId`: github-app → ghu_ + ghr_ pair expiring after `expiresInSeconds` (default: the
+   * client's TTL), no scopes; oauth-app → gho_ with `scopes` (default none) that never expires unless
+   * `expiresInSeconds` is given. The grant is recorded like after a web flow.
+   */
+  issueToken(clientId: string, login: string, opts?: { expiresInSeconds?: number; scopes?: string[] }): SandboxIssuedToken;
+  /** Makes the current access tokens (of `login`, or everybody's; of `clientId`, or every app's) expired. */
+  expireAccessTokens(login?: string, clientId?: string): number;
 }
 
 const CODE_TTL_MS = 10 * 60 * 1000;
+const ACCESS_TOKEN_TTL_SECONDS = 28_800; // GitHub App user access tokens: 8 hours
+const REFRESH_TOKEN_TTL_SECONDS = 15_897_600; // ~6 months
 const MAX_TOKENS_PER_USER_APP_SCOPE = 10; // GitHub: older tokens stop working beyond this
 const RATE_LIMIT = 5000;
 const LOGIN_PATTERN = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$/;
@@ -61,12 +105,43 @@ const TOKEN_ERRORS: Record<string, string> = {
   redirect_uri_mismatch: 'The redirect_uri MUST match the registered callback URL for this application.',
   bad_verification_code: 'The code passed is incorrect or expired.',
   unsupported_grant_type: 'The grant type is not supported.',
+  bad_refresh_token: 'The refresh token passed is incorrect or expired.',
 };
 const BAD_CREDENTIALS = { message: 'Bad credentials', documentation_url: `${DOCS}/rest`, status: '401' };
 const NOT_FOUND = { message: 'Not Found', documentation_url: `${DOCS}/rest`, status: '404' };
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const parseScopes = (raw: string | undefined): string[] => [...new Set((raw ?? '').split(/[\s,]+/).filter(Boolean))];
+
+/** Scopes another scope includes (github/docs "Scopes for OAuth apps", table of available scopes). */
+const IMPLIED_BY: Record<string, string> = {
+  'repo:status': 'repo', repo_deployment: 'repo', public_repo: 'repo', 'repo:invite': 'repo', security_events: 'repo',
+  'write:repo_hook': 'admin:repo_hook', 'read:repo_hook': 'admin:repo_hook',
+  'write:org': 'admin:org', 'read:org': 'admin:org',
+  'write:public_key': 'admin:public_key', 'read:public_key': 'admin:public_key',
+  'read:user': 'user', 'user:email': 'user', 'user:follow': 'user',
+  'read:project': 'project',
+  'write:gpg_key': 'admin:gpg_key', 'read:gpg_key': 'admin:gpg_key',
+  'manage_runners:enterprise': 'admin:enterprise', 'manage_billing:enterprise': 'admin:enterprise', 'read:enterprise': 'admin:enterprise',
+};
+
+/**
+ * GitHub's "normalized scopes": a scope implicitly included by another one in the list is dropped
+ * ("requesting `user,gist,user:email` will result in a token with `user` and `gist` scopes only").
+ * Order is kept, duplicates go.
+ */
+export function normalizeScopes(scopes: string[]): string[] {
+  const set = new Set(scopes);
+  return [...set].filter((s) => !(IMPLIED_BY[s] !== undefined && set.has(IMPLIED_BY[s]!)));
+}
+
+/**
+ * The scopes a user has authorized for an OAuth App accumulate across authorizations (github/docs
+ * "Authorizing OAuth apps", `scope`: a user who "has authorized one token with `user` scope and
+ * another token with `repo` scope" has authorized `user` and `repo`).
+ */
+export const grantScopesAfter = (previous: string[] | undefined, granted: string[]): string[] =>
+  normalizeScopes([...(previous ?? []), ...granted]);
 
 function randomAlnum(length: number): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -109,8 +184,47 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
   const now = options.now ?? Date.now;
   const rate = new Map<string, { used: number; resetAt: number }>(); // per login; not persisted
 
-  const clientSecret = (clientId: string | undefined): string | undefined =>
-    clientId === undefined ? undefined : options.clients.find((c) => c.clientId === clientId)?.clientSecret;
+  const findClient = (clientId: string | undefined | null): SandboxClient | undefined =>
+    clientId == null ? undefined : options.clients.find((c) => c.clientId === clientId);
+  const clientSecret = (clientId: string | undefined): string | undefined => findClient(clientId)?.clientSecret;
+  const kindOf = (client: SandboxClient | undefined): SandboxAppKind => client?.kind ?? 'oauth-app';
+
+  /**
+   * Stores a new token for `login` at `client` and records the grant. github-app: ghu_ + ghr_,
+   * expiring, no scopes. oauth-app: gho_ with `scopes` (normalized), expiring only if asked to.
+   */
+  const mint = (client: SandboxClient, login: string, scopes: string[], expiresInSeconds?: number) => {
+    const issuedAt = now();
+    if (kindOf(client) === 'github-app') {
+      const ttl = expiresInSeconds ?? client.accessTokenTtlSeconds ?? ACCESS_TOKEN_TTL_SECONDS;
+      const accessToken = `ghu_${randomAlnum(36)}`;
+      const refreshToken = `ghr_${randomAlnum(76)}`;
+      const expiresAt = issuedAt + ttl * 1000;
+      store.issueToken(accessToken, { clientId: client.clientId, login, scopes: [], issuedAt, expiresAt }, MAX_TOKENS_PER_USER_APP_SCOPE, {
+        refresh: { token: refreshToken, expiresAt: issuedAt + REFRESH_TOKEN_TTL_SECONDS * 1000 },
+        grantScopes: () => [],
+      });
+      return {
+        issued: { accessToken, refreshToken, expiresAt, scopes: [] } satisfies SandboxIssuedToken,
+        wire: {
+          access_token: accessToken, expires_in: ttl, refresh_token: refreshToken,
+          refresh_token_expires_in: REFRESH_TOKEN_TTL_SECONDS, scope: '', token_type: 'bearer',
+        } as Record<string, string | number>,
+      };
+    }
+    const granted = normalizeScopes(scopes);
+    const accessToken = `gho_${randomAlnum(36)}`;
+    const expiresAt = expiresInSeconds === undefined ? undefined : issuedAt + expiresInSeconds * 1000;
+    const record: SandboxToken = { clientId: client.clientId, login, scopes: granted, issuedAt, expiresAt };
+    store.issueToken(accessToken, record, MAX_TOKENS_PER_USER_APP_SCOPE, {
+      grantScopes: (previous) => grantScopesAfter(previous, granted),
+    });
+    return {
+      issued: { accessToken, ...(expiresAt === undefined ? {} : { expiresAt }), scopes: granted } satisfies SandboxIssuedToken,
+      wire: { access_token: accessToken, token_type: 'bearer', scope: granted.join(',') } as Record<string, string | number>,
+    };
+  };
+  const expired = (token: { expiresAt?: number | undefined }): boolean => token.expiresAt !== undefined && token.expiresAt <= now();
   const authenticClient = (id: string | undefined, secret: string | undefined): boolean => {
     const expected = clientSecret(id);
     return expected !== undefined && secret !== undefined && constantTimeEqual(secret, expected);
@@ -148,9 +262,13 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
     const hidden = [...params.entries()]
       .filter(([name]) => name !== 'login' && name !== 'decision')
       .map(([name, value]) => html`  <input type="hidden" name="${name}" value="${value}">\n`);
-    const scopes = parseScopes(params.get('scope') ?? undefined);
-    page(res, 200, 'Authorize application', html`<p>Application <code>${clientId!}</code> requests access${
-      scopes.length ? html` with scopes: <code>${scopes.join(', ')}</code>.` : ' (no scopes).'}</p>
+    const scopes = normalizeScopes(parseScopes(params.get('scope') ?? undefined));
+    const request = kindOf(findClient(clientId)) === 'github-app'
+      ? html`<p>GitHub App <code>${clientId!}</code> requests to act on your behalf (GitHub Apps have permissions, not scopes).</p>`
+      : html`<p>Application <code>${clientId!}</code> requests access${
+        scopes.length ? html` with scopes: <code>${scopes.join(', ')}</code>.`
+          : params.get('scope')?.trim() ? ' (no scopes).' : ' with the scopes you have already authorized for it (none if this is your first authorization).'}</p>`;
+    page(res, 200, 'Authorize application', html`${request}
 <p class="meta">Authorizing will redirect to <code>${target.origin}</code>.</p>
 <form method="post" action="${basePath}/login/oauth/authorize">
 ${hidden}  <label for="login">Sign in as</label>
@@ -193,9 +311,14 @@ ${hidden}  <label for="login">Sign in as</label>
     const user = store.ensureUser(login);
     const code = randomBytes(10).toString('hex');
     store.pruneCodes(now());
+    // GitHub Apps have no scopes (the parameter is ignored). An OAuth App authorization without a
+    // `scope` "will automatically complete with the set of scopes the user has authorized for the
+    // application" (none for a first authorization); with one, it asks for exactly those.
+    const requested = str(body.scope)?.trim() ? normalizeScopes(parseScopes(str(body.scope))) : undefined;
+    const scopes = kindOf(findClient(clientId)) === 'github-app' ? [] : requested ?? store.findGrant(clientId!, user.login)?.scopes ?? [];
     store.putCode(code, {
       clientId: clientId!, redirectUri: redirectUri!, codeChallenge: str(body.code_challenge) || undefined,
-      scopes: parseScopes(str(body.scope)), login: user.login, expiresAt: now() + CODE_TTL_MS,
+      scopes, login: user.login, expiresAt: now() + CODE_TTL_MS,
     });
     redirect({ code });
   });
@@ -203,28 +326,61 @@ ${hidden}  <label for="login">Sign in as</label>
   // ---------------------------------------------------------------- web flow: token exchange
   router.post('/login/oauth/access_token', (req, res) => {
     const wantsJson = (req.get('accept') ?? '').includes('application/json');
-    const answer = (fields: Record<string, string>) => {
-      res.status(200).set('Cache-Control', 'no-store');
-      if (wantsJson) res.json(fields);
-      else res.type('application/x-www-form-urlencoded; charset=utf-8').send(new URLSearchParams(fields).toString());
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const grantType = str(body.grant_type);
+    const isRefresh = grantType === 'refresh_token';
+    const answer = (fields: Record<string, string | number>) => {
+      const send = () => {
+        if (res.headersSent || !res.socket || res.socket.destroyed) return; // the client (or close()) gave up
+        res.status(200).set('Cache-Control', 'no-store');
+        if (wantsJson) res.json(fields);
+        else res.type('application/x-www-form-urlencoded; charset=utf-8').send(new URLSearchParams(Object.entries(fields).map(([k, v]) => [k, String(v)])).toString());
+      };
+      const delay = isRefresh ? faults.refreshDelayMs ?? 0 : 0;
+      if (delay > 0) setTimeout(send, delay).unref();
+      else send();
     };
     const fail = (error: string) => answer({
       error, error_description: TOKEN_ERRORS[error]!, error_uri: `${TOKEN_ERROR_URI}#${error.replace(/_/g, '-')}`,
     });
+    const refreshed = (ok: boolean) => {
+      if (isRefresh) options.onRefresh?.(ok);
+    };
 
     switch (faults.token) {
-      case 'http500': return void res.status(500).type('html').send('<!doctype html><title>500</title><h1>Whoa there!</h1><p>Server error.</p>');
-      case 'timeout': return; // never answer (the client's own timeout, or closing the server, ends it)
-      case 'malformed': return void res.status(200).type('application/json').send('{"access_token": ');
-      case 'error200': return fail('bad_verification_code');
+      case 'http500': refreshed(false); return void res.status(500).type('html').send('<!doctype html><title>500</title><h1>Whoa there!</h1><p>Server error.</p>');
+      case 'timeout': refreshed(false); return; // never answer (the client's own timeout, or closing the server, ends it)
+      case 'malformed': refreshed(false); return void res.status(200).type('application/json').send('{"access_token": ');
+      case 'error200': refreshed(false); return fail(isRefresh ? 'bad_refresh_token' : 'bad_verification_code');
     }
 
-    const body = (req.body ?? {}) as Record<string, unknown>;
     const basic = basicCredentials(req);
     const id = basic?.id ?? str(body.client_id);
     const secret = basic?.secret ?? str(body.client_secret);
-    if (!authenticClient(id, secret)) return fail('incorrect_client_credentials');
-    const grantType = str(body.grant_type);
+    if (!authenticClient(id, secret)) {
+      refreshed(false);
+      return fail('incorrect_client_credentials');
+    }
+    const client = findClient(id)!;
+
+    if (isRefresh) {
+      // Rotation: the presented refresh token and its access token are burned at once (also when
+      // the answer is delayed), so a second use, or a concurrent one, gets bad_refresh_token.
+      const issuedAt = now();
+      const ttl = client.accessTokenTtlSeconds ?? ACCESS_TOKEN_TTL_SECONDS;
+      const next = { accessToken: `ghu_${randomAlnum(36)}`, refreshToken: `ghr_${randomAlnum(76)}` };
+      const rotated = kindOf(client) === 'github-app'
+        ? store.rotateRefreshToken(str(body.refresh_token) ?? '', client.clientId, issuedAt, {
+          ...next, issuedAt, accessExpiresAt: issuedAt + ttl * 1000, refreshExpiresAt: issuedAt + REFRESH_TOKEN_TTL_SECONDS * 1000,
+        })
+        : undefined; // an OAuth App here never issues refresh tokens
+      refreshed(rotated !== undefined);
+      if (!rotated) return fail('bad_refresh_token');
+      return answer({
+        access_token: next.accessToken, expires_in: ttl, refresh_token: next.refreshToken,
+        refresh_token_expires_in: REFRESH_TOKEN_TTL_SECONDS, scope: '', token_type: 'bearer',
+      });
+    }
     if (grantType !== undefined && grantType !== 'authorization_code') return fail('unsupported_grant_type');
 
     // A code is burned by the first exchange attempt that presents it, successful or not.
@@ -240,9 +396,7 @@ ${hidden}  <label for="login">Sign in as</label>
       }
     }
 
-    const accessToken = `gho_${randomAlnum(36)}`;
-    store.issueToken(accessToken, { clientId: id!, login: grant.login, scopes: grant.scopes, issuedAt: now() }, MAX_TOKENS_PER_USER_APP_SCOPE);
-    answer({ access_token: accessToken, token_type: 'bearer', scope: grant.scopes.join(',') });
+    answer(mint(client, grant.login, grant.scopes).wire);
   });
 
   // ---------------------------------------------------------------- REST API under /api/v3
@@ -287,7 +441,8 @@ ${hidden}  <label for="login">Sign in as</label>
     if (req.params.client_id !== basic.id) return void res.status(404).json(NOT_FOUND);
     const accessToken = str(((req.body ?? {}) as Record<string, unknown>).access_token);
     const record = accessToken === undefined ? undefined : store.findToken(accessToken);
-    if (!record || record.clientId !== basic.id) return void res.status(404).json(NOT_FOUND);
+    // "You must provide a valid OAuth access_token": an expired one is not.
+    if (!record || record.clientId !== basic.id || expired(record)) return void res.status(404).json(NOT_FOUND);
     if (scope === 'token') store.deleteToken(accessToken!);
     else store.revokeGrant(basic.id, record.login, now());
     res.status(204).end();
@@ -299,7 +454,7 @@ ${hidden}  <label for="login">Sign in as</label>
   api.use((req, res, next) => {
     const m = /^(?:Bearer|token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
     const record = m ? store.findToken(m[1]!) : undefined;
-    const user = record && store.findUser(record.login);
+    const user = record && !expired(record) ? store.findUser(record.login) : undefined;
     if (!record || !user) return void res.status(401).json(BAD_CREDENTIALS);
     res.locals.user = user;
     rateHeaders(res, user.login, true);
@@ -380,7 +535,9 @@ ${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="labe
     page(res, 200, user.login, html`<p>${user.name} · user id <code>${user.id}</code></p>
 <h2>Authorized applications</h2>
 ${grants.length
-    ? html`<ul>\n${grants.map((g) => html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li>\n`)}</ul>`
+    ? html`<ul>\n${grants.map((g) => kindOf(findClient(g.clientId)) === 'github-app'
+      ? html`<li><code>${g.clientId}</code> (GitHub App)</li>\n`
+      : html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li>\n`)}</ul>`
     : html`<p>None.</p>`}`);
   });
 
@@ -397,5 +554,15 @@ ${grants.length
     }
   });
 
-  return { router, webUrl, apiUrl };
+  return {
+    router, webUrl, apiUrl,
+    issueToken(clientId, login, opts = {}) {
+      const client = findClient(clientId);
+      if (!client) throw new Error(`No client ${clientId} is registered at the sandbox GitHub.`);
+      if (!LOGIN_PATTERN.test(login)) throw new Error('That is not a valid GitHub login.');
+      const user = store.ensureUser(login);
+      return mint(client, user.login, opts.scopes ?? [], opts.expiresInSeconds).issued;
+    },
+    expireAccessTokens: (login, clientId) => store.expireTokens(now(), login, clientId),
+  };
 }
