@@ -1,5 +1,6 @@
 import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext } from '@modelcontextprotocol/server';
 import type { ToolDeps } from './context.js';
+import { registerConnectAccount } from './tools/connect-account.js';
 import { registerDisconnectAccount } from './tools/disconnect-account.js';
 import { registerGitHubCreateIssue } from './tools/github-create-issue.js';
 import { registerGitHubWhoami } from './tools/github-whoami.js';
@@ -20,6 +21,7 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
   registerGitHubWhoami(server, deps, facts);
   registerListConnections(server, deps);
   registerDisconnectAccount(server, deps, facts);
+  registerConnectAccount(server, deps, facts);
   return server;
 }
 

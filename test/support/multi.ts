@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Browser } from './browser.js';
-import { startGitHubStandIn, type GitHubStandIn } from './github-standin.js';
+import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './idp.js';
 import { BROKER_CLIENT, spawnBroker } from './stack.js';
 
@@ -28,11 +28,11 @@ export interface MultiStack {
 }
 
 /** IdP + GitHub stand-in + a shared environment; brokers are started with `spawn`. */
-export async function startMultiStack(options: { holdSeconds?: number } = {}): Promise<MultiStack> {
+export async function startMultiStack(options: { holdSeconds?: number; standIn?: StandInOptions; env?: Record<string, string> } = {}): Promise<MultiStack> {
   const dir = mkdtempSync(join(tmpdir(), 'broker-multi-'));
   const portA = await freePort();
   const publicUrl = `http://127.0.0.1:${portA}`;
-  const github = await startGitHubStandIn();
+  const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
     clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
     resource: `${publicUrl}/mcp`,
@@ -55,6 +55,7 @@ export async function startMultiStack(options: { holdSeconds?: number } = {}): P
     RATE_LIMIT_PER_MINUTE: '0',
     // Most tests link the stand-in's octocat to many users; test/token-lifecycle checks the default (refuse).
     SHARED_ACCOUNT_POLICY: 'allow',
+    ...options.env,
   };
   const children: SpawnedBroker[] = [];
   const envFor = (port = portA) => ({ ...base, PORT: String(port) });

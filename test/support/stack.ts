@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config/env.js';
 import { createLogger } from '../../src/log.js';
 import { startBroker, type RunningBroker } from '../../src/server.js';
 import { Browser, type Page } from './browser.js';
-import { startGitHubStandIn, type GitHubStandIn } from './github-standin.js';
+import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './idp.js';
 
 export const BROKER_CLIENT = { id: 'connect-broker', secret: 'broker-client-secret-for-tests' };
@@ -32,6 +32,8 @@ export interface StackOptions {
   holdSeconds?: number;
   linkTtlSeconds?: number;
   env?: Record<string, string>;
+  /** Options for the GitHub stand-in (e.g. `kind: 'github-app'`). */
+  standIn?: StandInOptions;
 }
 
 /** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
@@ -39,7 +41,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'broker-test-'));
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
-  const github = await startGitHubStandIn();
+  const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
     clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
     resource: `${publicUrl}/mcp`,

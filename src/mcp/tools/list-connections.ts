@@ -10,6 +10,7 @@ const outputSchema = z.object({
       scopes: z.array(z.string()),
       connectedAt: z.string(),
       lastUsedAt: z.string().nullable(),
+      status: z.enum(['active', 'reauth_required']),
     }),
   ),
   manageUrl: z.string(),
@@ -33,10 +34,11 @@ export function registerListConnections(server: McpServer, deps: ToolDeps): void
         scopes: r.scopes ? r.scopes.split(' ') : [],
         connectedAt: new Date(r.created_at).toISOString(),
         lastUsedAt: r.last_used_at ? new Date(r.last_used_at).toISOString() : null,
+        status: r.status,
       }));
       const manageUrl = new URL('/connections', deps.publicUrl).href;
       const text = connections.length
-        ? `Linked accounts:\n${connections.map((c) => `- ${deps.providers.get(c.provider)?.displayName ?? c.provider}: @${c.login} (scopes: ${c.scopes.join(', ') || 'none'})`).join('\n')}\nManage them at ${manageUrl}`
+        ? `Linked accounts:\n${connections.map((c) => `- ${deps.providers.get(c.provider)?.displayName ?? c.provider}: @${c.login} (scopes: ${c.scopes.join(', ') || 'none'})${c.status === 'reauth_required' ? ' — needs reconnecting' : ''}`).join('\n')}\nManage them at ${manageUrl}`
         : `No accounts are linked yet. Tools ask to connect when they need an account, or link one at ${manageUrl}`;
       return { content: [{ type: 'text', text }], structuredContent: { connections, manageUrl } };
     },

@@ -1,0 +1,38 @@
+import type { McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import type { RequestFacts, ToolDeps } from '../context.js';
+import { withConnection } from '../require-connection.js';
+import { sandboxNote } from '../results.js';
+
+const outputSchema = z.object({
+  status: z.enum(['connected', 'not_connected']),
+  provider: z.string().optional(),
+  login: z.string().optional(),
+  scopes: z.array(z.string()).optional(),
+  reason: z.string().optional(),
+});
+
+/** Links an account at any configured provider (asking the user through the connect page if needed). */
+export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
+  const ids = [...deps.providers.keys()] as [string, ...string[]];
+  server.registerTool(
+    'connect_account',
+    {
+      title: 'Link an account',
+      description: `Makes sure the user has linked their account at a provider (${[...deps.providers.values()].map((p) => p.displayName).join(', ')}), asking them to connect it in their browser if not. Never returns tokens.`,
+      inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to link') }),
+      outputSchema,
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+    },
+    ({ provider: id }, ctx) => {
+      const provider = deps.providers.get(id)!;
+      return withConnection(ctx, facts, deps, provider, `use your ${provider.displayName} account`, [], 'connect_account', async (connection) => {
+        const scopes = connection.row.scopes.split(' ').filter(Boolean);
+        return {
+          content: [{ type: 'text', text: `${provider.displayName} is linked as @${connection.row.account_login}${scopes.length ? ` (scopes: ${scopes.join(', ')})` : ''}.${sandboxNote(provider)}` }],
+          structuredContent: { status: 'connected', provider: provider.id, login: connection.row.account_login, scopes },
+        };
+      });
+    },
+  );
+}

@@ -1,0 +1,32 @@
+import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
+import { loadConfig } from '../../src/config/env.js';
+import { ConnectionService } from '../../src/connect/connections.js';
+import { Sealer } from '../../src/crypto/index.js';
+import { createLogger } from '../../src/log.js';
+import type { ProviderAccount, ProviderTokens } from '../../src/providers/provider.js';
+import { openStore } from '../../src/store/index.js';
+
+/**
+ * Writes a connection straight into a broker's database (as a finished connect flow would), sealed
+ * with the broker's own key ring: for tests that start from "already connected".
+ */
+export function seedConnection(env: Record<string, string>, sub: string, provider: string, account: ProviderAccount, tokens: ProviderTokens): void {
+  const config = loadConfig(env);
+  const store = openStore(config.databasePath);
+  try {
+    const service = new ConnectionService(store, new Sealer(config.tokenKeys), createLogger('error'));
+    service.save(principalFromVerifiedClaims(env.OIDC_ISSUER!, sub), provider, account, tokens, { refuseShared: false });
+  } finally {
+    store.close();
+  }
+}
+
+/** Reads one connection row (without tokens) from a broker's database. */
+export function readConnection(env: Record<string, string>, sub: string, provider: string) {
+  const store = openStore(loadConfig(env).databasePath);
+  try {
+    return store.connections.find({ issuer: env.OIDC_ISSUER!, subject: sub }, provider);
+  } finally {
+    store.close();
+  }
+}
