@@ -84,10 +84,10 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       assert.ok(raw.json.result.capabilities.tools, 'the tools capability is advertised');
     });
 
-    it('lists github_create_issue, github_whoami, list_connections and disconnect_account with input schemas', async () => {
+    it('lists github_create_issue, github_whoami, list_connections, disconnect_account and connect_account with input schemas', async () => {
       const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('list-tools-user') });
       const { tools } = await closing(client, (c) => c.listTools());
-      assert.deepEqual(tools.map((t) => t.name).sort(), ['disconnect_account', 'github_create_issue', 'github_whoami', 'list_connections']);
+      assert.deepEqual(tools.map((t) => t.name).sort(), ['connect_account', 'disconnect_account', 'github_create_issue', 'github_whoami', 'list_connections']);
       for (const tool of tools) assert.equal(tool.inputSchema.type, 'object', `${tool.name} has an object input schema`);
       const create = tools.find((t) => t.name === 'github_create_issue')!;
       assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ['body', 'labels', 'owner', 'repo', 'title']);
@@ -404,7 +404,8 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       assert.equal(c!.provider, 'github');
       assert.equal(c!.login, githubLogin);
       assert.deepEqual(c!.scopes, ['repo']);
-      assert.deepEqual(Object.keys(c!).sort(), ['connectedAt', 'lastUsedAt', 'login', 'provider', 'scopes']);
+      assert.deepEqual(Object.keys(c!).sort(), ['connectedAt', 'lastUsedAt', 'login', 'provider', 'scopes', 'status']);
+      assert.equal((c as { status?: string }).status, 'active');
       assert.match(resultText(result), new RegExp(`- GitHub: @${githubLogin} \\(scopes: repo\\)`));
       const wire = JSON.stringify(result);
       assert.doesNotMatch(wire, /gho_|access_?token|refresh_?token|sealed/i);
