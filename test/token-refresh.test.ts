@@ -160,6 +160,7 @@ function scriptedProvider(refresh: (tokens: ProviderTokens) => Promise<ProviderT
     authorizationOrigin: 'https://github.test',
     refreshSkewMs: 60_000,
     missingScopes: () => [],
+    scopesToRequest: (asked) => asked,
     buildAuthorizationUrl: () => Promise.reject(new Error('unused')),
     completeAuthorization: () => Promise.reject(new Error('unused')),
     refresh,

@@ -14,6 +14,17 @@ export class IdentityProviderUnavailable extends Error {
  */
 export class AccessTokenVerifier implements OAuthTokenVerifier {
   #jwks: ReturnType<typeof createRemoteJWKSet> | undefined;
+  /**
+   * Tokens this verifier already accepted, until their `exp` (performance, see bench/README.md): a
+   * client sends the same access token on every call, and re-checking its RS256 signature through
+   * jose's WebCrypto path cost ~150 µs per request, the largest part of the broker's overhead over
+   * a bare MCP server. Only successes are kept, keyed by the whole token, and an entry is dropped
+   * at `exp` (without the 5 s leeway), so nothing passes that `jwtVerify` would refuse, except a
+   * token whose signing key the IdP withdrew meanwhile — which the JWKS cache (10 min) lets through
+   * anyway. Bounded: the oldest entry goes first.
+   */
+  readonly #verified = new Map<string, AuthInfo>();
+  static readonly MAX_REMEMBERED = 10_000;
 
   constructor(
     private readonly idp: OidcClient,
@@ -33,6 +44,16 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
   }
 
   async verifyAccessToken(token: string): Promise<AuthInfo> {
+    const known = this.#verified.get(token);
+    if (known && known.expiresAt! * 1000 > Date.now()) return { ...known };
+    if (known) this.#verified.delete(token);
+    const info = await this.#verify(token);
+    if (this.#verified.size >= AccessTokenVerifier.MAX_REMEMBERED) this.#verified.delete(this.#verified.keys().next().value!);
+    this.#verified.set(token, info);
+    return { ...info };
+  }
+
+  async #verify(token: string): Promise<AuthInfo> {
     const keys = await this.#keys();
     const issuer = await this.idp.issuer();
     let payload: JWTPayload;

@@ -202,7 +202,7 @@ export class ConnectionService {
         if (!revoked) revokeError = `${provider.displayName} offers no way to revoke access from here`;
       } catch (err) {
         revokeError = err instanceof ProviderError ? err.message : 'the provider could not be reached';
-        this.log.warn('revoke_failed', { provider: provider.id, code: err instanceof ProviderError ? err.code : 'unknown' });
+        this.log.warn('revoke_failed', { provider: provider.id, code: err instanceof ProviderError ? err.code : 'unknown', detail: err instanceof ProviderError ? err.detail : undefined });
       }
     }
     const deleted = this.store.connections.delete(owner, provider.id);

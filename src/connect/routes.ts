@@ -7,7 +7,7 @@ import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
-import type { PendingConnection, Store } from '../store/index.js';
+import type { ConnectionRow, PendingConnection, Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import type { ConnectionService } from './connections.js';
 import type { ConnectLinks } from './links.js';
@@ -28,9 +28,15 @@ export interface ConnectRouteDeps {
   requireCsrf: (req: Request, res: Response) => void;
 }
 
-/** What a pending connection asks the provider for. */
-function requestedScopes(pending: PendingConnection, provider: Provider): string[] {
+/** What a pending connection asks the person for (the consent page lists exactly these). */
+function askedScopes(pending: PendingConnection, provider: Provider): string[] {
   return pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes;
+}
+
+/** What goes into the authorization request: for added scopes, the provider decides whether to resend the granted ones. */
+function scopesForAuthorization(pending: PendingConnection, provider: Provider, existing: ConnectionRow | undefined): string[] {
+  const asked = askedScopes(pending, provider);
+  return existing && existing.status === 'active' && pending.scopes ? provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean)) : asked;
 }
 
 /** A query or form value that must appear exactly once; duplicates and arrays are refused. */
@@ -99,7 +105,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const pending = loadLink(handle, provider);
     if (!requireOwner(req, res, pending, provider)) return;
     const existing = connections.find(pending, provider.id);
-    const asked = requestedScopes(pending, provider);
+    const asked = askedScopes(pending, provider);
     renderPage(res, page, 'consent', {
       title: `Connect ${provider.displayName}`,
       provider: { id: provider.id, displayName: provider.displayName },
@@ -146,7 +152,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
       state,
       codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-      scopes: requestedScopes(pending, provider),
+      scopes: scopesForAuthorization(pending, provider, connections.find(pending, provider.id)),
     });
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
@@ -196,13 +202,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
 
     try {
-      const asked = requestedScopes(pending, provider);
-      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: asked });
-      const existing = connections.find(principal, provider.id);
-      // Incremental consent added scopes to the same upstream account: keep what was granted before.
-      if (pending.scopes && existing && existing.account_id === account.id && existing.status === 'active') {
-        tokens.scopes = [...new Set([...existing.scopes.split(' ').filter(Boolean), ...tokens.scopes])];
-      }
+      const requested = scopesForAuthorization(pending, provider, connections.find(principal, provider.id));
+      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: requested });
       // The connection and the settled link land together: a crash leaves neither half.
       const outcome = store.transaction(() => {
         const saved = connections.save(principal, provider.id, account, tokens, { refuseShared: deps.sharedAccountPolicy === 'refuse' });

@@ -23,12 +23,15 @@ export function errorHandler(page: PageContext, log: Logger): ErrorRequestHandle
       heading = err.options.heading ?? heading;
       if (err.options.action) extra = { action: err.options.action };
       if (err.options.detail) log.info('request_refused', { code, status, detail: err.options.detail });
-    } else if (typeof err?.status === 'number' && err.status >= 400 && err.status < 500 && typeof err.type === 'string') {
-      // body-parser: entity.too.large, entity.parse.failed, parameters.too.many, ...
+    } else if (typeof err?.status === 'number' && err.status >= 400 && err.status < 500 && (typeof err.expose === 'boolean' || err instanceof URIError)) {
+      // Client errors from middleware: http-errors instances (they carry `expose`) from body-parser
+      // (entity.too.large, entity.parse.failed, ...) and serve-static (404 missing file, 403, 400),
+      // and the router's URIError (status 400) for an undecodable path parameter. Other errors
+      // that merely carry a status (an upstream library's) stay 500s.
       status = err.status;
-      code = String(err.type).replace(/\W+/g, '_');
-      message = status === 413 ? 'The request is too large.' : 'The request could not be read.';
-      heading = 'Bad request';
+      code = typeof err.type === 'string' ? String(err.type).replace(/\W+/g, '_') : status === 404 ? 'not_found' : 'invalid_request';
+      message = status === 413 ? 'The request is too large.' : status === 404 ? `There is nothing at ${req.path}.` : 'The request could not be read.';
+      heading = status === 404 ? 'Page not found' : 'Bad request';
     } else {
       log.error('unhandled_error', { path: req.path, name: err?.name, message: err?.message });
     }

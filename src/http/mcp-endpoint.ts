@@ -20,6 +20,22 @@ function jsonRpcError(res: Response, status: number, code: number, message: stri
 
 class BodyTooLarge extends Error {}
 
+/** JSON nested deeper than this is refused before anything walks it: recursive walkers (our
+ * argument digest, JSON.stringify, schema validation) overflow the stack at a few thousand levels. */
+const MAX_JSON_DEPTH = 64;
+
+/** Whether arrays/objects in `value` nest deeper than `max`, found without recursion. */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const todo: Array<[unknown, number]> = [[value, 1]];
+  for (let item = todo.pop(); item; item = todo.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
+  }
+  return false;
+}
+
 async function readBody(req: Request, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
@@ -110,6 +126,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
       } catch {
         return jsonRpcError(res, 400, -32700, 'Parse error: the body is not valid JSON');
       }
+      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return jsonRpcError(res, 400, -32600, `Invalid Request: the JSON nests deeper than ${MAX_JSON_DEPTH} levels`);
     }
 
     const request = toWebRequest(req, res, publicUrl.href, body);

@@ -51,6 +51,13 @@ export const providerDefinitionSchema = z
     /** Providers whose tokens carry no scopes (GitHub Apps) set false: scope checks are skipped. */
     scopesApply: z.boolean().default(true),
     scopeSeparator: z.enum([' ', ',']).default(' '),
+    /**
+     * Asking for more scopes later: `union` sends everything already granted plus the new scopes
+     * (tokens carry exactly what was requested, as at GitHub; the provider only prompts for the new
+     * ones), `missing` sends only the new scopes (the provider merges grants, e.g. Google with
+     * include_granted_scopes).
+     */
+    incrementalScopes: z.enum(['union', 'missing']).default('union'),
     pkce: z.boolean().default(true),
     authorizeParams: z.record(z.string(), z.string()).default({}),
     clientAuth: z.enum(['client_secret_basic', 'client_secret_post']).default('client_secret_post'),

@@ -93,6 +93,11 @@ export class OAuthProvider implements Provider {
     return required.filter((r) => !granted.includes(r) && !(implied[r] ?? []).some((broader) => granted.includes(broader)));
   }
 
+  scopesToRequest(asked: string[], granted: string[]): string[] {
+    if (!this.scopesApply || this.#options.definition.incrementalScopes === 'missing') return asked;
+    return [...new Set([...granted, ...asked])];
+  }
+
   async buildAuthorizationUrl({ redirectUri, state, codeChallenge, scopes }: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
     const d = this.#options.definition;
     const params: Record<string, string> = { ...d.authorizeParams, redirect_uri: redirectUri, state };
@@ -169,7 +174,10 @@ export class OAuthProvider implements Provider {
   }
 
   #tokens(response: oidc.TokenEndpointResponse, requestedScopes: string[]): ProviderTokens {
-    const granted = typeof response.scope === 'string' ? response.scope.split(/[\s,]+/).filter(Boolean) : requestedScopes;
+    // RFC 6749 §5.1: an omitted scope means "as requested"; an empty one is treated the same (some
+    // servers send "" when the access token is for another resource than the OIDC scopes).
+    const listed = typeof response.scope === 'string' ? response.scope.split(/[\s,]+/).filter(Boolean) : [];
+    const granted = listed.length ? listed : requestedScopes;
     return {
       accessToken: response.access_token,
       tokenType: response.token_type,

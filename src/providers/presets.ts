@@ -73,6 +73,7 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       defaultScopes: ['openid', 'email'],
       // offline access for a refresh token; include_granted_scopes makes consent incremental.
       authorizeParams: { access_type: 'offline', prompt: 'consent', include_granted_scopes: 'true' },
+      incrementalScopes: 'missing',
       identity: { source: 'id_token', idField: 'sub', loginField: 'email' },
       revocation: { kind: 'rfc7009', endpoint: 'https://oauth2.googleapis.com/revoke' },
       docs: 'https://developers.google.com/identity/protocols/oauth2/web-server',

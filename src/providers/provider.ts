@@ -63,6 +63,8 @@ export interface Provider {
   readonly refreshSkewMs: number;
   /** The scopes in `required` that `granted` does not cover (taking broader scopes into account). */
   missingScopes(granted: string[], required: string[]): string[];
+  /** What to send in the authorization request when adding `asked` to an existing grant of `granted`. */
+  scopesToRequest(asked: string[], granted: string[]): string[];
   buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL>;
   /** Exchanges the code from `callbackUrl` (validating `state` and PKCE) and reads the account it belongs to. */
   completeAuthorization(params: { callbackUrl: URL; expectedState: string; codeVerifier: string; requestedScopes: string[] }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }>;

@@ -1,0 +1,284 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config/env.js';
+import { keyIdFor } from '../src/crypto/index.js';
+import { openStore } from '../src/store/index.js';
+import { Browser, textOf } from './support/browser.js';
+import { startIdp, type StartedIdp } from './support/idp.js';
+import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
+import { readConnection, seedConnection } from './support/seed.js';
+import { completeConnect, startStack, type Stack } from './support/stack.js';
+
+describe('incremental consent', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { GITHUB_SCOPES: 'read:user' } });
+  });
+  after(() => stack.close());
+
+  it('asks only for the missing scope, keeps the existing connection usable meanwhile, and ends with both', async () => {
+    const browser = new Browser();
+    const token = await stack.token('ines');
+    const first = await modernClient({ url: stack.mcpUrl, token, onUrl: async (url) => (await completeConnect(browser, url, 'ines'), { action: 'accept' }) });
+    await first.callTool({ name: 'github_whoami', arguments: {} });
+    await first.close();
+    assert.equal(readConnection(stack.env, 'ines', 'github')?.scopes, 'read:user');
+
+    let consent = '';
+    let authorizeUrl = '';
+    let whoamiMeanwhile = '';
+    const second = await modernClient({
+      url: stack.mcpUrl,
+      token,
+      onUrl: async (url, message) => {
+        assert.match(message, /needs to grant more access \(public_repo\)/);
+        let page = await browser.open(url);
+        consent = textOf(page.html);
+        // The current connection keeps working while the user decides.
+        const r = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
+        whoamiMeanwhile = resultText(r.json.result);
+        page = await browser.submit(page, { button: 'allow' });
+        authorizeUrl = page.trail.find((u) => u.includes('/login/oauth/authorize')) ?? '';
+        await browser.submit(page, { button: 'authorize', fields: { login: 'octocat' } });
+        return { action: 'accept' };
+      },
+    });
+    const result = await second.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'incremental', title: 'more scopes' } });
+    await second.close();
+
+    assert.match(consent, /Allow more access to GitHub/);
+    assert.match(consent, /Read and write your public repositories/);
+    assert.doesNotMatch(consent, /Read your GitHub profile/, 'the page lists only what is missing');
+    assert.match(whoamiMeanwhile, /@octocat/);
+    // GitHub tokens carry exactly the requested scopes, so the request repeats the granted one; GitHub only prompts for the new.
+    assert.deepEqual(new URL(authorizeUrl).searchParams.get('scope')?.split(' ').sort(), ['public_repo', 'read:user']);
+    assert.equal((result.structuredContent as { status: string }).status, 'created');
+    assert.deepEqual(readConnection(stack.env, 'ines', 'github')?.scopes.split(' ').sort(), ['public_repo', 'read:user']);
+  });
+});
+
+describe('one upstream account, two principals', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { SHARED_ACCOUNT_POLICY: 'refuse' } });
+  });
+  after(() => stack.close());
+
+  it('refuses by default to link a GitHub account already linked to another user, with a clear page, a normal tool result and an audit entry', async () => {
+    const alice = new Browser();
+    const a = await modernClient({ url: stack.mcpUrl, token: await stack.token('alice'), onUrl: async (url) => (await completeConnect(alice, url, 'alice', { githubLogin: 'octocat' }), { action: 'accept' }) });
+    await a.callTool({ name: 'github_whoami', arguments: {} });
+    await a.close();
+
+    const bob = new Browser();
+    let page = '';
+    let status = 0;
+    const b = await modernClient({
+      url: stack.mcpUrl,
+      token: await stack.token('bob'),
+      onUrl: async (url) => {
+        const last = await completeConnect(bob, url, 'bob', { githubLogin: 'octocat' });
+        page = textOf(last.html);
+        status = last.status;
+        return { action: 'accept' };
+      },
+    });
+    const result = await b.callTool({ name: 'github_whoami', arguments: {} });
+    await b.close();
+    assert.equal(status, 409);
+    assert.match(page, /already linked to another user of this service/);
+    assert.equal(result.isError, undefined);
+    assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'account_linked_elsewhere' });
+    assert.equal(readConnection(stack.env, 'bob', 'github'), undefined);
+    assert.equal(readConnection(stack.env, 'alice', 'github')?.account_login, 'octocat');
+    assert.equal(stack.broker.broker.store.audit.list({ event: 'binding_refused' }).length, 1);
+  });
+});
+
+describe('encryption key rotation', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(() => stack.close());
+
+  it('keeps old rows readable under a new ring, re-encrypts everything with npm run rotate-keys, and then works without the old key', async () => {
+    const oldKey = stack.env.TOKEN_ENCRYPTION_KEY!;
+    for (const [sub, login] of [['rita', 'octocat'], ['sam', 'hubot']] as const) {
+      const t = stack.github.issueTokenFor(login);
+      seedConnection(stack.env, sub, 'github', { id: String(stack.github.users.get(login)!.id), login }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    }
+    const whoami = async (sub: string) => resultText((await rawCall(stack.mcpUrl, await stack.token(sub), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } })).json.result);
+
+    // A new key first in the ring; the old one still opens old rows.
+    const newKey = randomBytes(32).toString('base64');
+    stack.env.TOKEN_ENCRYPTION_KEYS = `k2026:${newKey}`;
+    await stack.restart();
+    assert.match(await whoami('rita'), /@octocat/);
+    const t = stack.github.issueTokenFor('monalisa');
+    seedConnection(stack.env, 'tess', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...stack.env }, encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /Re-encrypted 2 connection\(s\) under key "k2026"/);
+    assert.match(run.stdout, /Every row uses the current key: older keys can be removed/);
+    assert.doesNotMatch(run.stdout + run.stderr, /gho_|ghu_/);
+
+    const store = openStore(stack.env.DATABASE_PATH!);
+    try {
+      assert.deepEqual(store.connections.countByKey(), [{ key_id: 'k2026', n: 3 }]);
+      assert.equal(store.audit.list({ event: 'keys_rotated' }).length, 1);
+    } finally {
+      store.close();
+    }
+    assert.notEqual(keyIdFor(Buffer.from(oldKey, 'base64')), 'k2026');
+
+    // The old key can go: every connection still works.
+    delete stack.env.TOKEN_ENCRYPTION_KEY;
+    await stack.restart();
+    for (const [sub, login] of [['rita', 'octocat'], ['sam', 'hubot'], ['tess', 'monalisa']] as const) assert.match(await whoami(sub), new RegExp(`@${login}`));
+  });
+
+  it('reports rows sealed under a key that left the ring instead of failing silently', async () => {
+    const orphan = randomBytes(32).toString('base64');
+    const env = { ...stack.env, TOKEN_ENCRYPTION_KEYS: `orphan:${orphan}` };
+    seedConnection(env, 'uma', 'github', { id: '77', login: 'uma-gh' }, { accessToken: 'gho_orphaned', tokenType: 'bearer', scopes: [] });
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...stack.env }, encoding: 'utf8' });
+    assert.equal(run.status, 1);
+    assert.match(run.stdout, /1 sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
+  });
+});
+
+describe('a generic OpenID Connect provider from PROVIDERS_FILE (a second oidc-provider playing GitLab)', () => {
+  let stack: Stack;
+  let gitlab: StartedIdp;
+  before(async () => {
+    stack = await startStack();
+    gitlab = await startIdp({
+      clients: [{ client_id: 'gitlab-app', client_secret: 'gitlab-app-secret', redirect_uris: [`${stack.publicUrl}/connect/gitlab/callback`], token_endpoint_auth_method: 'client_secret_post', grant_types: ['authorization_code', 'refresh_token'] }],
+      resource: 'https://gitlab.test/api',
+    });
+    const file = join(stack.dir, 'providers.yaml');
+    writeFileSync(
+      file,
+      [
+        'providers:',
+        '  - id: gitlab',
+        '    displayName: GitLab (self-managed)',
+        '    kind: oidc',
+        `    issuer: ${gitlab.issuer}`,
+        '    scopes:',
+        '      - { name: openid, description: Confirm who you are on GitLab. }',
+        '      - { name: profile, description: See your GitLab name. }',
+        '      - { name: offline_access, description: Keep access while you are away. }',
+        '    authorizeParams: { prompt: consent }',
+        '    identity: { source: id_token, idField: sub, loginField: preferred_username }',
+        '    revocation: { kind: rfc7009 }',
+        '    status: tested',
+        '',
+      ].join('\n'),
+    );
+    Object.assign(stack.env, { PROVIDERS_FILE: file, GITLAB_CLIENT_ID: 'gitlab-app', GITLAB_CLIENT_SECRET: 'gitlab-app-secret' });
+    await stack.restart();
+  });
+  after(async () => {
+    await stack.close();
+    await gitlab.close();
+  });
+
+  it('connects through discovery, PKCE and the ID token, then disconnects with RFC 7009 revocation', async () => {
+    const browser = new Browser();
+    let connected = '';
+    const client = await modernClient({
+      url: stack.mcpUrl,
+      token: await stack.token('vera'),
+      onUrl: async (url) => {
+        assert.match(new URL(url).pathname, /^\/connect\/gitlab$/);
+        let page = await browser.open(url);
+        if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: 'vera' } });
+        assert.match(textOf(page.html), /Connect your GitLab \(self-managed\) account/);
+        page = await browser.submit(page, { button: 'allow' });
+        assert.ok(page.url.startsWith(gitlab.issuer), 'the browser is at the GitLab sign-in');
+        page = await browser.submit(page, { fields: { login: 'vera-on-gitlab' } });
+        connected = textOf(page.html);
+        return { action: 'accept' };
+      },
+      onForm: async () => ({ action: 'accept', content: { confirm: true } }),
+    });
+    const linked = await client.callTool({ name: 'connect_account', arguments: { provider: 'gitlab' } });
+    assert.match(connected, /Connected as @vera-on-gitlab/);
+    assert.deepEqual(linked.structuredContent, { status: 'connected', provider: 'gitlab', login: 'vera-on-gitlab', scopes: ['openid', 'profile', 'offline_access'] });
+    const gone = await client.callTool({ name: 'disconnect_account', arguments: { provider: 'gitlab' } });
+    await client.close();
+    assert.equal((gone.structuredContent as { revoked: boolean }).revoked, true, JSON.stringify(gone) + stack.logs.filter((l) => /revoke/.test(l)).join('\n'));
+    assert.equal(readConnection(stack.env, 'vera', 'gitlab'), undefined);
+  });
+
+  it('answers an unknown provider with a clear 404 page and a tool error naming the choices', async () => {
+    const res = await fetch(`${stack.publicUrl}/connect/nope?req=${'A'.repeat(43)}`, { headers: { accept: 'text/html' } });
+    assert.equal(res.status, 404);
+    assert.match(textOf(await res.text()), /This service does not connect to that provider/);
+    const r = await rawCall(stack.mcpUrl, await stack.token('vera'), { method: 'tools/call', params: { name: 'connect_account', arguments: { provider: 'nope' }, _meta: envelope() } });
+    assert.equal(r.json.result.isError, true);
+    assert.match(resultText(r.json.result), /"github"\|"gitlab"|github.*gitlab/);
+  });
+});
+
+describe('the provider catalog configuration', () => {
+  const base = () => ({
+    PUBLIC_URL: 'https://broker.example.com',
+    OIDC_ISSUER: 'https://idp.example.com',
+    OIDC_CLIENT_ID: 'c',
+    OIDC_CLIENT_SECRET: 's',
+    GITHUB_CLIENT_ID: 'g',
+    GITHUB_CLIENT_SECRET: 'gs',
+    BROKER_SECRET: 'x'.repeat(32),
+    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+  });
+  const refuses = (env: Record<string, string>, message: RegExp) => assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && message.test(err.message));
+  let dir: string;
+  before(async () => {
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    dir = mkdtempSync(join(tmpdir(), 'broker-providers-'));
+  });
+  after(async () => (await import('node:fs')).rmSync(dir, { recursive: true, force: true }));
+
+  it('enables GitHub always and a built-in preset only when its credentials are set', () => {
+    assert.deepEqual(loadConfig(base()).providers.map((p) => p.definition.id), ['github']);
+    const ids = loadConfig({ ...base(), GOOGLE_CLIENT_ID: 'x', GOOGLE_CLIENT_SECRET: 'y', NOTION_CLIENT_ID: 'n', NOTION_CLIENT_SECRET: 'm' }).providers.map((p) => p.definition.id);
+    assert.deepEqual(ids, ['github', 'google', 'notion']);
+  });
+
+  it('switches GitHub to GitHub App user tokens (no scopes) with GITHUB_APP_TYPE', () => {
+    const github = loadConfig({ ...base(), GITHUB_APP_TYPE: 'github-app' }).providers[0]!.definition;
+    assert.equal(github.scopesApply, false);
+    assert.equal(github.refresh.rotates, true);
+    refuses({ ...base(), GITHUB_APP_TYPE: 'app' }, /^GITHUB_APP_TYPE must be one of oauth-app, github-app/);
+  });
+
+  it('names the broken field of a provider file in one line', () => {
+    const file = join(dir, 'bad.json');
+    writeFileSync(file, JSON.stringify({ providers: [{ id: 'acme', displayName: 'Acme', kind: 'oidc', identity: { source: 'id_token' } }] }));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.issuer: an oidc provider needs an issuer$/);
+    writeFileSync(file, '{ not json');
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE is not valid JSON/);
+    refuses({ ...base(), PROVIDERS_FILE: join(dir, 'missing.yaml') }, /^PROVIDERS_FILE cannot be read/);
+  });
+
+  it('requires credentials from the environment for a provider declared in the file', () => {
+    const file = join(dir, 'acme.json');
+    writeFileSync(file, JSON.stringify([{ id: 'acme-cloud', displayName: 'Acme', kind: 'oauth2', authorizationEndpoint: 'https://acme.test/authorize', tokenEndpoint: 'https://acme.test/token', identity: { source: 'token_response', idField: 'user.id', loginField: 'user.name' } }]));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^ACME_CLOUD_CLIENT_ID and ACME_CLOUD_CLIENT_SECRET are required for provider "acme-cloud"/);
+    const ok = loadConfig({ ...base(), PROVIDERS_FILE: file, ACME_CLOUD_CLIENT_ID: 'a', ACME_CLOUD_CLIENT_SECRET: 'b' });
+    assert.deepEqual(ok.providers.map((p) => p.definition.id), ['github', 'acme-cloud']);
+  });
+
+  it('refuses a <ID>_SCOPES value naming a scope the provider does not list', () => {
+    refuses({ ...base(), GITHUB_SCOPES: 'repo admin:everything' }, /^GITHUB_SCOPES names "admin:everything"/);
+  });
+});
