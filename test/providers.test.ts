@@ -282,3 +282,36 @@ describe('the provider catalog configuration', () => {
     refuses({ ...base(), GITHUB_SCOPES: 'repo admin:everything' }, /^GITHUB_SCOPES names "admin:everything"/);
   });
 });
+
+describe('disconnect when the provider cannot revoke', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(() => stack.close());
+
+  it('reports the failed revocation, still deletes the stored tokens, and audits a local-only delete', async () => {
+    const t = stack.github.issueTokenFor('octocat');
+    seedConnection(stack.env, 'walt', 'github', { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('walt'), onForm: async () => ({ action: 'accept', content: { confirm: true } }) });
+    stack.github.faults = { api: 500 };
+    let result;
+    try {
+      result = await client.callTool({ name: 'disconnect_account', arguments: { provider: 'github' } });
+    } finally {
+      stack.github.faults = {};
+      await client.close();
+    }
+    assert.equal(result.isError, undefined);
+    const structured = result.structuredContent as { status: string; revoked: boolean; revokeError?: string };
+    assert.equal(structured.status, 'disconnected');
+    assert.equal(structured.revoked, false);
+    assert.match(structured.revokeError ?? '', /did not confirm the revocation \(HTTP 500\)/);
+    assert.match(resultText(result), /Deleted the stored GitHub tokens for @octocat, but GitHub could not confirm the revocation/);
+    assert.equal(readConnection(stack.env, 'walt', 'github'), undefined);
+    assert.equal(stack.github.activeTokenCount('octocat') > 0, true, 'GitHub still holds the grant, as reported');
+    const audit = stack.broker.broker.store.audit.list({ subject: 'walt', event: 'connection_revoked' });
+    assert.equal(audit.length, 1);
+    assert.match(audit[0]!.detail ?? '', /^local delete only/);
+  });
+});
