@@ -107,7 +107,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       if (!realGitHub) {
         const sandbox = createSandboxGitHub({
           store: new SandboxGitHubStore(store.db),
-          clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret }],
+          clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
           publicBase: sandboxBase,
         });
         app.use('/sandbox/github', sandbox.router);
