@@ -1,19 +1,10 @@
-import { ConfigError, loadConfig } from './config/env.js';
+import { loadConfigOrExit } from './config/env.js';
 import { createLogger } from './log.js';
 import { startBroker } from './server.js';
 
 const log = createLogger();
 
-let config;
-try {
-  config = loadConfig();
-} catch (err) {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`Configuration error: ${err.message}\n`);
-    process.exit(1);
-  }
-  throw err;
-}
+const config = loadConfigOrExit();
 
 const running = await startBroker(config, log).catch((err: unknown) => {
   process.stderr.write(`Could not start: ${err instanceof Error ? err.message : String(err)}\n`);

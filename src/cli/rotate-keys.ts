@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '../config/env.js';
+import { loadConfigOrExit } from '../config/env.js';
 import { Sealer, SealError } from '../crypto/index.js';
 import { openStore, type Store } from '../store/index.js';
 
@@ -52,16 +52,7 @@ export async function rotateKeys(store: Store, sealer: Sealer, { batchSize = 200
 }
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`Configuration error: ${err.message}\n`);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const store = openStore(config.databasePath);
   try {
     const report = await rotateKeys(store, new Sealer(config.tokenKeys));

@@ -235,3 +235,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secureCookies: publicUrl.protocol === 'https:',
   };
 }
+
+/**
+ * For command-line entry points: the configuration, or one line naming the bad variable on stderr
+ * and exit code 1 (no stack trace).
+ */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`Configuration error: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

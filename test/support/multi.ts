@@ -1,14 +1,13 @@
 // Support for tests that run the broker as several child processes on one SQLite file: the IdP and
 // the GitHub stand-in in this process, brokers spawned with `spawnBroker`, and a browser that is
 // "pinned" to one process the way a load balancer in front of PUBLIC_URL would route it.
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Browser } from './browser.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './idp.js';
-import { BROKER_CLIENT, spawnBroker } from './stack.js';
+import { BROKER_CLIENT, spawnBroker, testBrokerEnv } from './stack.js';
 
 export type SpawnedBroker = Awaited<ReturnType<typeof spawnBroker>>;
 
@@ -37,26 +36,7 @@ export async function startMultiStack(options: { holdSeconds?: number; standIn?:
     clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
     resource: `${publicUrl}/mcp`,
   });
-  const base: Record<string, string> = {
-    HOST: '127.0.0.1',
-    PUBLIC_URL: publicUrl,
-    DATABASE_PATH: join(dir, 'broker.db'),
-    OIDC_ISSUER: idp.issuer,
-    OIDC_CLIENT_ID: BROKER_CLIENT.id,
-    OIDC_CLIENT_SECRET: BROKER_CLIENT.secret,
-    GITHUB_CLIENT_ID: github.clientId,
-    GITHUB_CLIENT_SECRET: github.clientSecret,
-    GITHUB_WEB_URL: github.webUrl,
-    GITHUB_API_URL: github.apiUrl,
-    BROKER_SECRET: randomBytes(32).toString('base64url'),
-    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-    REPEAT_HOLD_SECONDS: String(options.holdSeconds ?? 5),
-    LOG_LEVEL: 'debug',
-    RATE_LIMIT_PER_MINUTE: '0',
-    // Most tests link the stand-in's octocat to many users; test/token-lifecycle checks the default (refuse).
-    SHARED_ACCOUNT_POLICY: 'allow',
-    ...options.env,
-  };
+  const base: Record<string, string> = { ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }), ...options.env };
   const children: SpawnedBroker[] = [];
   const envFor = (port = portA) => ({ ...base, PORT: String(port) });
   return {

@@ -36,6 +36,30 @@ export interface StackOptions {
   standIn?: StandInOptions;
 }
 
+/** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
+export function testBrokerEnv(o: { publicUrl: string; dir: string; idp: StartedIdp; github: GitHubStandIn; holdSeconds?: number | undefined }): Record<string, string> {
+  return {
+    HOST: '127.0.0.1',
+    PUBLIC_URL: o.publicUrl,
+    DATABASE_PATH: join(o.dir, 'broker.db'),
+    OIDC_ISSUER: o.idp.issuer,
+    OIDC_CLIENT_ID: BROKER_CLIENT.id,
+    OIDC_CLIENT_SECRET: BROKER_CLIENT.secret,
+    GITHUB_CLIENT_ID: o.github.clientId,
+    GITHUB_CLIENT_SECRET: o.github.clientSecret,
+    GITHUB_WEB_URL: o.github.webUrl,
+    GITHUB_API_URL: o.github.apiUrl,
+    BROKER_SECRET: randomBytes(32).toString('base64url'),
+    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    REPEAT_HOLD_SECONDS: String(o.holdSeconds ?? 5),
+    LOG_LEVEL: 'debug',
+    // Tests drive many flows from one IP; test/rate-limits turns limits back on.
+    RATE_LIMIT_PER_MINUTE: '0',
+    // Most tests link the stand-in's octocat to many users; test/providers checks the default (refuse).
+    SHARED_ACCOUNT_POLICY: 'allow',
+  };
+}
+
 /** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'broker-test-'));
@@ -48,25 +72,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   });
   const env: Record<string, string> = {
     PORT: String(port),
-    HOST: '127.0.0.1',
-    PUBLIC_URL: publicUrl,
-    DATABASE_PATH: join(dir, 'broker.db'),
-    OIDC_ISSUER: idp.issuer,
-    OIDC_CLIENT_ID: BROKER_CLIENT.id,
-    OIDC_CLIENT_SECRET: BROKER_CLIENT.secret,
-    GITHUB_CLIENT_ID: github.clientId,
-    GITHUB_CLIENT_SECRET: github.clientSecret,
-    GITHUB_WEB_URL: github.webUrl,
-    GITHUB_API_URL: github.apiUrl,
-    BROKER_SECRET: randomBytes(32).toString('base64url'),
-    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-    REPEAT_HOLD_SECONDS: String(options.holdSeconds ?? 5),
+    ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
     ...(options.linkTtlSeconds ? { CONNECT_LINK_TTL_SECONDS: String(options.linkTtlSeconds) } : {}),
-    LOG_LEVEL: 'debug',
-    // Tests drive many flows from one IP; the rate-limit test turns limits back on.
-    RATE_LIMIT_PER_MINUTE: '0',
-    // Most tests link the stand-in's octocat to many users; test/token-lifecycle checks the default (refuse).
-    SHARED_ACCOUNT_POLICY: 'allow',
     ...options.env,
   };
   const logs: string[] = [];
