@@ -11,8 +11,9 @@ const join = (base: URL, path: string) => new URL(path, base.href.endsWith('/') 
 
 /**
  * Built-in providers. GitHub is exercised by the test suite against a stand-in in both modes; the
- * others were written from each provider's published OAuth documentation and metadata and are not
- * exercised here (status 'untested').
+ * others were checked against each provider's published OAuth documentation and metadata (see the
+ * README's presets table for what each was checked against) and are not exercised here (status
+ * 'untested').
  */
 export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[] {
   const githubApp = ctx.githubAppType === 'github-app';
@@ -55,6 +56,8 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
         { name: 'api', description: 'Read and write everything your GitLab account can, including issues and merge requests.' },
       ],
       defaultScopes: ['openid', 'read_user', 'api'],
+      // The ID token carries sub (the user id) and nickname (the username); the revocation
+      // endpoint (/oauth/revoke) comes from discovery. A refresh revokes the old token pair.
       identity: { source: 'id_token', idField: 'sub', loginField: 'nickname' },
       revocation: { kind: 'rfc7009' },
       refresh: { skewSeconds: 120, rotates: true },
@@ -74,7 +77,9 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       // offline access for a refresh token; include_granted_scopes makes consent incremental.
       authorizeParams: { access_type: 'offline', prompt: 'consent', include_granted_scopes: 'true' },
       incrementalScopes: 'missing',
-      identity: { source: 'id_token', idField: 'sub', loginField: 'email' },
+      // Userinfo, not the ID token: a request for only the missing scopes carries no openid/email,
+      // so its ID token (if any) lacks email, while the combined access token still reads userinfo.
+      identity: { source: 'userinfo', idField: 'sub', loginField: 'email' },
       revocation: { kind: 'rfc7009', endpoint: 'https://oauth2.googleapis.com/revoke' },
       docs: 'https://developers.google.com/identity/protocols/oauth2/web-server',
     },
@@ -88,8 +93,15 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
         { name: 'profile', description: 'See your Slack name and workspace.' },
         { name: 'email', description: 'See your email address.' },
       ],
+      // PKCE at Slack is an app setting that turns the app into a public client for good; a
+      // confidential client does not send it.
+      pkce: false,
       identity: { source: 'id_token', idField: 'sub', loginField: 'name' },
       clientAuth: 'client_secret_post',
+      // Slack's auth.revoke is not RFC 7009.
+      revocation: { kind: 'none' },
+      // openid.connect.token is a Web API method: errors come as HTTP 200 {"ok": false, "error": ...}.
+      tokenErrorsAsHttp200: true,
       docs: 'https://api.slack.com/authentication/sign-in-with-slack (identity only; API scopes need Slack\'s v2 user_scope flow)',
     },
     {
@@ -106,7 +118,9 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       ],
       defaultScopes: ['offline_access', 'User.Read'],
       identity: { source: 'api', url: 'https://graph.microsoft.com/v1.0/me', idField: 'id', loginField: 'userPrincipalName' },
-      refresh: { skewSeconds: 120, rotates: true },
+      // No RFC 7009 endpoint. Each refresh returns a new refresh token, but the old one is not revoked.
+      revocation: { kind: 'none' },
+      refresh: { skewSeconds: 120, rotates: false },
       docs: 'https://learn.microsoft.com/en-us/entra/identity-platform/v2-oauth2-auth-code-flow',
     },
     {
@@ -124,6 +138,8 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       defaultScopes: ['read:me', 'offline_access', 'read:jira-work'],
       authorizeParams: { audience: 'api.atlassian.com', prompt: 'consent' },
       identity: { source: 'api', url: 'https://api.atlassian.com/me', idField: 'account_id', loginField: 'email' },
+      // No public revocation endpoint: users remove the app from their Atlassian account.
+      revocation: { kind: 'none' },
       refresh: { skewSeconds: 120, rotates: true },
       docs: 'https://developer.atlassian.com/cloud/jira/platform/oauth-2-3lo-apps/',
     },
@@ -135,11 +151,15 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       tokenEndpoint: 'https://api.linear.app/oauth/token',
       scopes: [
         { name: 'read', description: 'Read your Linear workspace.' },
-        { name: 'write', description: 'Create and edit issues and comments.' },
+        { name: 'write', description: 'Create and change anything your Linear account can, including issues and comments.' },
       ],
+      // Requested comma-separated; Linear answers with a space-separated scope string.
       scopeSeparator: ',',
       identity: { source: 'api', url: 'https://api.linear.app/graphql', method: 'POST', body: { query: '{ viewer { id email } }' }, idField: 'data.viewer.id', loginField: 'data.viewer.email' },
       revocation: { kind: 'rfc7009', endpoint: 'https://api.linear.app/oauth/revoke' },
+      // 24-hour access tokens with refresh tokens (all apps since April 2026). Whether a refresh kills
+      // the old refresh token is not settled by the docs; a returned refresh token is stored either way.
+      refresh: { skewSeconds: 120, rotates: false },
       docs: 'https://linear.app/developers/oauth-2-0-authentication',
     },
     {
@@ -154,7 +174,9 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       authorizeParams: { owner: 'user' },
       clientAuth: 'client_secret_basic',
       identity: { source: 'token_response', idField: 'owner.user.id', loginField: 'owner.user.name' },
-      docs: 'https://developers.notion.com/docs/authorization',
+      // POST /v1/oauth/revoke exists but takes a JSON body and a Notion-Version header, not RFC 7009.
+      revocation: { kind: 'none' },
+      docs: 'https://developers.notion.com/guides/get-started/authorization',
     },
   ];
 }
