@@ -20,6 +20,16 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
     server.once('listening', resolve);
     server.once('error', reject);
   });
+  // Requests Node's HTTP parser refuses (oversized or malformed headers) still get a JSON body.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const [status, text] = err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large'] : [400, 'Bad Request'];
+    const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `${text}: the request could not be parsed` } });
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  });
   // Held tool calls may wait up to the hold time; keep sockets alive past it.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;

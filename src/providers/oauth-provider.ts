@@ -120,7 +120,13 @@ export class OAuthProvider implements Provider {
       throw this.#grantError(err, 'code');
     }
     const tokens = this.#tokens(response, requestedScopes);
-    return { tokens, account: await this.#account(config, response, tokens) };
+    try {
+      return { tokens, account: await this.#account(config, response, tokens) };
+    } catch (err) {
+      // We will not keep a token we cannot attribute: let the provider forget it too (best effort).
+      void this.revoke(tokens).catch(() => undefined);
+      throw err;
+    }
   }
 
   async refresh(tokens: ProviderTokens): Promise<ProviderTokens> {
