@@ -242,6 +242,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         scopes: r.scopes ? r.scopes.split(' ') : [],
         connectedAt: new Date(r.created_at).toISOString(),
         lastUsedAt: r.last_used_at ? new Date(r.last_used_at).toISOString() : null,
+        status: r.status,
       })),
       available: [...providers.values()].map((p) => ({ id: p.id, displayName: p.displayName, connected: rows.some((r) => r.provider === p.id) })),
     });
