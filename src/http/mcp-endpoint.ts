@@ -2,7 +2,7 @@ import { bearerAuthChallengeResponse, OAuthError, verifyBearerToken, type AuthIn
 import type { Request, Response } from 'express';
 import { IdentityProviderUnavailable, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
-import { runInCallScope } from '../mcp/call-scope.js';
+import { withCallScope } from '../mcp/call-scope.js';
 
 export interface McpEndpointOptions {
   handler: McpHttpHandler;
@@ -119,6 +119,8 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
         body = (await readBody(req, options.maxBodyBytes)).toString('utf8');
       } catch (err) {
         if (err instanceof BodyTooLarge) return jsonRpcError(res, 413, -32600, `Request body too large: the limit is ${options.maxBodyBytes} bytes`, { Connection: 'close' });
+        // The client went away mid-body: nobody is left to answer.
+        if (req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET' || (err as Error).message === 'aborted') return void res.destroy();
         throw err;
       }
       try {
@@ -130,7 +132,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
     }
 
     const request = toWebRequest(req, res, publicUrl.href, body);
-    const response = await runInCallScope(parsed, () => handler.fetch(request, { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) }));
+    const response = await handler.fetch(request, { authInfo: withCallScope(authInfo, parsed), ...(parsed !== undefined ? { parsedBody: parsed } : {}) });
     await sendWebResponse(res, response);
   };
 }

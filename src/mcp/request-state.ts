@@ -1,7 +1,7 @@
 import { createRequestStateCodec, type RequestStateCodec, type ServerContext } from '@modelcontextprotocol/server';
 import { principalFromAuthInfo } from '../auth/bearer.js';
 import { deriveKey } from '../crypto/index.js';
-import { currentCallScope } from './call-scope.js';
+import { callScopeOf } from './call-scope.js';
 
 /** What our tools carry across a round trip. Signed, not encrypted: nothing secret goes in here. */
 export type ToolState = { kind: 'connect'; pid: string } | { kind: 'confirm_disconnect'; provider: string };
@@ -17,7 +17,7 @@ export function createToolStateCodec(brokerSecret: Buffer, ttlSeconds: number): 
     ttlSeconds,
     bind: (ctx: ServerContext) => {
       const principal = principalFromAuthInfo(ctx.http?.authInfo);
-      const call = currentCallScope();
+      const call = callScopeOf(ctx.http?.authInfo);
       return [principal?.issuer ?? '', principal?.subject ?? '', ctx.mcpReq.method, call?.name ?? '', call?.argsDigest ?? ''].join('\0');
     },
   });

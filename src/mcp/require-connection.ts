@@ -134,7 +134,9 @@ export async function withConnection(
   if (!gate.ok) return gate.result;
   try {
     const result = await act(gate.connection, gate.principal);
-    deps.connections.touch(gate.principal, provider.id);
+    // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
+    const lastUsed = gate.connection.row.last_used_at;
+    if (lastUsed === null || Date.now() - lastUsed > 60_000) deps.connections.touch(gate.principal, provider.id);
     return result;
   } catch (err) {
     if (err instanceof ProviderError && err.code === 'unauthorized') {

@@ -1,5 +1,6 @@
 import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext } from '@modelcontextprotocol/server';
-import type { ToolDeps } from './context.js';
+import { callScopeOf } from './call-scope.js';
+import type { RequestFacts, ToolDeps } from './context.js';
 import { registerConnectAccount } from './tools/connect-account.js';
 import { registerDisconnectAccount } from './tools/disconnect-account.js';
 import { registerGitHubCreateIssue } from './tools/github-create-issue.js';
@@ -8,7 +9,22 @@ import { registerListConnections } from './tools/list-connections.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
-/** One McpServer per HTTP request (stateless), with every tool registered. */
+type Registrar = (server: McpServer, deps: ToolDeps, facts: RequestFacts) => void;
+
+/** Every tool, by name (a Map, so a client-chosen name can never reach an Object prototype member). */
+const TOOLS = new Map<string, Registrar>([
+  ['github_create_issue', registerGitHubCreateIssue],
+  ['github_whoami', registerGitHubWhoami],
+  ['list_connections', registerListConnections],
+  ['disconnect_account', registerDisconnectAccount],
+  ['connect_account', registerConnectAccount],
+]);
+
+/**
+ * One McpServer per HTTP request (stateless). A `tools/call` of one of our tools gets only that
+ * tool (its answer depends on nothing else, and building all of them per request was a large part
+ * of the per-request CPU, see bench/README.md); anything else gets every tool.
+ */
 export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: {} },
@@ -16,13 +32,36 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
     instructions: 'Tools that act on a third-party account ask the user to connect it through a link to this server; the tokens never reach the client.',
   });
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
+  reuseConvertedOutputSchemas(server);
   const facts = { era: rc.era };
-  registerGitHubCreateIssue(server, deps, facts);
-  registerGitHubWhoami(server, deps, facts);
-  registerListConnections(server, deps);
-  registerDisconnectAccount(server, deps, facts);
-  registerConnectAccount(server, deps, facts);
+  const call = callScopeOf(rc.authInfo);
+  const only = call?.method === 'tools/call' ? TOOLS.get(call.name) : undefined;
+  if (only) only(server, deps, facts);
+  else for (const register of TOOLS.values()) register(server, deps, facts);
   return server;
+}
+
+/**
+ * Output schemas as JSON Schema, converted once per process instead of once per tools/call
+ * (performance, see bench/README.md). The SDK memoises the conversion on the registered tool, but
+ * this server, and so every tool, is built anew for each request, so each call converted its
+ * tool's zod output schema again (25–100 µs). Keyed by the schema object, which the tools define
+ * once at module level; the SDK only reads the converted schema.
+ */
+const outputSchemaJson = new WeakMap<object, Record<string, unknown> | undefined>();
+
+/** Wraps `server.registerTool` so that each output schema is converted once per process. */
+function reuseConvertedOutputSchemas(server: McpServer): void {
+  const register = server.registerTool.bind(server);
+  server.registerTool = ((...args: Parameters<typeof register>) => {
+    const tool = register(...args);
+    const schema = tool.outputSchema;
+    if (schema) {
+      if (!outputSchemaJson.has(schema)) outputSchemaJson.set(schema, tool.outputSchemaJson);
+      tool.outputSchemaJson = outputSchemaJson.get(schema);
+    }
+    return tool;
+  }) as typeof server.registerTool;
 }
 
 export function createMcpEndpointHandler(deps: ToolDeps): McpHttpHandler {

@@ -22,7 +22,16 @@ type Owner = { issuer: string; subject: string };
 
 /** Linked provider accounts, one per (principal, provider). Tokens arrive here already sealed. */
 export class ConnectionStore {
-  constructor(private readonly db: Db) {}
+  // Prepared once: these run on every tool call (preparing costs more than the lookup itself).
+  readonly #find;
+  readonly #list;
+  readonly #touch;
+
+  constructor(private readonly db: Db) {
+    this.#find = db.prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? AND provider = ?');
+    this.#list = db.prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? ORDER BY provider');
+    this.#touch = db.prepare('UPDATE connections SET last_used_at = ? WHERE issuer = ? AND subject = ? AND provider = ?');
+  }
 
   /** Inserts or replaces the principal's connection to `provider`, keeping its creation time. */
   save(row: Omit<ConnectionRow, 'created_at' | 'updated_at' | 'last_used_at' | 'status' | 'status_reason'>): void {
@@ -40,15 +49,11 @@ export class ConnectionStore {
   }
 
   find(owner: Owner, provider: string): ConnectionRow | undefined {
-    return this.db
-      .prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? AND provider = ?')
-      .get(owner.issuer, owner.subject, provider) as ConnectionRow | undefined;
+    return this.#find.get(owner.issuer, owner.subject, provider) as ConnectionRow | undefined;
   }
 
   list(owner: Owner): ConnectionRow[] {
-    return this.db
-      .prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? ORDER BY provider')
-      .all(owner.issuer, owner.subject) as ConnectionRow[];
+    return this.#list.all(owner.issuer, owner.subject) as ConnectionRow[];
   }
 
   /**
@@ -101,7 +106,7 @@ export class ConnectionStore {
   }
 
   touch(owner: Owner, provider: string, at = Date.now()): void {
-    this.db.prepare('UPDATE connections SET last_used_at = ? WHERE issuer = ? AND subject = ? AND provider = ?').run(at, owner.issuer, owner.subject, provider);
+    this.#touch.run(at, owner.issuer, owner.subject, provider);
   }
 
   delete(owner: Owner, provider: string): boolean {

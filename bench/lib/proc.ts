@@ -1,0 +1,101 @@
+// Child processes for the bench: every server runs in its own Node process (under tsx, like the
+// tests' spawnBroker), so the load generator in the parent never shares an event loop with them,
+// and their RSS and CPU time can be read from /proc.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+export interface Child {
+  name: string;
+  pid: number;
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  /** Sends `signal` and resolves with the exit code once the process is gone. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+const ROOT = new URL('../../', import.meta.url);
+
+/**
+ * Runs `node [execArgv] --import tsx <script>` from the repository root and waits for its
+ * `{"event":"listening","url":...}` log line (the broker's own, which the bench servers copy).
+ */
+export async function spawnNode(name: string, script: string, env: Record<string, string>, execArgv: string[] = []): Promise<Child> {
+  const child = spawn(process.execPath, [...execArgv, '--import', 'tsx', script], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const keep = (d: Buffer) => {
+    output += d;
+    // Keep the tail only: a long run must not grow the parent's memory.
+    if (output.length > 200_000) output = output.slice(-100_000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${name} did not start in 30 s:\n${output}`));
+    }, 30_000);
+    const check = () => {
+      const m = /"event":"listening","url":"([^"]+)"/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        child.off('exit', onExit);
+        resolve(m[1]!);
+      }
+    };
+    const onExit = (code: number | null) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with ${code}:\n${output}`));
+    };
+    child.stdout!.on('data', check);
+    child.stderr!.on('data', check);
+    child.once('exit', onExit);
+  });
+  return {
+    name,
+    pid: child.pid!,
+    url,
+    child,
+    output: () => output,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
+        const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', (code) => {
+          clearTimeout(force);
+          resolve(code);
+        });
+        child.kill(signal);
+      }),
+  };
+}
+
+/** Resident set size of a process in bytes (`VmRSS` in /proc/<pid>/status). */
+export function rssBytes(pid: number): number {
+  const m = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!m) throw new Error(`no VmRSS for ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+let ticksPerSecond: number | undefined;
+
+/** User + system CPU time of a process in milliseconds (`utime`, `stime` in /proc/<pid>/stat). */
+export function cpuMs(pid: number): number {
+  ticksPerSecond ??= (() => {
+    try {
+      return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      return 100;
+    }
+  })();
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may contain spaces: count fields from after its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return ((utime + stime) * 1000) / ticksPerSecond;
+}
