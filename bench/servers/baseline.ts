@@ -1,9 +1,10 @@
 // The baseline for `npm run bench`: a bare @modelcontextprotocol/server stateless handler with one
-// trivial tool and no auth, served the way the broker serves its own (Express 5 and a copy of the
-// adapter in src/http/mcp-endpoint.ts without the bearer check and the call scope). Whatever the
+// trivial tool and no auth, served the way the broker serves its own (Express 5 and the broker's
+// web adapter, src/http/web-adapter.ts, without the bearer check and the call scope). Whatever the
 // broker costs beyond this is its own: token verification, the store, decryption, its tools.
 import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
-import express, { type Request, type Response } from 'express';
+import express from 'express';
+import { readBody, sendWebResponse, toWebRequest } from '../../src/http/web-adapter.js';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 
@@ -17,56 +18,6 @@ const handler = createMcpHandler(
   },
   { onerror: (err) => process.stderr.write(`${JSON.stringify({ event: 'mcp_handler_error', message: err.message })}\n`) },
 );
-
-// ---- adapter: the same steps as src/http/mcp-endpoint.ts, minus authentication ----
-
-class BodyTooLarge extends Error {}
-
-async function readBody(req: Request, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new BodyTooLarge();
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
-
-function toWebRequest(req: Request, res: Response, base: string, body: string | undefined): globalThis.Request {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || name === 'content-length') continue;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
-  }
-  const abort = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) abort.abort();
-  });
-  return new Request(new URL(req.originalUrl, base), { method: req.method, headers, signal: abort.signal, ...(body !== undefined ? { body } : {}) });
-}
-
-async function sendWebResponse(res: Response, response: globalThis.Response): Promise<void> {
-  res.status(response.status);
-  response.headers.forEach((value, name) => res.setHeader(name, value));
-  if (!response.body) return void res.end();
-  res.setHeader('X-Accel-Buffering', 'no');
-  res.flushHeaders();
-  const reader = response.body.getReader();
-  res.on('close', () => void reader.cancel().catch(() => {}));
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      res.write(value);
-    }
-  } finally {
-    res.end();
-  }
-}
 
 const app = express();
 app.disable('x-powered-by');

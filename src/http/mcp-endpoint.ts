@@ -1,5 +1,6 @@
 import { bearerAuthChallengeResponse, OAuthError, verifyBearerToken, type AuthInfo, type McpHttpHandler } from '@modelcontextprotocol/server';
 import type { Request, Response } from 'express';
+import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from './web-adapter.js';
 import { IdentityProviderUnavailable, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
 import { withCallScope } from '../mcp/call-scope.js';
@@ -18,10 +19,6 @@ function jsonRpcError(res: Response, status: number, code: number, message: stri
   res.status(status).set(headers).json({ jsonrpc: '2.0', id: null, error: { code, message } });
 }
 
-class BodyTooLarge extends Error {}
-
-/** JSON nested deeper than this is refused before anything walks it: recursive walkers (our
- * argument digest, JSON.stringify, schema validation) overflow the stack at a few thousand levels. */
 const MAX_JSON_DEPTH = 64;
 
 /** Whether arrays/objects in `value` nest deeper than `max`, found without recursion. */
@@ -34,53 +31,6 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
     for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
   }
   return false;
-}
-
-async function readBody(req: Request, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new BodyTooLarge();
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
-
-function toWebRequest(req: Request, res: Response, publicUrl: string, body: string | undefined): Request_ {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || name === 'content-length') continue;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
-  }
-  const abort = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) abort.abort();
-  });
-  return new Request(new URL(req.originalUrl, publicUrl), { method: req.method, headers, signal: abort.signal, ...(body !== undefined ? { body } : {}) });
-}
-type Request_ = globalThis.Request;
-
-async function sendWebResponse(res: Response, response: globalThis.Response): Promise<void> {
-  res.status(response.status);
-  response.headers.forEach((value, name) => res.setHeader(name, value));
-  if (!response.body) return void res.end();
-  res.setHeader('X-Accel-Buffering', 'no');
-  res.flushHeaders();
-  const reader = response.body.getReader();
-  res.on('close', () => void reader.cancel().catch(() => {}));
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      res.write(value);
-    }
-  } finally {
-    res.end();
-  }
 }
 
 /**

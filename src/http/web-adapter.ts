@@ -1,0 +1,61 @@
+import type { Request, Response } from 'express';
+
+/**
+ * Express 5 <-> web-standard Request/Response, for the SDK's `handler.fetch`. The body is read by
+ * us (bounded) so that size limits and parse errors are answered as JSON-RPC, not by Express.
+ */
+
+/** The body is over the limit (declared or streamed). */
+export class BodyTooLarge extends Error {}
+
+/** JSON nested deeper than this is refused before anything walks it: recursive walkers (our
+ * argument digest, JSON.stringify, schema validation) overflow the stack at a few thousand levels. */
+
+/** Reads the whole body, refusing more than `limit` bytes without buffering them. */
+export async function readBody(req: Request, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new BodyTooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** A web Request for the SDK; closing the response aborts it (the SDK treats that as cancellation). */
+export function toWebRequest(req: Request, res: Response, publicUrl: string, body: string | undefined): globalThis.Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || name === 'content-length') continue;
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else headers.set(name, value);
+  }
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  return new Request(new URL(req.originalUrl, publicUrl), { method: req.method, headers, signal: abort.signal, ...(body !== undefined ? { body } : {}) });
+}
+
+/** Streams the SDK's web Response (JSON or SSE) back through Express. */
+export async function sendWebResponse(res: Response, response: globalThis.Response): Promise<void> {
+  res.status(response.status);
+  response.headers.forEach((value, name) => res.setHeader(name, value));
+  if (!response.body) return void res.end();
+  res.setHeader('X-Accel-Buffering', 'no');
+  res.flushHeaders();
+  const reader = response.body.getReader();
+  res.on('close', () => void reader.cancel().catch(() => {}));
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      res.write(value);
+    }
+  } finally {
+    res.end();
+  }
+}
