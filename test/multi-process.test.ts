@@ -5,6 +5,7 @@ import { Browser, textOf, type Page } from './support/browser.js';
 import { freePort } from './support/idp.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
 import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
+import { connectRequest } from './support/reliability-flow.js';
 import { completeConnect } from './support/stack.js';
 
 const ISSUE_ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed across processes' };
@@ -27,16 +28,6 @@ function repeatCall(broker: SpawnedBroker, token: string, name: string, args: Re
   });
 }
 
-function connectRequest(reply: RawReply): { link: string; requestState: string } {
-  assert.equal(reply.status, 200);
-  const result = reply.json?.result;
-  assert.equal(result?.resultType, 'input_required', reply.text);
-  const request = result.inputRequests.connect_account;
-  assert.equal(request.method, 'elicitation/create');
-  assert.equal(request.params.mode, 'url');
-  assert.equal(typeof result.requestState, 'string');
-  return { link: request.params.url as string, requestState: result.requestState as string };
-}
 
 /** `GET http://host:port/path` entries of a browser's history that hit `origin`. */
 function hitsOn(browser: Browser, origin: string): string[] {

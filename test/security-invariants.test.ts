@@ -9,7 +9,7 @@ import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { generateKeyPair, SignJWT } from 'jose';
-import { Browser, parseForms, textOf, type Page } from './support/browser.js';
+import { Browser, formSubmission, parseForms, textOf, type FormChoice, type Page } from './support/browser.js';
 import type { GitHubStandIn } from './support/github-standin.js';
 import { envelope, rawCall } from './support/mcp.js';
 import { signIn, startStack, type Stack } from './support/stack.js';
@@ -63,14 +63,9 @@ async function follow(browser: Browser, url: string, init: { method?: string; bo
 }
 
 /** The form on `page` (first, or the one whose action matches), as a POST body with `fields` overriding. */
-function formBody(page: Page, opts: { match?: RegExp; button?: string; fields?: Record<string, string> } = {}): { action: string; body: URLSearchParams } {
-  const forms = parseForms(page.html).filter((f) => (opts.match ? opts.match.test(f.action) : true));
-  const form = opts.button ? forms.find((f) => f.buttons.some((b) => b.value === opts.button)) : forms[0];
-  if (!form) throw new Error(`no matching form on ${page.url}: ${page.html.slice(0, 400)}`);
-  const body = new URLSearchParams({ ...form.fields, ...opts.fields });
-  const button = opts.button ? form.buttons.find((b) => b.value === opts.button) : undefined;
-  if (button) body.set(button.name, button.value);
-  return { action: new URL(form.action || page.url, page.url).href, body };
+function formBody(page: Page, opts: FormChoice = {}): { action: string; body: URLSearchParams } {
+  const { action, body } = formSubmission(page, opts);
+  return { action, body };
 }
 
 /** Opens `link` in `browser`, signing in as `user` at the IdP if asked; returns every page seen. */

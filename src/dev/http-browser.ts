@@ -45,6 +45,26 @@ export function parseForms(html: string): FormSpec[] {
   return forms;
 }
 
+export interface FormChoice {
+  /** Only forms whose action matches. */
+  match?: RegExp;
+  /** The form with a button of this value, and that button clicked. */
+  button?: string;
+  /** Values overriding the form's inputs. */
+  fields?: Record<string, string>;
+}
+
+/** What submitting a form on `page` sends: the first (or chosen) form's inputs, overrides and clicked button. */
+export function formSubmission(page: Page, opts: FormChoice = {}): { action: string; method: 'GET' | 'POST'; body: URLSearchParams } {
+  const forms = parseForms(page.html).filter((f) => (opts.match ? opts.match.test(f.action) : true));
+  const form = opts.button ? forms.find((f) => f.buttons.some((b) => b.value === opts.button)) : forms[0];
+  if (!form) throw new Error(`no matching form on ${page.url}: ${page.html.slice(0, 400)}`);
+  const body = new URLSearchParams({ ...form.fields, ...opts.fields });
+  const button = opts.button ? form.buttons.find((b) => b.value === opts.button) : undefined;
+  if (button) body.set(button.name, button.value);
+  return { action: new URL(form.action || page.url, page.url).href, method: form.method === 'post' ? 'POST' : 'GET', body };
+}
+
 export class Browser {
   readonly jar = new Map<string, Map<string, string>>();
   /** Every request this browser made, for "was X contacted?" assertions. */
@@ -104,15 +124,9 @@ export class Browser {
    * Submits a form on `page`: the one whose action matches `match` (or the only/first one), clicking the button
    * with `button` as its value, with `fields` overriding inputs.
    */
-  async submit(page: Page, opts: { match?: RegExp; button?: string; fields?: Record<string, string> } = {}): Promise<Page> {
-    const forms = parseForms(page.html).filter((f) => (opts.match ? opts.match.test(f.action) : true));
-    const form = opts.button ? forms.find((f) => f.buttons.some((b) => b.value === opts.button)) : forms[0];
-    if (!form) throw new Error(`no matching form on ${page.url}: ${page.html.slice(0, 400)}`);
-    const body = new URLSearchParams({ ...form.fields, ...opts.fields });
-    const button = opts.button ? form.buttons.find((b) => b.value === opts.button) : undefined;
-    if (button) body.set(button.name, button.value);
-    const action = new URL(form.action || page.url, page.url).href;
-    return this.open(action, { method: form.method === 'post' ? 'POST' : 'GET', body });
+  async submit(page: Page, opts: FormChoice = {}): Promise<Page> {
+    const { action, method, body } = formSubmission(page, opts);
+    return this.open(action, { method, body });
   }
 }
 

@@ -1,2 +1,2 @@
 // The cookie-keeping HTTP browser lives with the development tools (npm run demo uses it too).
-export { Browser, parseForms, textOf, type FormSpec, type Page } from '../../src/dev/http-browser.js';
+export { Browser, formSubmission, parseForms, textOf, type FormChoice, type FormSpec, type Page } from '../../src/dev/http-browser.js';
