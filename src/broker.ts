@@ -52,7 +52,7 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
   const verifier = new AccessTokenVerifier(idp, config.audience);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
   const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds);
-  const connections = new ConnectionService(store, sealer, log);
+  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const watcher = new CompletionWatcher(store);
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   const mcpHandler = createMcpEndpointHandler({
@@ -71,6 +71,11 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });
 
+  // Discover the IdP and the OIDC providers now, so pages name their authorization origins in their
+  // CSP from the first request on (failures are retried on first use).
+  void idp.configuration().catch(() => undefined);
+  for (const provider of providers.values()) void provider.prepare().catch(() => undefined);
+
   const pruneTimer = setInterval(() => {
     try {
       store.pending.prune();
@@ -87,6 +92,8 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
     async close() {
       clearInterval(pruneTimer);
       watcher.close();
+      // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
+      await connections.drain();
       await mcpHandler.close();
       store.close();
     },

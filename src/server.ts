@@ -46,10 +46,16 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
         // Answer held calls first ("ask again" with the same link), then stop taking requests.
         broker.watcher.close();
         await new Promise<void>((resolve) => {
-          server.close(() => resolve());
+          // Keep-alive sockets become idle as their last responses finish: close them as they do.
+          const sweep = setInterval(() => server.closeIdleConnections(), 100);
+          server.close(() => {
+            clearInterval(sweep);
+            resolve();
+          });
           server.closeIdleConnections();
-          // Held calls end within the hold time; after a grace period cut whatever is left.
-          setTimeout(() => server.closeAllConnections(), 2000).unref();
+          // Held calls were just answered; callbacks and refreshes in flight get up to one provider
+          // timeout to finish (their tokens must be stored), then whatever is left is cut.
+          setTimeout(() => server.closeAllConnections(), config.providerTimeoutMs + 2000).unref();
         });
         await broker.close();
       })();

@@ -127,6 +127,12 @@ describe('npm run dev refuses unsafe settings', () => {
     await assert.rejects(startDevBroker({ PUBLIC_URL: 'https://broker.example.com' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /PUBLIC_URL must be a loopback URL/.test(err.message));
   });
 
+  it('refuses to be reachable under a non-loopback name (ALLOWED_HOSTS, MCP_AUDIENCE, TRUST_PROXY)', async () => {
+    await assert.rejects(startDevBroker({ ALLOWED_HOSTS: 'localhost,broker.public.example' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /ALLOWED_HOSTS must list only loopback names/.test(err.message));
+    await assert.rejects(startDevBroker({ MCP_AUDIENCE: 'https://broker.public.example/mcp' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /MCP_AUDIENCE/.test(err.message));
+    await assert.rejects(startDevBroker({ TRUST_PROXY: '1' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /TRUST_PROXY/.test(err.message));
+  });
+
   it('refuses to listen on a non-loopback HOST', async () => {
     await assert.rejects(startDevBroker({ HOST: '0.0.0.0' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /HOST/.test(err.message));
   });

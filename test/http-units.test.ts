@@ -15,6 +15,11 @@ const BASE = new URL('https://broker.example.com');
 const MIGRATIONS = fileURLToPath(new URL('../migrations/', import.meta.url));
 
 describe('safeReturnPath', () => {
+  it('never returns a scheme-relative path that normalisation produced ("/.//evil")', () => {
+    assert.equal(safeReturnPath('/.//evil.example/x', new URL('https://broker.example'), '/fallback'), '/fallback');
+    assert.equal(safeReturnPath('/a/..//evil.example', new URL('https://broker.example'), '/fallback'), '/fallback');
+  });
+
   it('keeps same-origin paths with their query', () => {
     assert.equal(safeReturnPath('/connections', BASE), '/connections');
     assert.equal(safeReturnPath('/connect/github?req=abc_DEF-123', BASE), '/connect/github?req=abc_DEF-123');

@@ -96,6 +96,9 @@ describe('one upstream account, two principals', () => {
     assert.equal(readConnection(stack.env, 'bob', 'github'), undefined);
     assert.equal(readConnection(stack.env, 'alice', 'github')?.account_login, 'octocat');
     assert.equal(stack.broker.broker.store.audit.list({ event: 'binding_refused' }).length, 1);
+    // Only the token issued for bob's attempt was revoked, not the grant: alice's connection still works.
+    const again = await rawCall(stack.mcpUrl, await stack.token('alice'), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
+    assert.match(resultText(again.json.result), /Your linked GitHub account is @octocat/);
   });
 });
 

@@ -159,6 +159,7 @@ function scriptedProvider(refresh: (tokens: ProviderTokens) => Promise<ProviderT
     scopesApply: false,
     authorizationOrigin: 'https://github.test',
     refreshSkewMs: 60_000,
+    prepare: async () => undefined,
     missingScopes: () => [],
     scopesToRequest: (asked) => asked,
     buildAuthorizationUrl: () => Promise.reject(new Error('unused')),
@@ -176,9 +177,9 @@ describe('refresh races in the token service (two store handles on one file, lik
   const expired = (n: number): ProviderTokens => ({ accessToken: `ghu_old${n}`, tokenType: 'bearer', refreshToken: `ghr_old${n}`, expiresAt: Date.now() - 1000, scopes: [] });
   const fresh = (n: number): ProviderTokens => ({ accessToken: `ghu_new${n}`, tokenType: 'bearer', refreshToken: `ghr_new${n}`, expiresAt: Date.now() + 3_600_000, scopes: [] });
 
+  const sealer = new Sealer([randomBytes(32)]);
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'broker-race-'));
-    const sealer = new Sealer([randomBytes(32)]);
     stores = [openStore(join(dir, 'db.sqlite')), openStore(join(dir, 'db.sqlite'))];
     services = stores.map((s) => new ConnectionService(s, sealer, createLogger('error'), { pollMs: 10 }));
   });
@@ -238,6 +239,21 @@ describe('refresh races in the token service (two store handles on one file, lik
     const after = stores[0]!.connections.find(owner, 'github')!;
     assert.equal(after.sealed_tokens, before.sealed_tokens);
     assert.equal(after.status, 'active');
+  });
+
+  it('stores the new pair even when rotate-keys re-encrypted the row during the refresh', async () => {
+    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(6), { refuseShared: false });
+    const provider = scriptedProvider(async () => {
+      // rotate-keys runs meanwhile: same tokens, new ciphertext.
+      const row = stores[1]!.connections.find(owner, 'github')!;
+      const plain = sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, { issuer: row.issuer, subject: row.subject, provider: row.provider });
+      const resealed = sealer.seal(plain, { issuer: row.issuer, subject: row.subject, provider: row.provider });
+      assert.ok(stores[1]!.connections.reseal(row, { key_id: resealed.keyId, sealed_tokens: resealed.value }));
+      return fresh(6);
+    });
+    const r = await services[0]!.usable(owner, provider);
+    assert.equal(r.kind === 'ok' && r.connection.tokens.accessToken, 'ghu_new6');
+    assert.equal(services[1]!.open(owner, 'github')?.tokens.refreshToken, 'ghr_new6', 'the only live refresh token is stored');
   });
 
   it('persists the refreshed tokens, so another process reads the new pair right away', async () => {

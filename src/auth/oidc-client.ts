@@ -16,8 +16,16 @@ export interface OidcClientOptions {
  */
 export class OidcClient {
   #config: Promise<oidc.Configuration> | undefined;
+  #authorizationOrigin: string;
 
-  constructor(private readonly options: OidcClientOptions) {}
+  constructor(private readonly options: OidcClientOptions) {
+    this.#authorizationOrigin = options.issuer.origin;
+  }
+
+  /** Where sign-in sends the browser: the issuer's origin until discovery names the authorization endpoint. */
+  authorizationOrigin(): string {
+    return this.#authorizationOrigin;
+  }
 
   configuration(): Promise<oidc.Configuration> {
     this.#config ??= this.#discover().catch((err: unknown) => {
@@ -36,6 +44,8 @@ export class OidcClient {
       ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
     });
     config.timeout = timeoutSeconds;
+    const endpoint = config.serverMetadata().authorization_endpoint;
+    if (endpoint) this.#authorizationOrigin = new URL(endpoint).origin;
     return config;
   }
 

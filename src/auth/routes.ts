@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import * as oidc from 'openid-client';
-import { randomHandle, sha256Hex } from '../crypto/index.js';
+import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, type PageContext } from '../http/render.js';
 import { safeReturnPath } from '../http/return-to.js';
@@ -20,6 +20,12 @@ export interface AuthRouteDeps {
   page: PageContext;
   log: Logger;
   requireCsrf: (req: Request, res: Response) => void;
+  /** Seals the return path while the sign-in is under way: it may hold a connect link's handle. */
+  returnToSealer: Sealer;
+}
+
+function returnToContext(sessionHash: string) {
+  return { issuer: 'sign-in', subject: sessionHash, provider: 'return_to' };
 }
 
 /** Browser sign-in at the operator's IdP: authorization code + PKCE + nonce through openid-client. */
@@ -44,7 +50,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       session_hash: session.idHash,
       code_verifier: codeVerifier,
       nonce,
-      return_to: returnTo,
+      return_to: deps.returnToSealer.seal(returnTo, returnToContext(session.idHash)).value,
       expires_at: Date.now() + LOGIN_TTL_MS,
     });
     const url = oidc.buildAuthorizationUrl(config, {
@@ -81,14 +87,25 @@ export function authRoutes(deps: AuthRouteDeps): Router {
         action: { href: '/connections', label: 'Go to connected accounts' },
       });
     }
+    let returnTo = '/connections';
+    try {
+      returnTo = safeReturnPath(deps.returnToSealer.open({ keyId: deps.returnToSealer.keyId, value: tx.return_to }, returnToContext(tx.session_hash)), publicUrl);
+    } catch {
+      // Unreadable (e.g. BROKER_SECRET changed mid-sign-in): land on the accounts page.
+    }
     if (typeof req.query.error === 'string') {
       const cancelled = req.query.error === 'access_denied';
       log.info('sign_in_refused', { error: req.query.error });
       return renderMessage(res, page, cancelled ? 400 : 502, cancelled ? 'Sign-in cancelled' : 'Sign-in failed', cancelled ? 'You cancelled signing in, so nothing happened.' : 'The sign-in service reported a problem. Please try again.', {
-        action: { href: `/auth/login?returnTo=${encodeURIComponent(tx.return_to)}`, label: 'Sign in again' },
+        action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
       });
     }
-    const config = await idp.configuration();
+    const config = await idp.configuration().catch((err: unknown) => {
+      throw new BrokerError(503, 'idp_unavailable', 'The sign-in service cannot be reached right now. Please try again in a moment.', {
+        heading: 'Sign-in is unavailable',
+        detail: err instanceof Error ? err.message : String(err),
+      });
+    });
     let claims: oidc.IDToken | undefined;
     try {
       const tokens = await oidc.authorizationCodeGrant(config, new URL(req.originalUrl, publicUrl), {
@@ -102,7 +119,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       throw new BrokerError(502, 'sign_in_failed', 'The sign-in could not be verified. Please try again.', {
         heading: 'Sign-in failed',
         detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
-        action: { href: `/auth/login?returnTo=${encodeURIComponent(tx.return_to)}`, label: 'Sign in again' },
+        action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
       });
     }
     if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
@@ -110,7 +127,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
     sessions.signIn(res, principal);
     log.info('signed_in');
-    res.redirect(303, safeReturnPath(tx.return_to, publicUrl));
+    res.redirect(303, returnTo);
   });
 
   router.post('/auth/logout', (req, res) => {

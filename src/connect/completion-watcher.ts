@@ -14,6 +14,7 @@ export class CompletionWatcher {
   readonly #releases = new Set<() => void>();
   #lastSeq: number;
   #timer: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(
     private readonly store: Store,
@@ -33,7 +34,7 @@ export class CompletionWatcher {
     const row = this.store.pending.byId(pendingId);
     if (!row) return Promise.resolve('gone');
     if (row.status !== 'open' && row.status !== 'authorizing') return Promise.resolve(row.status);
-    if (timeoutMs <= 0 || row.expires_at <= Date.now()) return Promise.resolve('timeout');
+    if (this.#closed || timeoutMs <= 0 || row.expires_at <= Date.now()) return Promise.resolve('timeout');
     if (signal?.aborted) return Promise.resolve('aborted');
 
     return new Promise<WaitOutcome>((resolve) => {
@@ -96,6 +97,7 @@ export class CompletionWatcher {
    * `input_required` with its link and the client repeats (on another instance, if need be).
    */
   close(): void {
+    this.#closed = true;
     this.#stop();
     for (const release of [...this.#releases]) release();
   }

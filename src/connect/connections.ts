@@ -31,6 +31,8 @@ export interface ConnectionServiceOptions {
   leaseMs?: number;
   /** How long a caller waits for another process's refresh before giving up. */
   waitMs?: number;
+  /** The provider timeout, from which the lease and the wait are derived. */
+  providerTimeoutMs?: number;
   pollMs?: number;
 }
 
@@ -52,8 +54,11 @@ export class ConnectionService {
     private readonly log: Logger,
     options: ConnectionServiceOptions = {},
   ) {
-    this.#leaseMs = options.leaseMs ?? 30_000;
-    this.#waitMs = options.waitMs ?? 25_000;
+    // A lease must outlive the slowest refresh (an oidc provider may need discovery first), and a
+    // waiter must outwait the lease.
+    const slowest = 2 * (options.providerTimeoutMs ?? 10_000) + 5_000;
+    this.#leaseMs = options.leaseMs ?? Math.max(30_000, slowest);
+    this.#waitMs = options.waitMs ?? this.#leaseMs + 5_000;
     this.#pollMs = options.pollMs ?? 50;
   }
 
@@ -129,6 +134,11 @@ export class ConnectionService {
     return flight;
   }
 
+  /** Resolves when every refresh this process started has been stored (or failed), for shutdown. */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.#inflight.values()]);
+  }
+
   /** The provider rejected the stored token (HTTP 401): keep the row, ask the user again. */
   markReauthRequired(owner: Owner, provider: string, reason: string): void {
     if (this.store.connections.markReauthRequired(owner, provider, reason)) {
@@ -152,7 +162,12 @@ export class ConnectionService {
       if (!this.#needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
       if (this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs)) {
         try {
-          return await this.#refreshHoldingLease(owner, provider, latest);
+          // Re-read under the lease: the previous holder may have finished between our read and our acquire.
+          const current = this.open(owner, provider.id);
+          if (!current) return { kind: 'none' };
+          if (current.row.status === 'reauth_required') return { kind: 'reauth_required', row: current.row };
+          if (!this.#needsRefresh(current.tokens, provider)) return { kind: 'ok', connection: current };
+          return await this.#refreshHoldingLease(owner, provider, current);
         } finally {
           this.store.leases.release(owner, provider.id, holder);
         }
@@ -179,7 +194,16 @@ export class ConnectionService {
     }
     // The old refresh token is already dead upstream: store the new pair before anything uses it.
     const sealed = this.#seal(owner, provider.id, next);
-    const stored = this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') });
+    const write = { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') };
+    let stored = this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write);
+    if (!stored) {
+      // The row changed under us. If it still holds the same tokens (re-encrypted by rotate-keys),
+      // our new pair is the only live one: write it over the re-encrypted copy.
+      const now = this.open(owner, provider.id);
+      if (now && now.tokens.refreshToken === latest.tokens.refreshToken && now.tokens.accessToken === latest.tokens.accessToken) {
+        stored = this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write);
+      }
+    }
     if (!stored) this.log.warn('refresh_write_conflict', { provider: provider.id });
     else {
       this.store.audit.record('connection_refreshed', owner, provider.id);

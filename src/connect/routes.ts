@@ -5,6 +5,7 @@ import { samePrincipal } from '../auth/principal.js';
 import { randomHandle, sha256Hex } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
+import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import type { ConnectionRow, PendingConnection, Store } from '../store/index.js';
@@ -99,11 +100,20 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     return viewer;
   }
 
-  router.get('/connect/:provider', (req, res) => {
+  router.get('/connect/:provider', async (req, res) => {
     const provider = providerFor(req);
     const handle = single(req.query.req);
     const pending = loadLink(handle, provider);
     if (!requireOwner(req, res, pending, provider)) return;
+    // The consent form's redirect goes to the provider's authorization endpoint: know it before
+    // this page's CSP is written (discovery, for OIDC providers).
+    try {
+      await provider.prepare();
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      throw new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
+    }
+    allowFormAction(res, provider.authorizationOrigin);
     const existing = connections.find(pending, provider.id);
     const asked = askedScopes(pending, provider);
     renderPage(res, page, 'consent', {
@@ -137,22 +147,29 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       return renderMessage(res, page, 200, 'Nothing was connected', `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`);
     }
     if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
-    // Claiming is what makes the link single-use: of two concurrent submissions only one gets here.
-    if (!store.pending.claim(pending.id)) loadLink(undefined, provider);
     const state = randomHandle();
     const codeVerifier = oidc.randomPKCECodeVerifier();
+    // Built before claiming: a provider that cannot be reached (discovery) must not burn the link.
+    let url: URL;
+    try {
+      url = await provider.buildAuthorizationUrl({
+        redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
+        state,
+        codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+        scopes: scopesForAuthorization(pending, provider, connections.find(pending, provider.id)),
+      });
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      throw new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
+    }
+    // Claiming is what makes the link single-use: of two concurrent submissions only one gets here.
+    if (!store.pending.claim(pending.id)) loadLink(undefined, provider);
     store.oauthFlows.put({
       state_hash: sha256Hex(state),
       pending_id: pending.id,
       session_hash: res.locals.session!.idHash,
       code_verifier: codeVerifier,
       expires_at: Date.now() + FLOW_TTL_MS,
-    });
-    const url = await provider.buildAuthorizationUrl({
-      redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
-      state,
-      codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-      scopes: scopesForAuthorization(pending, provider, connections.find(pending, provider.id)),
     });
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
@@ -213,8 +230,9 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       watcher.notify(pending.id);
       if (outcome === 'refused_shared_account') {
         log.warn('connect_shared_account_refused', { provider: provider.id, pending: pending.id });
-        // The token we were just given is not kept; let the provider forget it too.
-        void provider.revoke(tokens).catch(() => undefined);
+        // The token we were just given is not kept; let the provider forget it — only it: revoking the
+        // grant would cut off the other user's working connection to the same account.
+        void provider.revoke(tokens, 'token').catch(() => undefined);
         return renderMessage(res, page, 409, 'Account already linked', `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`);
       }
       log.info('connection_created', { provider: provider.id, pending: pending.id });

@@ -41,6 +41,12 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   if (!isLoopbackHostname(hostname)) throw new ConfigError('PUBLIC_URL must be a loopback URL in development mode (its sign-in accepts any user name)');
   const host = env.HOST ?? '127.0.0.1';
   if (!isLoopbackHostname(host)) throw new ConfigError('HOST must be a loopback address in development mode');
+  // Nothing may make the any-user-name sign-in reachable under another name (e.g. behind a proxy).
+  for (const name of (env.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean)) {
+    if (!isLoopbackHostname(name)) throw new ConfigError(`ALLOWED_HOSTS must list only loopback names in development mode (got "${name}")`);
+  }
+  if (env.MCP_AUDIENCE && !isLoopbackHostname(URL.parse(env.MCP_AUDIENCE)?.hostname ?? '')) throw new ConfigError('MCP_AUDIENCE must be a loopback URL in development mode');
+  if (env.TRUST_PROXY && env.TRUST_PROXY !== 'false') throw new ConfigError('TRUST_PROXY is not allowed in development mode');
 
   const databasePath = resolve(env.DATABASE_PATH ?? './data/broker.db');
   const secretsPath = join(dirname(databasePath), 'dev-secrets.json');

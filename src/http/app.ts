@@ -8,6 +8,7 @@ import type { OidcClient } from '../auth/oidc-client.js';
 import { connectRoutes, type ConnectRouteDeps } from '../connect/routes.js';
 import type { Logger } from '../log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
+import { deriveKey, Sealer } from '../crypto/index.js';
 import { BrokerError } from './errors.js';
 import { errorHandler } from './error-handler.js';
 import { hostGuard, originGuard } from './host-guard.js';
@@ -52,7 +53,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(hostGuard(hosts));
   app.use(
     securityHeaders({
-      formActionOrigins: [config.oidc.issuer.origin, ...[...deps.providers.values()].map((p) => p.authorizationOrigin)],
+      formActionOrigins: () => [deps.idp.authorizationOrigin(), ...[...deps.providers.values()].map((p) => p.authorizationOrigin)],
       imageOrigins: config.logoUrl ? [config.logoUrl.origin] : [],
     }),
   );
@@ -91,7 +92,8 @@ export function createApp(deps: AppDeps): express.Express {
       throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });
     }
   };
-  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf }));
+  const returnToSealer = new Sealer([deriveKey(config.brokerSecret, 'sign-in-return')]);
+  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer }));
   app.use(connectRoutes({ ...deps, page, requireCsrf }));
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 

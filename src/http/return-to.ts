@@ -13,5 +13,7 @@ export function safeReturnPath(value: unknown, base: URL, fallback = '/connectio
     return fallback;
   }
   if (url.origin !== base.origin) return fallback;
-  return url.pathname + url.search;
+  const path = url.pathname + url.search;
+  // Normalisation can turn "/.//evil" into "//evil": never hand out anything scheme-relative.
+  return path.startsWith('//') || path.startsWith('/\\') ? fallback : path;
 }

@@ -1,12 +1,12 @@
 import helmet from 'helmet';
-import type { RequestHandler } from 'express';
+import type { RequestHandler, Response } from 'express';
 
 /**
  * Strict headers for every response: no script at all, styles and images from us only, forms may
  * post to us and to the origins our redirects after a form go to (the IdP and the providers), and
  * nobody may frame a page.
  */
-export function securityHeaders({ formActionOrigins, imageOrigins }: { formActionOrigins: string[]; imageOrigins: string[] }): RequestHandler {
+export function securityHeaders({ formActionOrigins, imageOrigins }: { formActionOrigins: () => string[]; imageOrigins: string[] }): RequestHandler {
   return helmet({
     contentSecurityPolicy: {
       useDefaults: false,
@@ -15,7 +15,8 @@ export function securityHeaders({ formActionOrigins, imageOrigins }: { formActio
         scriptSrc: ["'none'"],
         styleSrc: ["'self'"],
         imgSrc: ["'self'", ...new Set(imageOrigins)],
-        formAction: ["'self'", ...new Set(formActionOrigins)],
+        // Evaluated per response: an OIDC provider's authorization endpoint is known after discovery.
+        formAction: ["'self'", () => [...new Set(formActionOrigins())].join(' ')],
         frameAncestors: ["'none'"],
         baseUri: ["'none'"],
       },
@@ -34,3 +35,12 @@ export const noStore: RequestHandler = (_req, res, next) => {
   res.setHeader('Cache-Control', 'no-store');
   next();
 };
+
+/** Adds `origin` to this response's CSP `form-action` if it is not there yet (learnt after the headers were set). */
+export function allowFormAction(res: Response, origin: string): void {
+  const csp = res.getHeader('Content-Security-Policy');
+  if (typeof csp !== 'string') return;
+  const directive = /form-action ([^;]*)/.exec(csp);
+  if (!directive || directive[1]!.split(' ').includes(origin)) return;
+  res.setHeader('Content-Security-Policy', csp.replace(directive[0], `${directive[0]} ${origin}`));
+}

@@ -1,4 +1,5 @@
 import { inputRequired, inputResponse, UrlElicitationRequiredError, type CallToolResult, type InputRequiredResult, type ServerContext } from '@modelcontextprotocol/server';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
 import type { OpenConnection, Usable } from '../connect/connections.js';
@@ -133,7 +134,7 @@ export async function withConnection(
   }
   if (!gate.ok) return gate.result;
   try {
-    const result = await act(gate.connection, gate.principal);
+    const result = await actTolerantOfReplicationLag(gate.connection, gate.principal, act);
     // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
     const lastUsed = gate.connection.row.last_used_at;
     if (lastUsed === null || Date.now() - lastUsed > 60_000) deps.connections.touch(gate.principal, provider.id);
@@ -147,6 +148,24 @@ export async function withConnection(
     return providerFailure(err, deps.log, tool);
   }
 }
+
+/**
+ * GitHub replicates new tokens asynchronously: a token minted or refreshed seconds ago can be
+ * refused once with 401. Retry such a fresh token once after a short pause before calling it dead.
+ */
+async function actTolerantOfReplicationLag<T>(connection: OpenConnection, principal: Principal, act: (c: OpenConnection, p: Principal) => Promise<T>): Promise<T> {
+  try {
+    return await act(connection, principal);
+  } catch (err) {
+    const fresh = Date.now() - connection.row.updated_at < FRESH_TOKEN_MS;
+    if (!(err instanceof ProviderError && err.code === 'unauthorized' && fresh)) throw err;
+    await sleep(REPLICATION_RETRY_MS);
+    return act(connection, principal);
+  }
+}
+
+const FRESH_TOKEN_MS = 60_000;
+const REPLICATION_RETRY_MS = 1_500;
 
 function ownPending(deps: ToolDeps, id: string, principal: Principal, provider: Provider): PendingConnection | undefined {
   const row = deps.store.pending.byId(id);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../config/env.js';
 import { pick, type ProviderDefinition } from './definition.js';
@@ -31,7 +32,8 @@ export class OAuthProvider implements Provider {
   readonly scopes: ProviderScope[];
   readonly defaultScopes: string[];
   readonly scopesApply: boolean;
-  readonly authorizationOrigin: string;
+  /** The issuer's origin until discovery names the authorization endpoint (then that one). */
+  authorizationOrigin: string;
   readonly refreshSkewMs: number;
   readonly definition: ProviderDefinition;
   readonly #options: OAuthProviderOptions;
@@ -72,6 +74,8 @@ export class OAuthProvider implements Provider {
     if (d.kind === 'oidc') {
       const insecure = isLocalHttp(d.issuer!);
       config = await oidc.discovery(new URL(d.issuer!), this.#options.clientId, undefined, auth, { timeout, ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}) });
+      const endpoint = config.serverMetadata().authorization_endpoint;
+      if (endpoint) this.authorizationOrigin = new URL(endpoint).origin;
     } else {
       const server: oidc.ServerMetadata = {
         issuer: new URL(d.authorizationEndpoint!).origin,
@@ -85,6 +89,10 @@ export class OAuthProvider implements Provider {
     config.timeout = timeout;
     if (d.tokenErrorsAsHttp200) config[oidc.customFetch] = relabelHttp200Errors;
     return config;
+  }
+
+  async prepare(): Promise<void> {
+    await this.#configuration();
   }
 
   missingScopes(granted: string[], required: string[]): string[] {
@@ -123,8 +131,9 @@ export class OAuthProvider implements Provider {
     try {
       return { tokens, account: await this.#account(config, response, tokens) };
     } catch (err) {
-      // We will not keep a token we cannot attribute: let the provider forget it too (best effort).
-      void this.revoke(tokens).catch(() => undefined);
+      // We will not keep a token we cannot attribute: let the provider forget it (only it: the
+      // user's existing connection, same grant, must keep working).
+      void this.revoke(tokens, 'token').catch(() => undefined);
       throw err;
     }
   }
@@ -144,13 +153,13 @@ export class OAuthProvider implements Provider {
     return next;
   }
 
-  async revoke(tokens: ProviderTokens): Promise<{ revoked: boolean }> {
+  async revoke(tokens: ProviderTokens, what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
     const r = this.#options.definition.revocation;
     if (r.kind === 'none') return { revoked: false };
     if (r.kind === 'github-grant') {
       const { clientId, clientSecret } = this.#options;
       const response = await fetchWithTimeout(
-        new URL(`applications/${encodeURIComponent(clientId)}/grant`, r.apiUrl.endsWith('/') ? r.apiUrl : `${r.apiUrl}/`),
+        new URL(`applications/${encodeURIComponent(clientId)}/${what}`, r.apiUrl.endsWith('/') ? r.apiUrl : `${r.apiUrl}/`),
         {
           method: 'DELETE',
           headers: {
@@ -213,7 +222,7 @@ export class OAuthProvider implements Provider {
         break;
       }
       case 'api': {
-        const res = await fetchWithTimeout(
+        const call = () => fetchWithTimeout(
           identity.url,
           {
             method: identity.method,
@@ -229,6 +238,13 @@ export class OAuthProvider implements Provider {
           this.#options.timeoutMs,
           this.displayName,
         );
+        let res = await call();
+        // A token minted a moment ago may not have replicated yet (GitHub): one short retry.
+        if (res.status === 401) {
+          await res.body?.cancel();
+          await sleep(1_000);
+          res = await call();
+        }
         const body = await readJson(res, this.displayName);
         if (!res.ok) throw new ProviderError(res.status === 401 ? 'unauthorized' : 'unavailable', `${this.displayName} did not say who you are (HTTP ${res.status}). Please try again.`, String(body.message ?? ''));
         source = body;

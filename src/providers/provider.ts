@@ -59,6 +59,8 @@ export interface Provider {
   readonly scopesApply: boolean;
   /** Origin of the page the browser is sent to, for the CSP `form-action` of the consent page. */
   readonly authorizationOrigin: string;
+  /** Discovers the provider if needed (so pages can name its authorization origin in their CSP). */
+  prepare(): Promise<void>;
   /** Refresh this long before a token expires. */
   readonly refreshSkewMs: number;
   /** The scopes in `required` that `granted` does not cover (taking broader scopes into account). */
@@ -70,6 +72,9 @@ export interface Provider {
   completeAuthorization(params: { callbackUrl: URL; expectedState: string; codeVerifier: string; requestedScopes: string[] }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }>;
   /** Uses the refresh token; `invalid_grant` when the provider no longer accepts it. */
   refresh(tokens: ProviderTokens): Promise<ProviderTokens>;
-  /** Revokes the grant upstream; resolves when it is gone (or was already gone, or cannot be revoked). */
-  revoke(tokens: ProviderTokens): Promise<{ revoked: boolean }>;
+  /**
+   * Revokes upstream: the whole grant (disconnect), or only this token (a token we decided not to
+   * keep, which must not take the user's other connections down with it).
+   */
+  revoke(tokens: ProviderTokens, what?: 'grant' | 'token'): Promise<{ revoked: boolean }>;
 }
