@@ -52,7 +52,3 @@ export class ConnectLinks {
     return this.store.pending.byLinkHash(sha256Hex(handle));
   }
 }
-
-export function isUsable(p: PendingConnection, now = Date.now()): boolean {
-  return p.status === 'open' && p.expires_at > now;
-}

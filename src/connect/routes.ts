@@ -85,34 +85,40 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     return pending;
   }
 
-  /** The browser user must be the principal the link was made for; anyone else gets 403 and nothing else. */
-  function requireOwner(req: Request, res: Response, pending: PendingConnection, provider: Provider): Principal | undefined {
+  /**
+   * The browser user must be the principal the link was made for: an anonymous browser is sent to
+   * sign in (and back to `returnTo`), anyone else gets 403 and nothing else.
+   */
+  function requireOwner(res: Response, pending: PendingConnection, provider: Provider, returnTo: string): Principal | undefined {
     const viewer = res.locals.session?.principal;
     if (!viewer) {
-      res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(req.originalUrl)}`);
+      res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(returnTo)}`);
       return undefined;
     }
     if (!samePrincipal(viewer, pending)) {
       log.warn('connect_principal_mismatch', { provider: provider.id, pending: pending.id });
-      renderPage(res, page, 'wrong-account', { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo: req.originalUrl }, 403);
+      renderPage(res, page, 'wrong-account', { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo }, 403);
       return undefined;
     }
     return viewer;
+  }
+
+  /** A provider we cannot reach (e.g. OIDC discovery): the link is not used up, the page can be reloaded. */
+  function unavailable(err: unknown, provider: Provider): BrokerError {
+    if (!(err instanceof ProviderError)) throw err;
+    return new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
   }
 
   router.get('/connect/:provider', async (req, res) => {
     const provider = providerFor(req);
     const handle = single(req.query.req);
     const pending = loadLink(handle, provider);
-    if (!requireOwner(req, res, pending, provider)) return;
+    if (!requireOwner(res, pending, provider, req.originalUrl)) return;
     // The consent form's redirect goes to the provider's authorization endpoint: know it before
     // this page's CSP is written (discovery, for OIDC providers).
-    try {
-      await provider.prepare();
-    } catch (err) {
-      if (!(err instanceof ProviderError)) throw err;
-      throw new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
-    }
+    await provider.prepare().catch((err: unknown) => {
+      throw unavailable(err, provider);
+    });
     allowFormAction(res, provider.authorizationOrigin);
     const existing = connections.find(pending, provider.id);
     const asked = askedScopes(pending, provider);
@@ -133,13 +139,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     deps.requireCsrf(req, res);
     const handle = single(req.body?.handle);
     const pending = loadLink(handle, provider);
-    const returnTo = `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`;
-    const viewer = res.locals.session?.principal;
-    if (!viewer) return res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(returnTo)}`);
-    if (!samePrincipal(viewer, pending)) {
-      log.warn('connect_principal_mismatch', { provider: provider.id, pending: pending.id });
-      return renderPage(res, page, 'wrong-account', { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo }, 403);
-    }
+    if (!requireOwner(res, pending, provider, `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`)) return;
     const decision = single(req.body?.decision);
     if (decision === 'cancel') {
       settle(pending, 'cancelled');
@@ -159,11 +159,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         scopes: scopesForAuthorization(pending, provider, connections.find(pending, provider.id)),
       });
     } catch (err) {
-      if (!(err instanceof ProviderError)) throw err;
-      throw new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
+      throw unavailable(err, provider);
     }
-    // Claiming is what makes the link single-use: of two concurrent submissions only one gets here.
-    if (!store.pending.claim(pending.id)) loadLink(undefined, provider);
+    // Claiming is what makes the link single-use: of two concurrent submissions only one gets here;
+    // the other re-reads the link and gets its "already used" (or "expired") page.
+    if (!store.pending.claim(pending.id)) {
+      loadLink(handle, provider);
+      throw new BrokerError(409, 'link_busy', 'This connect link is being used right now. Ask your assistant for a new one if you still need to connect.');
+    }
     store.oauthFlows.put({
       state_hash: sha256Hex(state),
       pending_id: pending.id,

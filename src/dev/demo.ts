@@ -6,11 +6,11 @@
  */
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../log.js';
 import { startDevBroker } from './dev-broker.js';
+import { freePort } from './free-port.js';
 import { Browser, parseForms, textOf, type Page } from './http-browser.js';
 import { authorizeInBrowser, InMemoryOAuthClient } from './oauth-client.js';
 
@@ -48,14 +48,6 @@ function tracingFetch(mcpUrl: string): typeof fetch {
     out();
     return response;
   };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 function describePage(page: Page): string {

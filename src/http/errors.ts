@@ -13,5 +13,3 @@ export class BrokerError extends Error {
     super(message);
   }
 }
-
-export const badRequest = (message: string, detail?: string) => new BrokerError(400, 'invalid_request', message, { heading: 'Something is wrong with this request', ...(detail ? { detail } : {}) });

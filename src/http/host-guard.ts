@@ -1,15 +1,17 @@
 import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
-import type { RequestHandler } from 'express';
+import type { RequestHandler, Response } from 'express';
 
-const jsonRpcForbidden = (message: string) => ({ jsonrpc: '2.0', id: null, error: { code: -32000, message } });
+/** 403 as a JSON-RPC error on /mcp, as plain JSON elsewhere. */
+function refuse(res: Response, path: string, error: string, message: string): void {
+  res.status(403).json(path.startsWith('/mcp') ? { jsonrpc: '2.0', id: null, error: { code: -32000, message } } : { error, error_description: message });
+}
 
 /** DNS-rebinding defence: the `Host` header must name this service. */
 export function hostGuard(allowedHostnames: string[]): RequestHandler {
   return (req, res, next) => {
     const result = validateHostHeader(req.headers.host, allowedHostnames);
-    if (result.ok) return next();
-    const body = req.path.startsWith('/mcp') ? jsonRpcForbidden(result.message) : { error: 'invalid_host', error_description: result.message };
-    res.status(403).json(body);
+    if (result.ok) next();
+    else refuse(res, req.path, 'invalid_host', result.message);
   };
 }
 
@@ -17,8 +19,7 @@ export function hostGuard(allowedHostnames: string[]): RequestHandler {
 export function originGuard(allowedHostnames: string[]): RequestHandler {
   return (req, res, next) => {
     const result = validateOriginHeader(req.headers.origin, allowedHostnames);
-    if (result.ok) return next();
-    const body = req.path.startsWith('/mcp') ? jsonRpcForbidden(result.message) : { error: 'invalid_origin', error_description: result.message };
-    res.status(403).json(body);
+    if (result.ok) next();
+    else refuse(res, req.path, 'invalid_origin', result.message);
   };
 }

@@ -26,13 +26,7 @@ function listen(server: Server, port: number): Promise<number> {
   });
 }
 
-/** Listen on 127.0.0.1:0, read the port the OS picked, close. (Racy by nature; prefer port 0 when possible.) */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  const port = await listen(server, 0);
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort } from '../../src/dev/free-port.js';
 
 /**
  * Start the identity provider with issuer `http://127.0.0.1:${port}`. Without `port` the server
