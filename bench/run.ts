@@ -29,9 +29,9 @@ import type { ToolDeps } from '../src/mcp/context.js';
 import { withCallScope } from '../src/mcp/call-scope.js';
 import { createToolStateCodec } from '../src/mcp/request-state.js';
 import { buildMcpServer } from '../src/mcp/server.js';
-import { openDatabase } from '../src/store/database.js';
-import { openStore } from '../src/store/index.js';
-import { SandboxGitHubStore } from '../src/store/sandbox-github-store.js';
+import { openDatabase } from '../src/store/sqlite/database.js';
+import { openSqliteStore } from '../src/store/index.js';
+import { SandboxGitHubStore } from '../src/store/sqlite/sandbox-github-store.js';
 import { Browser, type Page } from '../test/support/browser.js';
 import { freePort, startIdp, type StartedIdp } from '../test/support/idp.js';
 import { envelope, rawCall } from '../test/support/mcp.js';
@@ -316,12 +316,12 @@ async function main(): Promise<void> {
   }
   {
     // Connections are written through the real ConnectionService, sealed with the broker's key.
-    const store = openStore(brokerDb);
+    const store = openSqliteStore(brokerDb);
     const service = new ConnectionService(store, new Sealer([encryptionKey]), silent);
-    users.forEach((u, i) =>
-      service.save(principalFromVerifiedClaims(idp!.issuer, u.sub), 'github', { id: String(1000 + i), login: u.login }, { accessToken: u.githubToken, tokenType: 'bearer', scopes: ['repo'] }, { refuseShared: false }),
-    );
-    store.close();
+    for (const [i, u] of users.entries()) {
+      await service.save(principalFromVerifiedClaims(idp!.issuer, u.sub), 'github', { id: String(1000 + i), login: u.login }, { accessToken: u.githubToken, tokenType: 'bearer', scopes: ['repo'] }, { refuseShared: false });
+    }
+    await store.close();
   }
   const gh = await start('github', 'bench/servers/github.ts', { SANDBOX_DB: sandboxDb, GITHUB_CLIENT_ID: github.clientId, GITHUB_CLIENT_SECRET: github.clientSecret });
   const env: Record<string, string> = {
@@ -435,11 +435,11 @@ async function main(): Promise<void> {
   if (phase('overhead')) {
     const verifier = new AccessTokenVerifier(new OidcClient({ issuer: new URL(idp.issuer), clientId: BROKER_CLIENT.id, clientSecret: BROKER_CLIENT.secret }), `${publicUrl}/mcp`);
     await verifier.verifyAccessToken(tokens[0]!); // discovery + JWKS fetch, then cached
-    const store = openStore(brokerDb);
+    const store = openSqliteStore(brokerDb);
     const sealer = new Sealer([encryptionKey]);
     const service = new ConnectionService(store, sealer, silent);
     const principals = users.map((u) => principalFromVerifiedClaims(idp!.issuer, u.sub));
-    const rowsFor = principals.map((p) => store.connections.find(p, 'github')!);
+    const rowsFor = await Promise.all(principals.map(async (p) => (await store.connections.find(p, 'github'))!));
     /** Mean µs of `fn(warm … warm + n - 1)` after `fn(0 … warm - 1)` as a warm-up. */
     const time = async (n: number, fn: (i: number) => unknown, warm = Math.min(n, 500)): Promise<number> => {
       for (let i = 0; i < warm; i++) await fn(i);
@@ -477,7 +477,7 @@ async function main(): Promise<void> {
     } catch (err) {
       process.stderr.write(`(broker server build not measured: ${err instanceof Error ? err.message : String(err)})\n`);
     }
-    store.close();
+    await store.close();
     results.overheadPartsMicroseconds = Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, round(v)]));
     const overhead = results.perRequestOverhead as { wallMs: Record<string, number>; cpuUs: Record<string, number> } | undefined;
     if (overhead) {
@@ -653,7 +653,7 @@ async function main(): Promise<void> {
     const plaintext = JSON.stringify({ accessToken: `gho_${randomBytes(18).toString('hex')}`, tokenType: 'bearer', scopes: ['repo'] });
     for (const n of [1000, MAX_ROWS]) {
       const path = join(dir, `scale-${n}.db`);
-      const store = openStore(path);
+      const store = openSqliteStore(path);
       const t0 = performance.now();
       const insert = store.db.prepare(
         `INSERT INTO connections (issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at)
@@ -669,9 +669,9 @@ async function main(): Promise<void> {
         }
       })();
       const seedMs = performance.now() - t0;
-      store.close();
+      await store.close();
       // Lookups go through a freshly opened store, as a broker process would have it.
-      const reopened = openStore(path);
+      const reopened = openSqliteStore(path);
       const service = new ConnectionService(reopened, sealer, silent);
       const pick = () => principalFromVerifiedClaims(issuer, `user-${Math.floor(Math.random() * n)}`);
       const find: number[] = [];
@@ -680,15 +680,15 @@ async function main(): Promise<void> {
       // The bare indexed lookup with a statement prepared once, to separate the index's own scaling
       // from the constant cost of ConnectionStore preparing its statement on every call.
       const prepared = reopened.db.prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? AND provider = ?');
-      for (let i = 0; i < 2000; i++) service.open(pick(), 'github'); // warm-up
+      for (let i = 0; i < 2000; i++) await service.open(pick(), 'github'); // warm-up
       for (let i = 0; i < LOOKUPS; i++) {
         const p = pick();
         const q = pick();
         const r = pick();
         const a = performance.now();
-        const row = reopened.connections.find(p, 'github');
+        const row = await reopened.connections.find(p, 'github');
         const b = performance.now();
-        const conn = service.open(q, 'github');
+        const conn = await service.open(q, 'github');
         const c = performance.now();
         const bare = prepared.get(r.issuer, r.subject, 'github');
         const d = performance.now();
@@ -697,7 +697,7 @@ async function main(): Promise<void> {
         open.push((c - b) * 1000);
         raw.push((d - c) * 1000);
       }
-      reopened.close();
+      await reopened.close();
       measured[n] = { find: summary(find), open: summary(open), raw: summary(raw) };
       const micro = (x: ReturnType<typeof summary>) => ({ p50: round(x.p50), p99: round(x.p99), mean: round(x.mean) });
       scale[n] = {

@@ -31,8 +31,8 @@ export interface BrokerOptions {
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
-export function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Broker {
-  const store = openStore(config.databasePath);
+export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
+  const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
   const sealer = new Sealer(config.tokenKeys);
   const providers: ReadonlyMap<string, Provider> = new Map(
     config.providers.map((p) => [
@@ -77,11 +77,7 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
   for (const provider of providers.values()) void provider.prepare().catch(() => undefined);
 
   const pruneTimer = setInterval(() => {
-    try {
-      store.pending.prune();
-    } catch (err) {
-      log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) });
-    }
+    store.pending.prune().catch((err: unknown) => log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) }));
   }, 60_000);
   pruneTimer.unref();
 
@@ -95,7 +91,7 @@ export function createBroker(config: Config, log: Logger, options: BrokerOptions
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();
       await mcpHandler.close();
-      store.close();
+      await store.close();
     },
   };
 }

@@ -14,7 +14,7 @@ export interface RunningBroker {
 
 /** Starts the broker on HOST:PORT and returns once it is listening. */
 export async function startBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<RunningBroker> {
-  const broker = createBroker(config, log, options);
+  const broker = await createBroker(config, log, options);
   const server = broker.app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);

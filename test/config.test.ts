@@ -169,7 +169,7 @@ describe('loadConfig: defaults', () => {
     const config = loadConfig(validEnv());
     assert.equal(config.host, '127.0.0.1');
     assert.equal(config.port, 3000);
-    assert.equal(config.databasePath, './data/broker.db');
+    assert.equal(config.database.path, './data/broker.db');
     assert.equal(config.github.webUrl.href, 'https://github.com/');
     assert.equal(config.github.apiUrl.href, 'https://api.github.com/');
     assert.equal(config.repeatHoldMs, 20_000);
@@ -196,9 +196,24 @@ describe('loadConfig: defaults', () => {
   it('takes HOST, DATABASE_PATH and REPEAT_HOLD_SECONDS when given', () => {
     const config = loadConfig(validEnv({ HOST: '0.0.0.0', DATABASE_PATH: '/var/lib/broker/db.sqlite', REPEAT_HOLD_SECONDS: '2.5', PORT: '8080' }));
     assert.equal(config.host, '0.0.0.0');
-    assert.equal(config.databasePath, '/var/lib/broker/db.sqlite');
+    assert.equal(config.database.path, '/var/lib/broker/db.sqlite');
     assert.equal(config.repeatHoldMs, 2500);
     assert.equal(config.port, 8080);
+  });
+
+  it('selects PostgreSQL with DATABASE_URL, with pool and statement-timeout settings', () => {
+    const sqlite = loadConfig(validEnv());
+    assert.deepEqual(sqlite.database, { url: undefined, path: './data/broker.db', poolMax: 10, statementTimeoutMs: 5000 });
+    const pg = loadConfig(validEnv({ DATABASE_URL: 'postgres://broker:s3cret@db.internal:5432/broker', DATABASE_POOL_MAX: '25', DATABASE_STATEMENT_TIMEOUT_MS: '2000' }));
+    assert.equal(pg.database.url, 'postgres://broker:s3cret@db.internal:5432/broker');
+    assert.equal(pg.database.poolMax, 25);
+    assert.equal(pg.database.statementTimeoutMs, 2000);
+  });
+
+  it('refuses a DATABASE_URL that is not postgres:// without echoing it', () => {
+    refuses(validEnv({ DATABASE_URL: 'mysql://root:hunter2@db/x' }), 'DATABASE_URL must start with postgres:// (got "mysql://…"); leave it unset for SQLite');
+    refuses(validEnv({ DATABASE_URL: 'not a url hunter2' }), 'DATABASE_URL must be a URL such as postgres://user:password@host:5432/database');
+    refuses(validEnv({ DATABASE_POOL_MAX: '0' }), 'DATABASE_POOL_MAX must be an integer between 1 and 1000 (got "0")');
   });
 
   it('refuses out-of-range numbers, naming the variable', () => {

@@ -9,10 +9,11 @@ import { CompletionWatcher } from '../src/connect/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
 import { safeReturnPath } from '../src/http/return-to.js';
 import { canonicalJson } from '../src/mcp/call-scope.js';
-import { migrate, openDatabase, openStore, type Store } from '../src/store/index.js';
+import { openSqliteStore, type Store } from '../src/store/index.js';
+import { migrate, openDatabase } from '../src/store/sqlite/database.js';
 
 const BASE = new URL('https://broker.example.com');
-const MIGRATIONS = fileURLToPath(new URL('../migrations/', import.meta.url));
+const MIGRATIONS = fileURLToPath(new URL('../migrations/sqlite/', import.meta.url));
 
 describe('safeReturnPath', () => {
   it('never returns a scheme-relative path that normalisation produced ("/.//evil")', () => {
@@ -99,25 +100,21 @@ describe('the SQLite store', () => {
   const owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 
   /** Inserts an open pending connection through `store` and returns its id. */
-  function pendingRow(store: Store, ttlMs = 60_000): string {
+  async function pendingRow(store: Store, ttlMs = 60_000): Promise<string> {
     const id = randomUUID();
-    store.pending.create({ id, link_hash: `hash-${id}`, ...owner, provider: 'github', client_name: 'test', scopes: null, expires_at: Date.now() + ttlMs });
+    await store.pending.create({ id, link_hash: `hash-${id}`, ...owner, provider: 'github', client_name: 'test', scopes: null, expires_at: Date.now() + ttlMs });
     return id;
-  }
-
-  function eventsFor(store: Store, id: string): number {
-    return (store.db.prepare('SELECT count(*) AS n FROM pending_events WHERE pending_id = ?').get(id) as { n: number }).n;
   }
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'broker-units-'));
     path = join(dir, 'nested', 'broker.db');
-    a = openStore(path);
-    b = openStore(path);
+    a = openSqliteStore(path);
+    b = openSqliteStore(path);
   });
-  after(() => {
-    a.close();
-    b.close();
+  after(async () => {
+    await a.close();
+    await b.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -130,7 +127,8 @@ describe('the SQLite store', () => {
       assert.equal(rows[0]?.name, '001_initial.sql');
       assert.deepEqual(rows.map((r) => r.name), shipped, 'every shipped migration, once each');
       const tables = (first.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((t) => t.name);
-      for (const t of ['browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'pending_events']) assert.ok(tables.includes(t), t);
+      for (const t of ['browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'refresh_leases', 'audit_events']) assert.ok(tables.includes(t), t);
+      assert.ok(!tables.includes('pending_events'), 'the event log is dropped by 006');
       first.close();
 
       const second = openDatabase(file);
@@ -154,41 +152,54 @@ describe('the SQLite store', () => {
   });
 
   describe('PendingConnectionStore', () => {
-    it('claims an open link exactly once, even when claimed twice (and from another handle)', () => {
-      const id = pendingRow(a);
-      const results = [a.pending.claim(id), a.pending.claim(id), b.pending.claim(id)];
-      assert.deepEqual(results, [true, false, false]);
-      assert.equal(b.pending.byId(id)!.status, 'authorizing');
+    it('claims an open link exactly once, even when claimed concurrently (and from another handle)', async () => {
+      const id = await pendingRow(a);
+      const results = await Promise.all([a.pending.claim(id), a.pending.claim(id), b.pending.claim(id)]);
+      assert.deepEqual(results.filter(Boolean).length, 1);
+      assert.equal((await b.pending.byId(id))!.status, 'authorizing');
     });
 
-    it('does not claim an expired link', () => {
-      const id = pendingRow(a, 1_000);
-      assert.equal(a.pending.claim(id, Date.now() + 2_000), false);
-      assert.equal(a.pending.byId(id)!.status, 'open');
+    it('does not claim an expired link', async () => {
+      const id = await pendingRow(a, 1_000);
+      assert.equal(await a.pending.claim(id, Date.now() + 2_000), false);
+      assert.equal((await a.pending.byId(id))!.status, 'open');
     });
 
-    it('settles once: exactly one pending_events row, and a second settle appends none nor changes the status', () => {
-      const id = pendingRow(a);
-      assert.equal(a.pending.claim(id), true);
-      const seqBefore = a.pending.latestEventSeq();
-      a.pending.settle(id, 'completed');
-      assert.equal(eventsFor(a, id), 1);
-      assert.equal(a.pending.latestEventSeq(), seqBefore + 1);
-      assert.deepEqual(b.pending.eventsAfter(seqBefore), [{ seq: seqBefore + 1, pending_id: id }]);
-
-      a.pending.settle(id, 'failed');
-      b.pending.settle(id, 'cancelled');
-      assert.equal(eventsFor(a, id), 1);
-      assert.equal(a.pending.latestEventSeq(), seqBefore + 1);
-      assert.equal(a.pending.byId(id)!.status, 'completed');
+    it('settles once: the first settle reports the change, later ones change neither the status nor the answer', async () => {
+      const id = await pendingRow(a);
+      assert.equal(await a.pending.claim(id), true);
+      assert.deepEqual(await b.pending.settledAmong([id]), []);
+      assert.equal(await a.pending.settle(id, 'completed'), true);
+      assert.deepEqual(await b.pending.settledAmong([id, randomUUID()]), [{ id, status: 'completed' }]);
+      assert.equal(await a.pending.settle(id, 'failed'), false);
+      assert.equal(await b.pending.settle(id, 'cancelled'), false);
+      assert.equal((await a.pending.byId(id))!.status, 'completed');
     });
 
-    it('settles an open (never claimed) link too, e.g. a cancel on the consent page', () => {
-      const id = pendingRow(a);
-      a.pending.settle(id, 'cancelled');
-      assert.equal(eventsFor(a, id), 1);
-      assert.equal(a.pending.byId(id)!.status, 'cancelled');
-      assert.equal(a.pending.claim(id), false, 'a settled link cannot be claimed');
+    it('settles an open (never claimed) link too, e.g. a cancel on the consent page', async () => {
+      const id = await pendingRow(a);
+      assert.equal(await a.pending.settle(id, 'cancelled'), true);
+      assert.equal((await a.pending.byId(id))!.status, 'cancelled');
+      assert.equal(await a.pending.claim(id), false, 'a settled link cannot be claimed');
+    });
+
+    it('keeps other statements out of an open transaction, and a rollback undoes only its own writes', async () => {
+      const outside = await pendingRow(a);
+      const inside = randomUUID();
+      let outsideSettled: Promise<boolean> | undefined;
+      await assert.rejects(
+        a.transaction(async (tx) => {
+          await tx.pending.create({ id: inside, link_hash: `hash-${inside}`, ...owner, provider: 'github', client_name: null, scopes: null, expires_at: Date.now() + 60_000 });
+          // Issued while the transaction is open: it must wait, not join (and be rolled back with) it.
+          outsideSettled = a.pending.settle(outside, 'cancelled');
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          throw new Error('boom');
+        }),
+        /boom/,
+      );
+      assert.equal(await outsideSettled, true);
+      assert.equal((await a.pending.byId(outside))!.status, 'cancelled', 'the statement issued during the transaction survived its rollback');
+      assert.equal(await a.pending.byId(inside), undefined, 'the transaction wrote nothing');
     });
   });
 
@@ -196,9 +207,10 @@ describe('the SQLite store', () => {
     it('wakes a waiter within ~300 ms when another Store handle on the same file settles the row', async () => {
       const watcher = new CompletionWatcher(a);
       try {
-        const id = pendingRow(a);
+        const id = await pendingRow(a);
         const started = Date.now();
         const waiting = watcher.wait(id, 5_000);
+        await new Promise((resolve) => setTimeout(resolve, 10));
         assert.equal(watcher.waiting, 1);
         setTimeout(() => b.pending.settle(id, 'completed'), 50);
         const outcome = await waiting;
@@ -214,11 +226,11 @@ describe('the SQLite store', () => {
     it('is not woken by another row settling', async () => {
       const watcher = new CompletionWatcher(a);
       try {
-        const mine = pendingRow(a);
-        const other = pendingRow(a);
+        const mine = await pendingRow(a);
+        const other = await pendingRow(a);
         setTimeout(() => b.pending.settle(other, 'completed'), 20);
         assert.equal(await watcher.wait(mine, 400), 'timeout');
-        assert.equal(a.pending.byId(mine)!.status, 'open');
+        assert.equal((await a.pending.byId(mine))!.status, 'open');
       } finally {
         watcher.close();
       }
@@ -227,7 +239,7 @@ describe('the SQLite store', () => {
     it("resolves 'timeout' when nothing settles within the hold", async () => {
       const watcher = new CompletionWatcher(a);
       try {
-        const id = pendingRow(a);
+        const id = await pendingRow(a);
         const started = Date.now();
         assert.equal(await watcher.wait(id, 200), 'timeout');
         const elapsed = Date.now() - started;
@@ -241,7 +253,7 @@ describe('the SQLite store', () => {
     it("resolves 'aborted' when the AbortSignal fires, and at once for an already-aborted signal", async () => {
       const watcher = new CompletionWatcher(a);
       try {
-        const id = pendingRow(a);
+        const id = await pendingRow(a);
         const controller = new AbortController();
         const started = Date.now();
         setTimeout(() => controller.abort(), 50);
@@ -257,8 +269,8 @@ describe('the SQLite store', () => {
     it("answers at once with the status of an already-settled row, and 'gone' for an unknown one", async () => {
       const watcher = new CompletionWatcher(a);
       try {
-        const id = pendingRow(a);
-        b.pending.settle(id, 'denied');
+        const id = await pendingRow(a);
+        await b.pending.settle(id, 'denied');
         assert.equal(await watcher.wait(id, 5_000), 'denied');
         assert.equal(await watcher.wait(randomUUID(), 5_000), 'gone');
         assert.equal(watcher.waiting, 0);

@@ -13,7 +13,7 @@ const CIPHER_APIS = new Set(['createCipheriv', 'createDecipheriv', 'createHmac',
 const UNTRUSTED_REQUEST_PARTS = new Set(['query', 'body', 'headers', 'get', 'header', 'cookies']);
 
 interface Source {
-  /** Path relative to the repository root, with forward slashes: `src/store/database.ts`. */
+  /** Path relative to the repository root, with forward slashes: `src/store/sqlite/database.ts`. */
   path: string;
   file: ts.SourceFile;
 }
@@ -146,7 +146,7 @@ describe('the checks themselves', () => {
 
   it('see the real source tree', () => {
     assert.ok(sources.length >= 40, `scanned only ${sources.length} files`);
-    assert.ok(sources.some((s) => s.path === 'src/store/database.ts'));
+    assert.ok(sources.some((s) => s.path === 'src/store/sqlite/database.ts'));
     assert.ok(sources.some((s) => s.path === 'src/crypto/seal.ts'));
   });
 });
@@ -161,10 +161,21 @@ const KNOWN: { cipher: Record<string, string>; console: Record<string, string> }
 };
 
 describe('layering invariants of src/', () => {
-  it('imports better-sqlite3 only under src/store/', () => {
-    const users = sources.flatMap((s) => importedModules(s).filter((m) => m.module === 'better-sqlite3').map((m) => ({ ...m, path: s.path })));
-    assert.ok(users.some((u) => u.path === 'src/store/database.ts'), 'the store does use better-sqlite3 (the check is live)');
-    assert.deepEqual(users.filter((u) => !u.path.startsWith('src/store/')).map((u) => u.at), []);
+  it('imports better-sqlite3 only under src/store/sqlite/ and pg only under src/store/postgres/', () => {
+    const usersOf = (module: string) => sources.flatMap((s) => importedModules(s).filter((m) => m.module === module).map((m) => ({ ...m, path: s.path })));
+    const sqlite = usersOf('better-sqlite3');
+    const pg = usersOf('pg');
+    assert.ok(sqlite.some((u) => u.path === 'src/store/sqlite/database.ts'), 'the store does use better-sqlite3 (the check is live)');
+    assert.ok(pg.some((u) => u.path.startsWith('src/store/postgres/')), 'the store does use pg (the check is live)');
+    assert.deepEqual(sqlite.filter((u) => !u.path.startsWith('src/store/sqlite/')).map((u) => u.at), []);
+    assert.deepEqual(pg.filter((u) => !u.path.startsWith('src/store/postgres/')).map((u) => u.at), []);
+  });
+
+  it('lets nothing outside src/store/ reach into one store implementation (the rest cannot tell them apart)', () => {
+    const reaching = sources
+      .filter((s) => !s.path.startsWith('src/store/') && !s.path.startsWith('src/dev/'))
+      .flatMap((s) => importedModules(s).filter((m) => /\/store\/(sqlite|postgres)\//.test(m.module)).map((m) => m.at));
+    assert.deepEqual(reaching, []);
   });
 
   it('uses createCipheriv / createDecipheriv / createHmac / timingSafeEqual only under src/crypto/', () => {

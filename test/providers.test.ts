@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config/env.js';
 import { keyIdFor } from '../src/crypto/index.js';
-import { openStore } from '../src/store/index.js';
+import { openSqliteStore } from '../src/store/index.js';
 import { Browser, textOf } from './support/browser.js';
 import { startIdp, type StartedIdp } from './support/idp.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
@@ -26,7 +26,7 @@ describe('incremental consent', () => {
     const first = await modernClient({ url: stack.mcpUrl, token, onUrl: async (url) => (await completeConnect(browser, url, 'ines'), { action: 'accept' }) });
     await first.callTool({ name: 'github_whoami', arguments: {} });
     await first.close();
-    assert.equal(readConnection(stack.env, 'ines', 'github')?.scopes, 'read:user');
+    assert.equal((await readConnection(stack.env, 'ines', 'github'))?.scopes, 'read:user');
 
     let consent = '';
     let authorizeUrl = '';
@@ -57,7 +57,7 @@ describe('incremental consent', () => {
     // GitHub tokens carry exactly the requested scopes, so the request repeats the granted one; GitHub only prompts for the new.
     assert.deepEqual(new URL(authorizeUrl).searchParams.get('scope')?.split(' ').sort(), ['public_repo', 'read:user']);
     assert.equal((result.structuredContent as { status: string }).status, 'created');
-    assert.deepEqual(readConnection(stack.env, 'ines', 'github')?.scopes.split(' ').sort(), ['public_repo', 'read:user']);
+    assert.deepEqual((await readConnection(stack.env, 'ines', 'github'))?.scopes.split(' ').sort(), ['public_repo', 'read:user']);
   });
 });
 
@@ -93,9 +93,9 @@ describe('one upstream account, two principals', () => {
     assert.match(page, /already linked to another user of this service/);
     assert.equal(result.isError, undefined);
     assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'account_linked_elsewhere' });
-    assert.equal(readConnection(stack.env, 'bob', 'github'), undefined);
-    assert.equal(readConnection(stack.env, 'alice', 'github')?.account_login, 'octocat');
-    assert.equal(stack.broker.broker.store.audit.list({ event: 'binding_refused' }).length, 1);
+    assert.equal((await readConnection(stack.env, 'bob', 'github')), undefined);
+    assert.equal((await readConnection(stack.env, 'alice', 'github'))?.account_login, 'octocat');
+    assert.equal((await stack.broker.broker.store.audit.list({ event: 'binding_refused' })).length, 1);
     // Only the token issued for bob's attempt was revoked, not the grant: alice's connection still works.
     const again = await rawCall(stack.mcpUrl, await stack.token('alice'), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
     assert.match(resultText(again.json.result), /Your linked GitHub account is @octocat/);
@@ -113,7 +113,7 @@ describe('encryption key rotation', () => {
     const oldKey = stack.env.TOKEN_ENCRYPTION_KEY!;
     for (const [sub, login] of [['rita', 'octocat'], ['sam', 'hubot']] as const) {
       const t = stack.github.issueTokenFor(login);
-      seedConnection(stack.env, sub, 'github', { id: String(stack.github.users.get(login)!.id), login }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+      await seedConnection(stack.env, sub, 'github', { id: String(stack.github.users.get(login)!.id), login }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
     }
     const whoami = async (sub: string) => resultText((await rawCall(stack.mcpUrl, await stack.token(sub), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } })).json.result);
 
@@ -123,7 +123,7 @@ describe('encryption key rotation', () => {
     await stack.restart();
     assert.match(await whoami('rita'), /@octocat/);
     const t = stack.github.issueTokenFor('monalisa');
-    seedConnection(stack.env, 'tess', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    await seedConnection(stack.env, 'tess', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
 
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...stack.env }, encoding: 'utf8' });
     assert.equal(run.status, 0, run.stderr);
@@ -131,12 +131,12 @@ describe('encryption key rotation', () => {
     assert.match(run.stdout, /Every row uses the current key: older keys can be removed/);
     assert.doesNotMatch(run.stdout + run.stderr, /gho_|ghu_/);
 
-    const store = openStore(stack.env.DATABASE_PATH!);
+    const store = openSqliteStore(stack.env.DATABASE_PATH!);
     try {
-      assert.deepEqual(store.connections.countByKey(), [{ key_id: 'k2026', n: 3 }]);
-      assert.equal(store.audit.list({ event: 'keys_rotated' }).length, 1);
+      assert.deepEqual(await store.connections.countByKey(), [{ key_id: 'k2026', n: 3 }]);
+      assert.equal((await store.audit.list({ event: 'keys_rotated' })).length, 1);
     } finally {
-      store.close();
+      await store.close();
     }
     assert.notEqual(keyIdFor(Buffer.from(oldKey, 'base64')), 'k2026');
 
@@ -149,7 +149,7 @@ describe('encryption key rotation', () => {
   it('reports rows sealed under a key that left the ring instead of failing silently', async () => {
     const orphan = randomBytes(32).toString('base64');
     const env = { ...stack.env, TOKEN_ENCRYPTION_KEYS: `orphan:${orphan}` };
-    seedConnection(env, 'uma', 'github', { id: '77', login: 'uma-gh' }, { accessToken: 'gho_orphaned', tokenType: 'bearer', scopes: [] });
+    await seedConnection(env, 'uma', 'github', { id: '77', login: 'uma-gh' }, { accessToken: 'gho_orphaned', tokenType: 'bearer', scopes: [] });
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...stack.env }, encoding: 'utf8' });
     assert.equal(run.status, 1);
     assert.match(run.stdout, /1 sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
@@ -218,7 +218,7 @@ describe('a generic OpenID Connect provider from PROVIDERS_FILE (a second oidc-p
     const gone = await client.callTool({ name: 'disconnect_account', arguments: { provider: 'gitlab' } });
     await client.close();
     assert.equal((gone.structuredContent as { revoked: boolean }).revoked, true, JSON.stringify(gone) + stack.logs.filter((l) => /revoke/.test(l)).join('\n'));
-    assert.equal(readConnection(stack.env, 'vera', 'gitlab'), undefined);
+    assert.equal((await readConnection(stack.env, 'vera', 'gitlab')), undefined);
   });
 
   it('answers an unknown provider with a clear 404 page and a tool error naming the choices', async () => {
@@ -295,7 +295,7 @@ describe('disconnect when the provider cannot revoke', () => {
 
   it('reports the failed revocation, still deletes the stored tokens, and audits a local-only delete', async () => {
     const t = stack.github.issueTokenFor('octocat');
-    seedConnection(stack.env, 'walt', 'github', { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    await seedConnection(stack.env, 'walt', 'github', { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
     const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('walt'), onForm: async () => ({ action: 'accept', content: { confirm: true } }) });
     stack.github.faults = { api: 500 };
     let result;
@@ -311,9 +311,9 @@ describe('disconnect when the provider cannot revoke', () => {
     assert.equal(structured.revoked, false);
     assert.match(structured.revokeError ?? '', /did not confirm the revocation \(HTTP 500\)/);
     assert.match(resultText(result), /Deleted the stored GitHub tokens for @octocat, but GitHub could not confirm the revocation/);
-    assert.equal(readConnection(stack.env, 'walt', 'github'), undefined);
+    assert.equal((await readConnection(stack.env, 'walt', 'github')), undefined);
     assert.equal(stack.github.activeTokenCount('octocat') > 0, true, 'GitHub still holds the grant, as reported');
-    const audit = stack.broker.broker.store.audit.list({ subject: 'walt', event: 'connection_revoked' });
+    const audit = await stack.broker.broker.store.audit.list({ subject: 'walt', event: 'connection_revoked' });
     assert.equal(audit.length, 1);
     assert.match(audit[0]!.detail ?? '', /^local delete only/);
   });

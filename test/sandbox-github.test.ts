@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
 import { createSandboxGitHub, normalizeScopes, type SandboxClient, type SandboxFaults, type SandboxGitHub } from '../src/dev/sandbox-github/index.js';
-import { openDatabase, type Db } from '../src/store/database.js';
-import { SandboxGitHubStore } from '../src/store/sandbox-github-store.js';
+import { openDatabase, type Db } from '../src/store/sqlite/database.js';
+import { SandboxGitHubStore } from '../src/store/sqlite/sandbox-github-store.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';

@@ -9,7 +9,7 @@ import { ConnectionService } from '../src/connect/connections.js';
 import { Sealer } from '../src/crypto/index.js';
 import { createLogger } from '../src/log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../src/providers/provider.js';
-import { openStore, type Store } from '../src/store/index.js';
+import { openSqliteStore, type Store } from '../src/store/index.js';
 import { randomBytes } from 'node:crypto';
 import { Browser, textOf } from './support/browser.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
@@ -21,12 +21,12 @@ import { startStack, type Stack } from './support/stack.js';
 const GITHUB_APP = { standIn: { kind: 'github-app' as const, accessTokenTtlSeconds: 3600 }, env: { GITHUB_APP_TYPE: 'github-app' } };
 
 /** Seeds `sub`'s GitHub connection with a token pair the stand-in issued, already expired. */
-function seedExpired(env: Record<string, string>, github: Stack['github'], sub: string, login: string): void {
+async function seedExpired(env: Record<string, string>, github: Stack['github'], sub: string, login: string): Promise<void> {
   const issued = github.issueTokenFor(login);
   const tokens: ProviderTokens = { accessToken: issued.accessToken, tokenType: 'bearer', refreshToken: issued.refreshToken!, expiresAt: Date.now() - 60_000, scopes: [] };
   github.expireAccessTokens(login);
   const user = github.users.get(login)!;
-  seedConnection(env, sub, 'github', { id: String(user.id), login }, tokens);
+  await seedConnection(env, sub, 'github', { id: String(user.id), login }, tokens);
 }
 
 async function createIssues(mcpUrl: string, token: string, n: number, tag: string) {
@@ -45,15 +45,15 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
   after(() => stack.close());
 
   it('refreshes exactly once at GitHub for 50 concurrent tool calls on an expired token, and all 50 succeed', async () => {
-    seedExpired(stack.env, stack.github, 'alice', 'octocat');
+    await seedExpired(stack.env, stack.github, 'alice', 'octocat');
     const results = await createIssues(stack.mcpUrl, await stack.token('alice'), 50, 'concurrent');
     const created = results.filter((r) => r.json?.result?.structuredContent?.status === 'created');
     assert.equal(created.length, 50, `all 50 created: ${results.find((r) => r.json?.result?.structuredContent?.status !== 'created')?.text.slice(0, 300)}`);
     assert.equal(stack.github.refreshCount, 1);
     assert.deepEqual(stack.github.refreshes.map((r) => r.ok), [true]);
-    const row = readConnection(stack.env, 'alice', 'github')!;
+    const row = (await readConnection(stack.env, 'alice', 'github'))!;
     assert.equal(row.status, 'active');
-    const audit = stack.broker.broker.store.audit.list({ subject: 'alice' });
+    const audit = await stack.broker.broker.store.audit.list({ subject: 'alice' });
     assert.equal(audit.filter((a) => a.event === 'connection_refreshed').length, 1);
     assert.doesNotMatch(JSON.stringify(audit), /gh[ur]_/, 'the audit trail holds no token');
   });
@@ -66,7 +66,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
   });
 
   it('keeps the connection when GitHub no longer accepts the refresh token: reauth_required, then a reconnect restores it', async () => {
-    seedExpired(stack.env, stack.github, 'bob', 'hubot');
+    await seedExpired(stack.env, stack.github, 'bob', 'hubot');
     // The refresh token dies upstream (as when the user revokes the app at GitHub).
     const stale = stack.github.issueTokenFor('hubot');
     await fetch(`${stack.github.apiUrl}/applications/${stack.github.clientId}/grant`, {
@@ -81,7 +81,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
       token: await stack.token('bob'),
       onUrl: async (url) => {
         // While we are asked to reconnect, the row (and its account binding) is still there.
-        const row = readConnection(stack.env, 'bob', 'github');
+        const row = await readConnection(stack.env, 'bob', 'github');
         assert.equal(row?.status, 'reauth_required');
         assert.equal(row?.account_login, 'hubot');
         let page = await browser.open(url);
@@ -96,14 +96,14 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
     await client.close();
     assert.match(consentText, /Reconnect your GitHub account/);
     assert.equal((result.structuredContent as { status: string }).status, 'created');
-    assert.equal(readConnection(stack.env, 'bob', 'github')?.status, 'active');
-    const events = stack.broker.broker.store.audit.list({ subject: 'bob' }).map((a) => a.event);
+    assert.equal((await readConnection(stack.env, 'bob', 'github'))?.status, 'active');
+    const events = (await stack.broker.broker.store.audit.list({ subject: 'bob' })).map((a) => a.event);
     assert.deepEqual(events.filter((e) => e !== 'connection_created'), ['refresh_failed', 'reauth_required']);
   });
 
   it('marks a connection whose token GitHub rejects with 401 as reauth_required and asks to reconnect at once', async () => {
     const issued = stack.github.issueTokenFor('monalisa');
-    seedConnection(stack.env, 'carol', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: issued.accessToken, tokenType: 'bearer', refreshToken: issued.refreshToken!, expiresAt: Date.now() + 3_600_000, scopes: [] });
+    await seedConnection(stack.env, 'carol', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: issued.accessToken, tokenType: 'bearer', refreshToken: issued.refreshToken!, expiresAt: Date.now() + 3_600_000, scopes: [] });
     stack.github.faults = { api: 401 };
     try {
       const r = await rawCall(stack.mcpUrl, await stack.token('carol'), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
@@ -112,7 +112,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
     } finally {
       stack.github.faults = {};
     }
-    assert.equal(readConnection(stack.env, 'carol', 'github')?.status, 'reauth_required');
+    assert.equal((await readConnection(stack.env, 'carol', 'github'))?.status, 'reauth_required');
   });
 
   it('reports GitHub rate limits as such and leaves the connection active', async () => {
@@ -124,7 +124,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
     } finally {
       stack.github.faults = {};
     }
-    assert.equal(readConnection(stack.env, 'alice', 'github')?.status, 'active');
+    assert.equal((await readConnection(stack.env, 'alice', 'github'))?.status, 'active');
   });
 });
 
@@ -138,13 +138,13 @@ describe('expiring GitHub App tokens across two processes on one database', () =
   it('refreshes exactly once for 50 concurrent calls split over two processes, and all 50 succeed', async () => {
     const a = await multi.spawn();
     const b = await multi.spawn(await freePort());
-    seedExpired(multi.envFor(), multi.github as unknown as Stack['github'], 'dave', 'octocat');
+    await seedExpired(multi.envFor(), multi.github as unknown as Stack['github'], 'dave', 'octocat');
     const token = await multi.token('dave');
     const [ra, rb] = await Promise.all([createIssues(`${a.url}/mcp`, token, 25, 'A'), createIssues(`${b.url}/mcp`, token, 25, 'B')]);
     const all = [...ra, ...rb];
     assert.equal(all.filter((r) => r.json?.result?.structuredContent?.status === 'created').length, 50, all.map((r) => r.status).join(','));
     assert.equal(multi.github.refreshCount, 1);
-    assert.equal(readConnection(multi.envFor(), 'dave', 'github')?.status, 'active');
+    assert.equal((await readConnection(multi.envFor(), 'dave', 'github'))?.status, 'active');
   });
 });
 
@@ -180,16 +180,16 @@ describe('refresh races in the token service (two store handles on one file, lik
   const sealer = new Sealer([randomBytes(32)]);
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'broker-race-'));
-    stores = [openStore(join(dir, 'db.sqlite')), openStore(join(dir, 'db.sqlite'))];
+    stores = [openSqliteStore(join(dir, 'db.sqlite')), openSqliteStore(join(dir, 'db.sqlite'))];
     services = stores.map((s) => new ConnectionService(s, sealer, createLogger('error'), { pollMs: 10 }));
   });
-  after(() => {
-    for (const s of stores) s.close();
+  after(async () => {
+    for (const s of stores) await s.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it('lets exactly one of 50 concurrent callers on two handles refresh; the others get its tokens', async () => {
-    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(1), { refuseShared: false });
+    await services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(1), { refuseShared: false });
     let calls = 0;
     const provider = scriptedProvider(async () => {
       calls++;
@@ -205,64 +205,64 @@ describe('refresh races in the token service (two store handles on one file, lik
   });
 
   it('treats invalid_grant as a lost race when another process stored newer tokens meanwhile', async () => {
-    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(2), { refuseShared: false });
+    await services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(2), { refuseShared: false });
     const provider = scriptedProvider(async () => {
       // Another process (without our lease, e.g. an older version) refreshed and stored first.
-      services[1]!.save(owner, 'github', { id: '1', login: 'erin' }, fresh(2), { refuseShared: false });
+      await services[1]!.save(owner, 'github', { id: '1', login: 'erin' }, fresh(2), { refuseShared: false });
       throw new ProviderError('invalid_grant', 'GitHub no longer accepts the saved authorization', 'bad_refresh_token');
     });
     const r = await services[0]!.usable(owner, provider);
     assert.equal(r.kind, 'ok');
     assert.equal(r.kind === 'ok' && r.connection.tokens.accessToken, 'ghu_new2');
-    assert.equal(stores[0]!.connections.find(owner, 'github')?.status, 'active');
+    assert.equal((await stores[0]!.connections.find(owner, 'github'))?.status, 'active');
   });
 
   it('never deletes on invalid_grant: the row stays, marked reauth_required, with its account', async () => {
-    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(3), { refuseShared: false });
+    await services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(3), { refuseShared: false });
     const provider = scriptedProvider(async () => {
       throw new ProviderError('invalid_grant', 'dead', 'bad_refresh_token');
     });
     const r = await services[1]!.usable(owner, provider);
     assert.equal(r.kind, 'reauth_required');
-    const row = stores[0]!.connections.find(owner, 'github');
+    const row = await stores[0]!.connections.find(owner, 'github');
     assert.equal(row?.status, 'reauth_required');
     assert.equal(row?.account_login, 'erin');
   });
 
   it('leaves the connection untouched when the provider is down during a refresh, and reports it', async () => {
-    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(4), { refuseShared: false });
-    const before = stores[0]!.connections.find(owner, 'github')!;
+    await services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(4), { refuseShared: false });
+    const before = (await stores[0]!.connections.find(owner, 'github'))!;
     const provider = scriptedProvider(async () => {
       throw new ProviderError('unavailable', 'GitHub did not answer', 'timeout');
     });
     await assert.rejects(services[0]!.usable(owner, provider), (err: unknown) => err instanceof ProviderError && err.code === 'unavailable');
-    const after = stores[0]!.connections.find(owner, 'github')!;
+    const after = (await stores[0]!.connections.find(owner, 'github'))!;
     assert.equal(after.sealed_tokens, before.sealed_tokens);
     assert.equal(after.status, 'active');
   });
 
   it('stores the new pair even when rotate-keys re-encrypted the row during the refresh', async () => {
-    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(6), { refuseShared: false });
+    await services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(6), { refuseShared: false });
     const provider = scriptedProvider(async () => {
       // rotate-keys runs meanwhile: same tokens, new ciphertext.
-      const row = stores[1]!.connections.find(owner, 'github')!;
+      const row = (await stores[1]!.connections.find(owner, 'github'))!;
       const plain = sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, { issuer: row.issuer, subject: row.subject, provider: row.provider });
       const resealed = sealer.seal(plain, { issuer: row.issuer, subject: row.subject, provider: row.provider });
-      assert.ok(stores[1]!.connections.reseal(row, { key_id: resealed.keyId, sealed_tokens: resealed.value }));
+      assert.ok(await stores[1]!.connections.reseal(row, { key_id: resealed.keyId, sealed_tokens: resealed.value }));
       return fresh(6);
     });
     const r = await services[0]!.usable(owner, provider);
     assert.equal(r.kind === 'ok' && r.connection.tokens.accessToken, 'ghu_new6');
-    assert.equal(services[1]!.open(owner, 'github')?.tokens.refreshToken, 'ghr_new6', 'the only live refresh token is stored');
+    assert.equal((await services[1]!.open(owner, 'github'))?.tokens.refreshToken, 'ghr_new6', 'the only live refresh token is stored');
   });
 
   it('persists the refreshed tokens, so another process reads the new pair right away', async () => {
-    services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(5), { refuseShared: false });
+    await services[0]!.save(owner, 'github', { id: '1', login: 'erin' }, expired(5), { refuseShared: false });
     let seenByOthersWhileReturning = '';
     const provider = scriptedProvider(async () => fresh(5));
     const r = await services[0]!.usable(owner, provider);
     // Read through the other handle, as another process would, right after the call returned.
-    seenByOthersWhileReturning = services[1]!.open(owner, 'github')?.tokens.accessToken ?? '';
+    seenByOthersWhileReturning = (await services[1]!.open(owner, 'github'))?.tokens.accessToken ?? '';
     assert.equal(r.kind, 'ok');
     assert.equal(seenByOthersWhileReturning, 'ghu_new5');
   });

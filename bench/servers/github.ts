@@ -5,8 +5,8 @@ import express from 'express';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createSandboxGitHub } from '../../src/dev/sandbox-github/index.js';
-import { openDatabase } from '../../src/store/database.js';
-import { SandboxGitHubStore } from '../../src/store/sandbox-github-store.js';
+import { openDatabase } from '../../src/store/sqlite/database.js';
+import { SandboxGitHubStore } from '../../src/store/sqlite/sandbox-github-store.js';
 
 const db = openDatabase(process.env.SANDBOX_DB!);
 const store = new SandboxGitHubStore(db);

@@ -41,11 +41,11 @@ export function authRoutes(deps: AuthRouteDeps): Router {
         detail: err instanceof Error ? err.message : String(err),
       });
     });
-    const session = sessions.ensure(res);
+    const session = await sessions.ensure(res);
     const state = randomHandle();
     const nonce = randomHandle();
     const codeVerifier = oidc.randomPKCECodeVerifier();
-    store.loginTransactions.put({
+    await store.loginTransactions.put({
       state_hash: sha256Hex(state),
       session_hash: session.idHash,
       code_verifier: codeVerifier,
@@ -73,13 +73,13 @@ export function authRoutes(deps: AuthRouteDeps): Router {
   router.post('/auth/switch', async (req, res) => {
     deps.requireCsrf(req, res);
     const returnTo = safeReturnPath(req.body?.returnTo, publicUrl);
-    sessions.signOut(res);
+    await sessions.signOut(res);
     await startSignIn(res, returnTo, true);
   });
 
   router.get('/auth/callback', async (req, res) => {
     const state = typeof req.query.state === 'string' ? req.query.state : undefined;
-    const tx = state ? store.loginTransactions.take(sha256Hex(state)) : undefined;
+    const tx = state ? await store.loginTransactions.take(sha256Hex(state)) : undefined;
     const session = res.locals.session;
     if (!tx || !state || tx.expires_at < Date.now() || !session || session.idHash !== tx.session_hash) {
       throw new BrokerError(400, 'invalid_sign_in', 'This sign-in link is not valid any more. Please start again from the page you were on.', {
@@ -125,14 +125,14 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
     const name = [claims.preferred_username, claims.name, claims.email].find((v): v is string => typeof v === 'string' && v.length > 0);
     const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
-    sessions.signIn(res, principal);
+    await sessions.signIn(res, principal);
     log.info('signed_in');
     res.redirect(303, returnTo);
   });
 
-  router.post('/auth/logout', (req, res) => {
+  router.post('/auth/logout', async (req, res) => {
     deps.requireCsrf(req, res);
-    sessions.signOut(res);
+    await sessions.signOut(res);
     renderMessage(res, page, 200, 'Signed out', 'You are signed out of this service. Your connected accounts stay connected.', {
       action: { href: '/connections', label: 'Sign in again' },
     });

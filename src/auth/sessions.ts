@@ -20,7 +20,7 @@ declare module 'express-serve-static-core' {
 }
 
 /**
- * Server-side sessions in SQLite. The cookie is a random 256-bit id (HttpOnly, SameSite=Lax,
+ * Server-side sessions in the store. The cookie is a random 256-bit id (HttpOnly, SameSite=Lax,
  * `__Host-`/Secure on https); its id is replaced at sign-in so a planted cookie never gains a user.
  */
 export class Sessions {
@@ -37,11 +37,11 @@ export class Sessions {
   }
 
   /** Middleware: attaches the current session (if any) to `res.locals.session`. */
-  load = (req: Request, res: Response, next: NextFunction): void => {
+  load = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const id = readCookie(req, this.cookie);
     if (id) {
       const idHash = sha256Hex(id);
-      const row = this.store.sessions.find(idHash);
+      const row = await this.store.sessions.find(idHash);
       if (row) {
         res.locals.session = {
           idHash,
@@ -53,27 +53,27 @@ export class Sessions {
   };
 
   /** Returns the current session, creating an anonymous one (for a sign-in to attach to). */
-  ensure(res: Response): BrowserSession {
+  async ensure(res: Response): Promise<BrowserSession> {
     if (res.locals.session) return res.locals.session;
     const id = randomHandle();
     const session = { idHash: sha256Hex(id) };
-    this.store.sessions.create(session.idHash, Date.now() + SESSION_TTL_MS);
+    await this.store.sessions.create(session.idHash, Date.now() + SESSION_TTL_MS);
     setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
     res.locals.session = session;
     return session;
   }
 
   /** Starts a signed-in session under a brand-new id, discarding the old one. */
-  signIn(res: Response, principal: Principal): void {
+  async signIn(res: Response, principal: Principal): Promise<void> {
     const id = randomHandle();
     const idHash = sha256Hex(id);
-    this.store.sessions.rotateSignedIn(res.locals.session?.idHash, idHash, principal, Date.now() + SESSION_TTL_MS);
+    await this.store.sessions.rotateSignedIn(res.locals.session?.idHash, idHash, principal, Date.now() + SESSION_TTL_MS);
     setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
     res.locals.session = { idHash, principal };
   }
 
-  signOut(res: Response): void {
-    if (res.locals.session) this.store.sessions.delete(res.locals.session.idHash);
+  async signOut(res: Response): Promise<void> {
+    if (res.locals.session) await this.store.sessions.delete(res.locals.session.idHash);
     clearCookie(res, this.cookie, this.settings);
     delete res.locals.session;
   }

@@ -23,11 +23,11 @@ export async function rotateKeys(store: Store, sealer: Sealer, { batchSize = 200
   let skippedConcurrent = 0;
   let unreadable = 0;
   for (;;) {
-    const batch = store.connections.sealedUnderOtherKeys(sealer.keyId, after, batchSize);
+    const batch = await store.connections.sealedUnderOtherKeys(sealer.keyId, after, batchSize);
     if (batch.length === 0) break;
-    store.transaction(() => {
+    await store.transaction(async (tx) => {
       for (const row of batch) {
-        after = row.rowid;
+        after = row.seq;
         const ctx = { issuer: row.issuer, subject: row.subject, provider: row.provider };
         let plaintext: string;
         try {
@@ -40,20 +40,20 @@ export async function rotateKeys(store: Store, sealer: Sealer, { batchSize = 200
           throw err;
         }
         const sealed = sealer.seal(plaintext, ctx);
-        if (store.connections.reseal(row, { key_id: sealed.keyId, sealed_tokens: sealed.value })) resealed++;
+        if (await tx.connections.reseal(row, { key_id: sealed.keyId, sealed_tokens: sealed.value })) resealed++;
         else skippedConcurrent++;
       }
     });
     // Yield between batches so the service's own writes are not starved.
     await new Promise((resolve) => setImmediate(resolve));
   }
-  store.audit.record('keys_rotated', undefined, undefined, `resealed ${resealed}, unreadable ${unreadable}, under ${sealer.keyId}`);
-  return { currentKeyId: sealer.keyId, resealed, skippedConcurrent, unreadable, keysInUse: store.connections.countByKey() };
+  await store.audit.record('keys_rotated', undefined, undefined, `resealed ${resealed}, unreadable ${unreadable}, under ${sealer.keyId}`);
+  return { currentKeyId: sealer.keyId, resealed, skippedConcurrent, unreadable, keysInUse: await store.connections.countByKey() };
 }
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const store = openStore(config.databasePath);
+  const store = await openStore(config.database);
   try {
     const report = await rotateKeys(store, new Sealer(config.tokenKeys));
     process.stdout.write(
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     );
     process.exitCode = report.unreadable ? 1 : 0;
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

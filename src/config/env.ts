@@ -16,7 +16,8 @@ export interface Config {
   audience: string;
   /** Scopes every MCP access token must carry, advertised in the resource metadata and 401 challenges. */
   mcpScopes: string[];
-  databasePath: string;
+  /** The store: PostgreSQL when `url` is set (shared by every instance), else SQLite at `path`. */
+  database: { url: string | undefined; path: string; poolMax: number; statementTimeoutMs: number };
   /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
   oidc: { issuer: URL; issuerId: string; clientId: string; clientSecret: string; authMethod: 'client_secret_basic' | 'client_secret_post' };
   github: { clientId: string; clientSecret: string; webUrl: URL; apiUrl: URL; appType: 'oauth-app' | 'github-app' };
@@ -82,6 +83,9 @@ const rawSchema = z.object({
   MCP_AUDIENCE: z.string().optional(),
   MCP_SCOPES: z.string().optional(),
   DATABASE_PATH: z.string().optional(),
+  DATABASE_URL: z.string().optional(),
+  DATABASE_POOL_MAX: z.string().optional(),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.string().optional(),
   OIDC_ISSUER: z.string(),
   OIDC_CLIENT_ID: z.string().min(1),
   OIDC_CLIENT_SECRET: z.string().min(1),
@@ -122,6 +126,20 @@ function number(name: string, value: string | undefined, fallback: number, min: 
     throw new ConfigError(`${name} must be a number between ${min} and ${max} (got "${value}")`);
   }
   return n;
+}
+
+/** `postgres://` or `postgresql://` with a host; the value itself (with its password) is never echoed. */
+function parseDatabaseUrl(value: string | undefined): string | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(value.trim());
+  } catch {
+    throw new ConfigError('DATABASE_URL must be a URL such as postgres://user:password@host:5432/database');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new ConfigError(`DATABASE_URL must start with postgres:// (got "${url.protocol}//…"); leave it unset for SQLite`);
+  if (!url.hostname && !url.searchParams.get('host')) throw new ConfigError('DATABASE_URL must name a host');
+  return value.trim();
 }
 
 function oneOf<const T extends readonly string[]>(name: string, value: string | undefined, allowed: T, fallback: T[number]): T[number] {
@@ -210,7 +228,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpUrl,
     audience,
     mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
-    databasePath: e.DATABASE_PATH?.trim() || './data/broker.db',
+    database: {
+      url: parseDatabaseUrl(e.DATABASE_URL),
+      path: e.DATABASE_PATH?.trim() || './data/broker.db',
+      poolMax: integer('DATABASE_POOL_MAX', e.DATABASE_POOL_MAX, 10, 1, 1000),
+      statementTimeoutMs: integer('DATABASE_STATEMENT_TIMEOUT_MS', e.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 100, 600_000),
+    },
     oidc: {
       issuer: parseUrl('OIDC_ISSUER', e.OIDC_ISSUER, { allowPath: true }),
       issuerId: e.OIDC_ISSUER,

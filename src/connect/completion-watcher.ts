@@ -1,26 +1,37 @@
-import type { PendingStatus, Store } from '../store/index.js';
+import type { PendingStatus, SettledStatus, Store } from '../store/index.js';
 
 export type WaitOutcome = PendingStatus | 'timeout' | 'aborted' | 'gone';
 
 /**
- * Wakes tool calls held while their user is in the browser. Every process tails the
- * `pending_events` table (one indexed query per tick, only while someone waits), so a callback
- * handled by any process on the same database releases the held call; a callback in this process
- * wakes it at once.
+ * Wakes tool calls held while their user is in the browser, whichever instance handles the
+ * callback. A callback in this process wakes its waiter at once. Across instances, a store that
+ * pushes (PostgreSQL LISTEN/NOTIFY) delivers the settlement; otherwise — and while the push
+ * channel is down — this process asks the store, once per tick and only while someone waits,
+ * which of the ids it holds have settled (one indexed query, however many calls are held).
  */
 export class CompletionWatcher {
   readonly #waiters = new Map<string, Set<(status: PendingStatus) => void>>();
   /** Releases each held wait as if its hold had ended (used at shutdown). */
   readonly #releases = new Set<() => void>();
-  #lastSeq: number;
+  readonly #unsubscribe: (() => void) | undefined;
+  #pushLive = false;
   #timer: NodeJS.Timeout | undefined;
+  #polling = false;
   #closed = false;
 
   constructor(
     private readonly store: Store,
     private readonly pollMs = 100,
   ) {
-    this.#lastSeq = store.pending.latestEventSeq();
+    this.#unsubscribe = store.settledFeed?.subscribe(
+      (pendingId) => void this.notify(pendingId),
+      (live) => {
+        this.#pushLive = live;
+        // Settlements sent while the channel was down were missed: catch up once, then rely on pushes.
+        if (live) void this.#poll();
+        this.#schedule();
+      },
+    );
   }
 
   get waiting(): number {
@@ -30,14 +41,14 @@ export class CompletionWatcher {
   }
 
   /** Resolves with the pending connection's settled status, or why it stopped waiting. */
-  wait(pendingId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome> {
-    const row = this.store.pending.byId(pendingId);
-    if (!row) return Promise.resolve('gone');
-    if (row.status !== 'open' && row.status !== 'authorizing') return Promise.resolve(row.status);
-    if (this.#closed || timeoutMs <= 0 || row.expires_at <= Date.now()) return Promise.resolve('timeout');
-    if (signal?.aborted) return Promise.resolve('aborted');
+  async wait(pendingId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitOutcome> {
+    const row = await this.store.pending.byId(pendingId);
+    if (!row) return 'gone';
+    if (row.status !== 'open' && row.status !== 'authorizing') return row.status;
+    if (this.#closed || timeoutMs <= 0 || row.expires_at <= Date.now()) return 'timeout';
+    if (signal?.aborted) return 'aborted';
 
-    return new Promise<WaitOutcome>((resolve) => {
+    const outcome = new Promise<WaitOutcome>((resolve) => {
       const set = this.#waiters.get(pendingId) ?? new Set();
       this.#waiters.set(pendingId, set);
       const finish = (outcome: WaitOutcome) => {
@@ -46,7 +57,7 @@ export class CompletionWatcher {
         signal?.removeEventListener('abort', onAbort);
         set.delete(onSettled);
         if (set.size === 0) this.#waiters.delete(pendingId);
-        if (this.#waiters.size === 0) this.#stop();
+        this.#schedule();
         resolve(outcome);
       };
       const onSettled = (status: PendingStatus) => finish(status);
@@ -56,49 +67,57 @@ export class CompletionWatcher {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#releases.add(onRelease);
       set.add(onSettled);
-      this.#start();
+      this.#schedule();
     });
+    // It may have settled between our read and the registration: look once more.
+    void this.notify(pendingId);
+    return outcome;
   }
 
-  /** Called by this process right after it settles a pending connection. */
-  notify(pendingId: string): void {
+  /** Wakes this process's waiters on `pendingId` if it has settled. */
+  async notify(pendingId: string): Promise<void> {
+    if (!this.#waiters.has(pendingId)) return;
+    const [settled] = await this.store.pending.settledAmong([pendingId]).catch(() => []);
+    if (settled) this.#wake(settled.id, settled.status);
+  }
+
+  #wake(pendingId: string, status: SettledStatus): void {
     const set = this.#waiters.get(pendingId);
-    if (!set) return;
-    const row = this.store.pending.byId(pendingId);
-    if (row && row.status !== 'open' && row.status !== 'authorizing') for (const wake of [...set]) wake(row.status);
+    if (set) for (const wake of [...set]) wake(status);
   }
 
-  #start(): void {
-    if (this.#timer) return;
-    this.#timer = setInterval(() => this.#poll(), this.pollMs);
-    this.#timer.unref();
-  }
-
-  #stop(): void {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = undefined;
-  }
-
-  #poll(): void {
-    let events: Array<{ seq: number; pending_id: string }>;
-    try {
-      events = this.store.pending.eventsAfter(this.#lastSeq);
-    } catch {
-      return; // a busy or closing database: try again on the next tick
+  /** Polls only while someone waits and no push channel is live. */
+  #schedule(): void {
+    const shouldPoll = !this.#closed && this.#waiters.size > 0 && !this.#pushLive;
+    if (shouldPoll && !this.#timer) {
+      this.#timer = setInterval(() => void this.#poll(), this.pollMs);
+      this.#timer.unref();
+    } else if (!shouldPoll && this.#timer) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
     }
-    for (const event of events) {
-      this.#lastSeq = event.seq;
-      this.notify(event.pending_id);
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#polling || this.#waiters.size === 0) return;
+    this.#polling = true;
+    try {
+      for (const { id, status } of await this.store.pending.settledAmong([...this.#waiters.keys()])) this.#wake(id, status);
+    } catch {
+      // An unreachable or closing database: try again on the next tick.
+    } finally {
+      this.#polling = false;
     }
   }
 
   /**
-   * Stops polling and releases every held call as if its hold had ended, so each answers
+   * Stops watching and releases every held call as if its hold had ended, so each answers
    * `input_required` with its link and the client repeats (on another instance, if need be).
    */
   close(): void {
     this.#closed = true;
-    this.#stop();
+    this.#unsubscribe?.();
+    this.#schedule();
     for (const release of [...this.#releases]) release();
   }
 }

@@ -67,36 +67,47 @@ export class ConnectionService {
   }
 
   /**
-   * Stores a freshly authorized connection unless `refuseShared` and the upstream account is
-   * already linked to another principal. Runs inside the caller's transaction.
+   * Stores a freshly authorized connection — unless `refuseShared` and the upstream account is
+   * already linked to another principal — and settles the pending connection that asked for it
+   * (if any), in one transaction: a crash leaves neither half.
    */
-  save(principal: Principal, provider: string, account: ProviderAccount, tokens: ProviderTokens, { refuseShared }: { refuseShared: boolean }): 'saved' | 'refused_shared_account' {
-    if (refuseShared && this.store.connections.othersWithAccount(principal, provider, account.id).length > 0) {
-      this.store.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
-      return 'refused_shared_account';
-    }
+  save(
+    principal: Principal,
+    provider: string,
+    account: ProviderAccount,
+    tokens: ProviderTokens,
+    { pendingId, refuseShared }: { pendingId?: string; refuseShared: boolean },
+  ): Promise<'saved' | 'refused_shared_account'> {
     const sealed = this.#seal(principal, provider, tokens);
-    this.store.connections.save({
-      issuer: principal.issuer,
-      subject: principal.subject,
-      provider,
-      account_id: account.id,
-      account_login: account.login,
-      scopes: tokens.scopes.join(' '),
-      key_id: sealed.keyId,
-      sealed_tokens: sealed.value,
+    return this.store.transaction(async (tx) => {
+      if (refuseShared && (await tx.connections.othersWithAccount(principal, provider, account.id)).length > 0) {
+        await tx.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
+        if (pendingId) await tx.pending.settle(pendingId, 'denied', 'refused_shared_account');
+        return 'refused_shared_account';
+      }
+      await tx.connections.save({
+        issuer: principal.issuer,
+        subject: principal.subject,
+        provider,
+        account_id: account.id,
+        account_login: account.login,
+        scopes: tokens.scopes.join(' '),
+        key_id: sealed.keyId,
+        sealed_tokens: sealed.value,
+      });
+      await tx.audit.record('connection_created', principal, provider);
+      if (pendingId) await tx.pending.settle(pendingId, 'completed');
+      return 'saved';
     });
-    this.store.audit.record('connection_created', principal, provider);
-    return 'saved';
   }
 
-  find(owner: Owner, provider: string): ConnectionRow | undefined {
+  find(owner: Owner, provider: string): Promise<ConnectionRow | undefined> {
     return this.store.connections.find(owner, provider);
   }
 
   /** Loads and decrypts the connection; a row that cannot be opened counts as absent. */
-  open(owner: Owner, provider: string): OpenConnection | undefined {
-    const row = this.store.connections.find(owner, provider);
+  async open(owner: Owner, provider: string): Promise<OpenConnection | undefined> {
+    const row = await this.store.connections.find(owner, provider);
     if (!row) return undefined;
     try {
       const plaintext = this.sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, { issuer: row.issuer, subject: row.subject, provider: row.provider });
@@ -107,12 +118,12 @@ export class ConnectionService {
     }
   }
 
-  list(owner: Owner): ConnectionRow[] {
+  list(owner: Owner): Promise<ConnectionRow[]> {
     return this.store.connections.list(owner);
   }
 
-  touch(owner: Owner, provider: string): void {
-    this.store.connections.touch(owner, provider);
+  touch(owner: Owner, provider: string): Promise<void> {
+    return this.store.connections.touch(owner, provider);
   }
 
   /**
@@ -121,7 +132,7 @@ export class ConnectionService {
    * @throws {ProviderError} `unavailable` when the provider cannot be reached to refresh.
    */
   async usable(owner: Owner, provider: Provider): Promise<Usable> {
-    const connection = this.open(owner, provider.id);
+    const connection = await this.open(owner, provider.id);
     if (!connection) return { kind: 'none' };
     if (connection.row.status === 'reauth_required') return { kind: 'reauth_required', row: connection.row };
     if (!this.#needsRefresh(connection.tokens, provider)) return { kind: 'ok', connection };
@@ -140,9 +151,9 @@ export class ConnectionService {
   }
 
   /** The provider rejected the stored token (HTTP 401): keep the row, ask the user again. */
-  markReauthRequired(owner: Owner, provider: string, reason: string): void {
-    if (this.store.connections.markReauthRequired(owner, provider, reason)) {
-      this.store.audit.record('reauth_required', owner, provider, reason);
+  async markReauthRequired(owner: Owner, provider: string, reason: string): Promise<void> {
+    if (await this.store.connections.markReauthRequired(owner, provider, reason)) {
+      await this.store.audit.record('reauth_required', owner, provider, reason);
       this.log.info('connection_reauth_required', { provider, reason });
     }
   }
@@ -156,20 +167,24 @@ export class ConnectionService {
     const deadline = Date.now() + this.#waitMs;
     for (;;) {
       // Re-read every time: another process may have refreshed (or given up) meanwhile.
-      const latest = this.open(owner, provider.id);
+      const latest = await this.open(owner, provider.id);
       if (!latest) return { kind: 'none' };
       if (latest.row.status === 'reauth_required') return { kind: 'reauth_required', row: latest.row };
       if (!this.#needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
-      if (this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs)) {
+      if (await this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs)) {
+        // Renew while the provider call runs, so a slow provider never lets a second holder in.
+        const renewal = setInterval(() => void this.store.leases.renew(owner, provider.id, holder, this.#leaseMs).catch(() => undefined), this.#leaseMs / 3);
+        renewal.unref();
         try {
           // Re-read under the lease: the previous holder may have finished between our read and our acquire.
-          const current = this.open(owner, provider.id);
+          const current = await this.open(owner, provider.id);
           if (!current) return { kind: 'none' };
           if (current.row.status === 'reauth_required') return { kind: 'reauth_required', row: current.row };
           if (!this.#needsRefresh(current.tokens, provider)) return { kind: 'ok', connection: current };
           return await this.#refreshHoldingLease(owner, provider, current);
         } finally {
-          this.store.leases.release(owner, provider.id, holder);
+          clearInterval(renewal);
+          await this.store.leases.release(owner, provider.id, holder).catch(() => undefined);
         }
       }
       if (Date.now() > deadline) throw new ProviderError('unavailable', `Renewing the ${provider.displayName} access is taking too long; try again in a moment.`, 'refresh lease wait timed out');
@@ -183,33 +198,33 @@ export class ConnectionService {
       next = await provider.refresh(latest.tokens);
     } catch (err) {
       const code = err instanceof ProviderError ? err.code : 'unknown';
-      this.store.audit.record('refresh_failed', owner, provider.id, code);
+      await this.store.audit.record('refresh_failed', owner, provider.id, code);
       if (code !== 'invalid_grant') throw err;
       // A lost race looks exactly like a dead token: re-read before judging, and never delete.
-      const reread = this.open(owner, provider.id);
+      const reread = await this.open(owner, provider.id);
       if (reread && reread.row.sealed_tokens !== latest.row.sealed_tokens && !this.#needsRefresh(reread.tokens, provider)) return { kind: 'ok', connection: reread };
-      this.markReauthRequired(owner, provider.id, 'refresh_rejected');
-      const row = this.store.connections.find(owner, provider.id);
+      await this.markReauthRequired(owner, provider.id, 'refresh_rejected');
+      const row = await this.store.connections.find(owner, provider.id);
       return row ? { kind: 'reauth_required', row } : { kind: 'none' };
     }
     // The old refresh token is already dead upstream: store the new pair before anything uses it.
     const sealed = this.#seal(owner, provider.id, next);
     const write = { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') };
-    let stored = this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write);
+    let stored = await this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write);
     if (!stored) {
       // The row changed under us. If it still holds the same tokens (re-encrypted by rotate-keys),
       // our new pair is the only live one: write it over the re-encrypted copy.
-      const now = this.open(owner, provider.id);
+      const now = await this.open(owner, provider.id);
       if (now && now.tokens.refreshToken === latest.tokens.refreshToken && now.tokens.accessToken === latest.tokens.accessToken) {
-        stored = this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write);
+        stored = await this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write);
       }
     }
     if (!stored) this.log.warn('refresh_write_conflict', { provider: provider.id });
     else {
-      this.store.audit.record('connection_refreshed', owner, provider.id);
+      await this.store.audit.record('connection_refreshed', owner, provider.id);
       this.log.info('connection_refreshed', { provider: provider.id });
     }
-    const current = this.open(owner, provider.id);
+    const current = await this.open(owner, provider.id);
     return current ? { kind: 'ok', connection: current } : { kind: 'none' };
   }
 
@@ -217,7 +232,7 @@ export class ConnectionService {
   async disconnect(owner: Owner, provider: Provider): Promise<DisconnectOutcome> {
     // Revocation needs a live token (GitHub refuses expired ones): refresh first if we can.
     const usable = await this.usable(owner, provider).catch(() => undefined);
-    const connection = usable?.kind === 'ok' ? usable.connection : this.open(owner, provider.id);
+    const connection = usable?.kind === 'ok' ? usable.connection : await this.open(owner, provider.id);
     let revoked = false;
     let revokeError: string | undefined;
     if (connection) {
@@ -229,8 +244,8 @@ export class ConnectionService {
         this.log.warn('revoke_failed', { provider: provider.id, code: err instanceof ProviderError ? err.code : 'unknown', detail: err instanceof ProviderError ? err.detail : undefined });
       }
     }
-    const deleted = this.store.connections.delete(owner, provider.id);
-    if (deleted) this.store.audit.record('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
+    const deleted = await this.store.connections.delete(owner, provider.id);
+    if (deleted) await this.store.audit.record('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
     return { deleted, revoked, ...(revokeError ? { revokeError } : {}) };
   }
 }

@@ -24,9 +24,9 @@ export class ConnectLinks {
   }
 
   /** @param scopes what to ask the provider for; undefined = the provider's defaults. */
-  create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[]): PendingConnection {
+  async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[]): Promise<PendingConnection> {
     const id = randomId();
-    this.store.pending.create({
+    await this.store.pending.create({
       id,
       link_hash: sha256Hex(this.#handle(id)),
       issuer: principal.issuer,
@@ -36,7 +36,7 @@ export class ConnectLinks {
       scopes: scopes?.length ? scopes.join(' ') : null,
       expires_at: Date.now() + this.ttlSeconds * 1000,
     });
-    return this.store.pending.byId(id)!;
+    return (await this.store.pending.byId(id))!;
   }
 
   /** The page URL for a pending connection: nothing in it but the provider and the opaque handle. */
@@ -47,7 +47,7 @@ export class ConnectLinks {
   }
 
   /** Finds the pending connection a link handle points at (any status; callers decide). */
-  resolve(handle: string): PendingConnection | undefined {
+  async resolve(handle: string): Promise<PendingConnection | undefined> {
     if (!/^[A-Za-z0-9_-]{43}$/.test(handle)) return undefined;
     return this.store.pending.byLinkHash(sha256Hex(handle));
   }

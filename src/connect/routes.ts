@@ -62,14 +62,13 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     return provider;
   }
 
-  function settle(pending: PendingConnection, status: 'completed' | 'cancelled' | 'denied' | 'failed'): void {
-    store.pending.settle(pending.id, status);
-    watcher.notify(pending.id);
+  async function settle(pending: PendingConnection, status: 'completed' | 'cancelled' | 'denied' | 'failed'): Promise<void> {
+    if (await store.pending.settle(pending.id, status)) void watcher.notify(pending.id);
   }
 
   /** Loads the pending connection behind a link and refuses anything but a live link for `provider`. */
-  function loadLink(handle: string | undefined, provider: Provider): PendingConnection {
-    const pending = handle ? links.resolve(handle) : undefined;
+  async function loadLink(handle: string | undefined, provider: Provider): Promise<PendingConnection> {
+    const pending = handle ? await links.resolve(handle) : undefined;
     if (!pending || pending.provider !== provider.id) {
       throw new BrokerError(404, 'unknown_link', 'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.', {
         heading: 'Link not found',
@@ -112,7 +111,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   router.get('/connect/:provider', async (req, res) => {
     const provider = providerFor(req);
     const handle = single(req.query.req);
-    const pending = loadLink(handle, provider);
+    const pending = await loadLink(handle, provider);
     if (!requireOwner(res, pending, provider, req.originalUrl)) return;
     // The consent form's redirect goes to the provider's authorization endpoint: know it before
     // this page's CSP is written (discovery, for OIDC providers).
@@ -120,7 +119,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       throw unavailable(err, provider);
     });
     allowFormAction(res, provider.authorizationOrigin);
-    const existing = connections.find(pending, provider.id);
+    const existing = await connections.find(pending, provider.id);
     const asked = askedScopes(pending, provider);
     renderPage(res, page, 'consent', {
       title: `Connect ${provider.displayName}`,
@@ -138,11 +137,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const provider = providerFor(req);
     deps.requireCsrf(req, res);
     const handle = single(req.body?.handle);
-    const pending = loadLink(handle, provider);
+    const pending = await loadLink(handle, provider);
     if (!requireOwner(res, pending, provider, `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`)) return;
     const decision = single(req.body?.decision);
     if (decision === 'cancel') {
-      settle(pending, 'cancelled');
+      await settle(pending, 'cancelled');
       log.info('connect_cancelled', { provider: provider.id, pending: pending.id });
       return renderMessage(res, page, 200, 'Nothing was connected', `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`);
     }
@@ -156,24 +155,29 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
         state,
         codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-        scopes: scopesForAuthorization(pending, provider, connections.find(pending, provider.id)),
+        scopes: scopesForAuthorization(pending, provider, await connections.find(pending, provider.id)),
       });
     } catch (err) {
       throw unavailable(err, provider);
     }
     // Claiming is what makes the link single-use: of two concurrent submissions only one gets here;
     // the other re-reads the link and gets its "already used" (or "expired") page.
-    if (!store.pending.claim(pending.id)) {
-      loadLink(handle, provider);
+    // The claim and the flow land together, so a crash in between cannot leave a claimed link without a flow.
+    const claimed = await store.transaction(async (tx) => {
+      if (!(await tx.pending.claim(pending.id))) return false;
+      await tx.oauthFlows.put({
+        state_hash: sha256Hex(state),
+        pending_id: pending.id,
+        session_hash: res.locals.session!.idHash,
+        code_verifier: codeVerifier,
+        expires_at: Date.now() + FLOW_TTL_MS,
+      });
+      return true;
+    });
+    if (!claimed) {
+      await loadLink(handle, provider);
       throw new BrokerError(409, 'link_busy', 'This connect link is being used right now. Ask your assistant for a new one if you still need to connect.');
     }
-    store.oauthFlows.put({
-      state_hash: sha256Hex(state),
-      pending_id: pending.id,
-      session_hash: res.locals.session!.idHash,
-      code_verifier: codeVerifier,
-      expires_at: Date.now() + FLOW_TTL_MS,
-    });
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
   });
@@ -190,18 +194,18 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     // callback URL is refused without consuming the flow, so the real user's callback still works.
     const session = res.locals.session;
     const stateHash = state ? sha256Hex(state) : undefined;
-    const peeked = stateHash ? store.oauthFlows.peek(stateHash) : undefined;
+    const peeked = stateHash ? await store.oauthFlows.peek(stateHash) : undefined;
     if (peeked && (!session || session.idHash !== peeked.session_hash)) {
       log.warn('connect_callback_foreign_session', { provider: provider.id, pending: peeked.pending_id });
       throw invalid();
     }
     // Taking the flow deletes it: a replayed callback finds nothing.
-    const flow = stateHash ? store.oauthFlows.take(stateHash) : undefined;
+    const flow = stateHash ? await store.oauthFlows.take(stateHash) : undefined;
     if (!flow) throw invalid();
-    const pending = store.pending.byId(flow.pending_id);
+    const pending = await store.pending.byId(flow.pending_id);
     if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
     if (flow.expires_at <= Date.now()) {
-      settle(pending, 'failed');
+      await settle(pending, 'failed');
       throw invalid();
     }
     // The state is tied to the browser session that started it, and that session to the principal.
@@ -214,7 +218,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const error = single(req.query.error);
     if (error) {
       const denied = error === 'access_denied';
-      settle(pending, denied ? 'denied' : 'failed');
+      await settle(pending, denied ? 'denied' : 'failed');
       log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
       return denied
         ? renderMessage(res, page, 200, 'Nothing was connected', `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`)
@@ -222,15 +226,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
 
     try {
-      const requested = scopesForAuthorization(pending, provider, connections.find(principal, provider.id));
+      const requested = scopesForAuthorization(pending, provider, await connections.find(principal, provider.id));
       const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: requested });
       // The connection and the settled link land together: a crash leaves neither half.
-      const outcome = store.transaction(() => {
-        const saved = connections.save(principal, provider.id, account, tokens, { refuseShared: deps.sharedAccountPolicy === 'refuse' });
-        store.pending.settle(pending.id, saved === 'saved' ? 'completed' : 'denied', saved === 'saved' ? undefined : saved);
-        return saved;
-      });
-      watcher.notify(pending.id);
+      const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse' });
+      void watcher.notify(pending.id);
       if (outcome === 'refused_shared_account') {
         log.warn('connect_shared_account_refused', { provider: provider.id, pending: pending.id });
         // The token we were just given is not kept; let the provider forget it — only it: revoking the
@@ -241,7 +241,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       log.info('connection_created', { provider: provider.id, pending: pending.id });
       renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login, sandbox: provider.sandbox });
     } catch (err) {
-      settle(pending, 'failed');
+      await settle(pending, 'failed').catch(() => undefined);
       if (!(err instanceof ProviderError)) throw err;
       log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
       throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, `${err.message} Nothing was connected; ask your assistant to try again.`, {
@@ -250,10 +250,10 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
   });
 
-  router.get('/connections', (req, res) => {
+  router.get('/connections', async (req, res) => {
     const viewer = res.locals.session?.principal;
     if (!viewer) return res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(req.originalUrl)}`);
-    const rows = connections.list(viewer);
+    const rows = await connections.list(viewer);
     renderPage(res, page, 'connections', {
       title: 'Connected accounts',
       connections: rows.map((r) => ({
@@ -269,12 +269,12 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
   });
 
-  router.post('/connections/:provider/connect', (req, res) => {
+  router.post('/connections/:provider/connect', async (req, res) => {
     const provider = providerFor(req);
     deps.requireCsrf(req, res);
     const viewer = res.locals.session?.principal;
     if (!viewer) return res.redirect(303, '/auth/login?returnTo=%2Fconnections');
-    const pending = links.create(viewer, provider.id, undefined);
+    const pending = await links.create(viewer, provider.id, undefined);
     const url = new URL(links.url(pending));
     res.redirect(303, url.pathname + url.search);
   });

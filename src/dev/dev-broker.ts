@@ -3,8 +3,9 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError, isLoopbackHostname, loadConfig } from '../config/env.js';
 import type { Logger } from '../log.js';
 import { startBroker, type RunningBroker } from '../server.js';
-import { DevIdpStore } from '../store/dev-idp-store.js';
-import { SandboxGitHubStore } from '../store/sandbox-github-store.js';
+import { DevIdpStore } from '../store/sqlite/dev-idp-store.js';
+import { SandboxGitHubStore } from '../store/sqlite/sandbox-github-store.js';
+import { sqliteHandle } from '../store/index.js';
 import { createIdentityProvider } from './identity-provider.js';
 import { sqliteAdapter } from './idp-adapter.js';
 import { createSandboxGitHub } from './sandbox-github/index.js';
@@ -47,6 +48,8 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   }
   if (env.MCP_AUDIENCE && !isLoopbackHostname(URL.parse(env.MCP_AUDIENCE)?.hostname ?? '')) throw new ConfigError('MCP_AUDIENCE must be a loopback URL in development mode');
   if (env.TRUST_PROXY && env.TRUST_PROXY !== 'false') throw new ConfigError('TRUST_PROXY is not allowed in development mode');
+  // The embedded IdP and sandbox GitHub keep their state beside the broker's in one SQLite file.
+  if (env.DATABASE_URL) throw new ConfigError('DATABASE_URL is not used in development mode (everything lives in the SQLite file at DATABASE_PATH); unset it, or use npm start for PostgreSQL');
 
   const databasePath = resolve(env.DATABASE_PATH ?? './data/broker.db');
   const secretsPath = join(dirname(databasePath), 'dev-secrets.json');
@@ -96,7 +99,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
         ],
         cookieKeys: secrets.idpCookieKeys,
         signingJwk: secrets.idpSigningJwk,
-        adapter: sqliteAdapter(new DevIdpStore(store.db)),
+        adapter: sqliteAdapter(new DevIdpStore(sqliteHandle(store))),
         log,
       });
       idp.catch((err: unknown) => log.error('dev_idp_failed', { message: err instanceof Error ? err.message : String(err) }));
@@ -112,7 +115,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       app.use(idpRoutes);
       if (!realGitHub) {
         const sandbox = createSandboxGitHub({
-          store: new SandboxGitHubStore(store.db),
+          store: new SandboxGitHubStore(sqliteHandle(store)),
           clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
           publicBase: sandboxBase,
         });

@@ -15,6 +15,7 @@ import { hostGuard, originGuard } from './host-guard.js';
 import { mcpEndpoint } from './mcp-endpoint.js';
 import type { PageContext } from './render.js';
 import { pageRateLimit } from './rate-limits.js';
+import { readiness } from './readiness.js';
 import { noStore, securityHeaders } from './security-headers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -80,6 +81,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
   app.get('/healthz', (_req, res) => void res.json({ status: 'ok' }));
+  app.get('/readyz', readiness(deps.store));
 
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.

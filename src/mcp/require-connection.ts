@@ -33,10 +33,10 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
   let pending: PendingConnection | undefined;
 
   if (state?.kind === 'connect' && state.pid) {
-    pending = ownPending(deps, state.pid, principal, provider);
+    pending = await ownPending(deps, state.pid, principal, provider);
     const answer = inputResponse(ctx.mcpReq.inputResponses, CONNECT_INPUT_KEY);
     if (answer.kind === 'elicit' && answer.action !== 'accept') {
-      if (pending) deps.store.pending.settle(pending.id, 'cancelled');
+      if (pending) await deps.store.pending.settle(pending.id, 'cancelled');
       return { ok: false, result: nothingDone(`${provider.displayName} was not connected (you chose not to open the link), so nothing was done.`, { status: 'not_connected', reason: answer.action }) };
     }
   }
@@ -50,7 +50,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
   if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
 
   // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one.
-  if (!pending && facts.era === 'legacy') pending = deps.store.pending.latestInFlight(principal, provider.id);
+  if (!pending && facts.era === 'legacy') pending = await deps.store.pending.latestInFlight(principal, provider.id);
 
   if (pending) {
     const outcome = await deps.watcher.wait(pending.id, deps.repeatHoldMs, ctx.mcpReq.signal);
@@ -59,7 +59,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
       if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
     }
     if (outcome === 'cancelled' || outcome === 'denied') {
-      const reason = deps.store.pending.byId(pending.id)?.outcome_reason;
+      const reason = (await deps.store.pending.byId(pending.id))?.outcome_reason;
       const why =
         reason === 'refused_shared_account'
           ? `that ${provider.displayName} account is already linked to another user`
@@ -69,7 +69,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
       return { ok: false, result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, { status: 'not_connected', reason: reason === 'refused_shared_account' ? 'account_linked_elsewhere' : outcome }) };
     }
     if (outcome === 'aborted') return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
-    const current = deps.store.pending.byId(pending.id);
+    const current = await deps.store.pending.byId(pending.id);
     // Not opened yet: ask again with the same link. A link already used to start an authorization
     // cannot be opened again, so a user who gave up at the provider gets a fresh one (the old flow
     // may still finish, and the next repeat then finds the connection); settled or expired: fresh.
@@ -98,7 +98,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     scopes = union(provider.defaultScopes, requiredScopes);
     message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
   }
-  pending ??= deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined);
+  pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined);
   const url = deps.links.url(pending);
   if (facts.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
   return {
@@ -137,11 +137,11 @@ export async function withConnection(
     const result = await actTolerantOfReplicationLag(gate.connection, gate.principal, act);
     // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
     const lastUsed = gate.connection.row.last_used_at;
-    if (lastUsed === null || Date.now() - lastUsed > 60_000) deps.connections.touch(gate.principal, provider.id);
+    if (lastUsed === null || Date.now() - lastUsed > 60_000) void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
     return result;
   } catch (err) {
     if (err instanceof ProviderError && err.code === 'unauthorized') {
-      deps.connections.markReauthRequired(gate.principal, provider.id, 'api_401');
+      await deps.connections.markReauthRequired(gate.principal, provider.id, 'api_401');
       const again = await requireConnection(ctx, facts, { ...deps, repeatHoldMs: 0 }, provider, purpose, requiredScopes);
       if (!again.ok) return again.result;
     }
@@ -167,8 +167,8 @@ async function actTolerantOfReplicationLag<T>(connection: OpenConnection, princi
 const FRESH_TOKEN_MS = 60_000;
 const REPLICATION_RETRY_MS = 1_500;
 
-function ownPending(deps: ToolDeps, id: string, principal: Principal, provider: Provider): PendingConnection | undefined {
-  const row = deps.store.pending.byId(id);
+async function ownPending(deps: ToolDeps, id: string, principal: Principal, provider: Provider): Promise<PendingConnection | undefined> {
+  const row = await deps.store.pending.byId(id);
   // The codec already bound the state to this principal; the row check is belt and braces.
   return row && samePrincipal(row, principal) && row.provider === provider.id ? row : undefined;
 }

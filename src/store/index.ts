@@ -1,47 +1,16 @@
-import { AuditStore } from './audit.js';
-import { ConnectionStore } from './connections.js';
-import { openDatabase, type Db } from './database.js';
-import { LoginTransactionStore } from './login-transactions.js';
-import { OAuthFlowStore } from './oauth-flows.js';
-import { PendingConnectionStore } from './pending-connections.js';
-import { RefreshLeaseStore } from './refresh-leases.js';
-import { SessionStore } from './sessions.js';
+import type { Config } from '../config/env.js';
+import { openPostgresStore } from './postgres/index.js';
+import { openSqliteStore } from './sqlite/index.js';
+import type { Store } from './types.js';
 
-export type { AuditEvent, AuditRow } from './audit.js';
-export type { ConnectionRow, ConnectionStatus } from './connections.js';
-export type { LoginTransaction } from './login-transactions.js';
-export type { OAuthFlow } from './oauth-flows.js';
-export type { PendingConnection, PendingStatus } from './pending-connections.js';
-export type { SessionRow } from './sessions.js';
-export { openDatabase, migrate, type Db } from './database.js';
+export type * from './types.js';
+export { openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
 
-/** Every repository over one database handle. */
-export interface Store {
-  db: Db;
-  sessions: SessionStore;
-  loginTransactions: LoginTransactionStore;
-  pending: PendingConnectionStore;
-  oauthFlows: OAuthFlowStore;
-  connections: ConnectionStore;
-  leases: RefreshLeaseStore;
-  audit: AuditStore;
-  /** Runs `fn` in one SQLite transaction: all of its writes land, or none do. */
-  transaction<T>(fn: () => T): T;
-  close(): void;
-}
-
-export function openStore(path: string): Store {
-  const db = openDatabase(path);
-  return {
-    db,
-    sessions: new SessionStore(db),
-    loginTransactions: new LoginTransactionStore(db),
-    pending: new PendingConnectionStore(db),
-    oauthFlows: new OAuthFlowStore(db),
-    connections: new ConnectionStore(db),
-    leases: new RefreshLeaseStore(db),
-    audit: new AuditStore(db),
-    transaction: (fn) => db.transaction(fn).immediate(),
-    close: () => db.close(),
-  };
+/**
+ * Opens (and migrates) the store the configuration names: PostgreSQL when DATABASE_URL is set,
+ * shared by every instance; otherwise the embedded SQLite file at DATABASE_PATH.
+ */
+export async function openStore(database: Config['database'], onError?: (event: string, detail: Record<string, unknown>) => void): Promise<Store> {
+  if (!database.url) return openSqliteStore(database.path);
+  return openPostgresStore(database.url, { poolMax: database.poolMax, statementTimeoutMs: database.statementTimeoutMs, ...(onError ? { onError } : {}) });
 }

@@ -15,8 +15,8 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
 import { createSandboxGitHub, type SandboxAppKind, type SandboxIssuedToken } from '../../src/dev/sandbox-github/index.js';
-import { openDatabase } from '../../src/store/database.js';
-import { SandboxGitHubStore, type SandboxUser } from '../../src/store/sandbox-github-store.js';
+import { openDatabase } from '../../src/store/sqlite/database.js';
+import { SandboxGitHubStore, type SandboxUser } from '../../src/store/sqlite/sandbox-github-store.js';
 
 export interface StandInOptions {
   clientId?: string; // default 'Iv1.standin'

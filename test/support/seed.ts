@@ -10,23 +10,23 @@ import { openStore } from '../../src/store/index.js';
  * Writes a connection straight into a broker's database (as a finished connect flow would), sealed
  * with the broker's own key ring: for tests that start from "already connected".
  */
-export function seedConnection(env: Record<string, string>, sub: string, provider: string, account: ProviderAccount, tokens: ProviderTokens): void {
+export async function seedConnection(env: Record<string, string>, sub: string, provider: string, account: ProviderAccount, tokens: ProviderTokens): Promise<void> {
   const config = loadConfig(env);
-  const store = openStore(config.databasePath);
+  const store = await openStore(config.database);
   try {
     const service = new ConnectionService(store, new Sealer(config.tokenKeys), createLogger('error'));
-    service.save(principalFromVerifiedClaims(env.OIDC_ISSUER!, sub), provider, account, tokens, { refuseShared: false });
+    await service.save(principalFromVerifiedClaims(env.OIDC_ISSUER!, sub), provider, account, tokens, { refuseShared: false });
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
 /** Reads one connection row (without tokens) from a broker's database. */
-export function readConnection(env: Record<string, string>, sub: string, provider: string) {
-  const store = openStore(loadConfig(env).databasePath);
+export async function readConnection(env: Record<string, string>, sub: string, provider: string) {
+  const store = await openStore(loadConfig(env).database);
   try {
-    return store.connections.find({ issuer: env.OIDC_ISSUER!, subject: sub }, provider);
+    return await store.connections.find({ issuer: env.OIDC_ISSUER!, subject: sub }, provider);
   } finally {
-    store.close();
+    await store.close();
   }
 }

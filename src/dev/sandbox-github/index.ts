@@ -16,7 +16,7 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { constantTimeEqual } from '../../crypto/index.js';
-import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/sandbox-github-store.js';
+import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/sqlite/sandbox-github-store.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
 
 export { SANDBOX_LABEL } from './html.js';

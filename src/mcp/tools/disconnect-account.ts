@@ -30,7 +30,7 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
     async ({ provider: providerId }, ctx) => {
       const provider = deps.providers.get(providerId)!;
       const principal = principalOf(ctx);
-      const existing = deps.connections.find(principal, provider.id);
+      const existing = await deps.connections.find(principal, provider.id);
       if (!existing) {
         return nothingDone(`No ${provider.displayName} account is linked, so there is nothing to disconnect.`, { status: 'not_connected', provider: provider.id });
       }

@@ -26,8 +26,8 @@ export function registerListConnections(server: McpServer, deps: ToolDeps): void
       outputSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    (_args, ctx) => {
-      const rows = deps.connections.list(principalOf(ctx));
+    async (_args, ctx) => {
+      const rows = await deps.connections.list(principalOf(ctx));
       const connections = rows.map((r) => ({
         provider: r.provider,
         login: r.account_login,

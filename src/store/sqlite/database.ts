@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 
 export type Db = Database.Database;
 
-const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite/', import.meta.url));
 
 /** Opens the SQLite file (creating its folder), tunes it for several processes, and migrates it. */
 export function openDatabase(path: string): Db {

@@ -1,0 +1,76 @@
+import type { Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
+import { atomically, type Queryable } from './queryable.js';
+
+/** The NOTIFY channel a settlement is announced on; the payload is the pending connection's id. */
+export const SETTLED_CHANNEL = 'broker_pending_settled';
+
+const DAY_MS = 86_400_000;
+
+export class PgPendingConnectionRepository implements PendingConnectionRepository {
+  constructor(private readonly q: Queryable) {}
+
+  async create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void> {
+    const now = Date.now();
+    await this.q.query(
+      `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, status, created_at, expires_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $8)`,
+      [row.id, row.link_hash, row.issuer, row.subject, row.provider, row.client_name, row.scopes, now, row.expires_at],
+    );
+  }
+
+  async byId(id: string): Promise<PendingConnection | undefined> {
+    return (await this.q.query<PendingConnection>('SELECT * FROM pending_connections WHERE id = $1', [id])).rows[0];
+  }
+
+  async byLinkHash(linkHash: string): Promise<PendingConnection | undefined> {
+    return (await this.q.query<PendingConnection>('SELECT * FROM pending_connections WHERE link_hash = $1', [linkHash])).rows[0];
+  }
+
+  async latestInFlight(owner: Owner, provider: string, now = Date.now()): Promise<PendingConnection | undefined> {
+    const r = await this.q.query<PendingConnection>(
+      `SELECT * FROM pending_connections
+       WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status IN ('open', 'authorizing') AND expires_at > $4
+       ORDER BY created_at DESC LIMIT 1`,
+      [owner.issuer, owner.subject, provider, now],
+    );
+    return r.rows[0];
+  }
+
+  async claim(id: string, now = Date.now()): Promise<boolean> {
+    const r = await this.q.query(`UPDATE pending_connections SET status = 'authorizing', updated_at = $1 WHERE id = $2 AND status = 'open' AND expires_at > $1`, [now, id]);
+    return r.rowCount === 1;
+  }
+
+  async settle(id: string, status: SettledStatus, reason?: string): Promise<boolean> {
+    // One statement, so one transaction: the NOTIFY goes out on commit, and only if a row changed.
+    const r = await this.q.query(
+      `WITH settled AS (
+         UPDATE pending_connections SET status = $2, outcome_reason = $3, updated_at = $4
+         WHERE id = $1 AND status IN ('open', 'authorizing') RETURNING id
+       )
+       SELECT pg_notify('${SETTLED_CHANNEL}', id) FROM settled`,
+      [id, status, reason ?? null, Date.now()],
+    );
+    return r.rowCount === 1;
+  }
+
+  async settledAmong(ids: readonly string[]): Promise<Array<{ id: string; status: SettledStatus }>> {
+    if (ids.length === 0) return [];
+    const r = await this.q.query<{ id: string; status: SettledStatus }>(
+      `SELECT id, status FROM pending_connections WHERE id = ANY($1::text[]) AND status NOT IN ('open', 'authorizing')`,
+      [[...ids]],
+    );
+    return r.rows;
+  }
+
+  async prune(now = Date.now()): Promise<number> {
+    return atomically(this.q, async (q) => {
+      let n = 0;
+      n += (await q.query('DELETE FROM pending_connections WHERE expires_at < $1', [now - DAY_MS])).rowCount ?? 0;
+      n += (await q.query('DELETE FROM oauth_flows WHERE expires_at < $1', [now])).rowCount ?? 0;
+      n += (await q.query('DELETE FROM login_transactions WHERE expires_at < $1', [now])).rowCount ?? 0;
+      n += (await q.query('DELETE FROM browser_sessions WHERE expires_at < $1', [now])).rowCount ?? 0;
+      return n;
+    });
+  }
+}

@@ -1,0 +1,112 @@
+import pg from 'pg';
+import type { SettledFeed } from '../types.js';
+import { SETTLED_CHANNEL } from './pending-connections.js';
+import { APPLICATION_NAME, describeError, type ErrorReporter } from './pool.js';
+
+const FIRST_RETRY_MS = 250;
+const MAX_RETRY_MS = 5_000;
+
+interface Subscriber {
+  onSettled: (pendingId: string) => void;
+  onLive: (live: boolean) => void;
+}
+
+/**
+ * LISTEN on a connection of its own (a pooled one would be handed to other queries and lose its
+ * LISTEN when recycled). Connects on the first subscribe and, whenever that connection is lost,
+ * reconnects with backoff until `close()`.
+ */
+export class PostgresSettledFeed implements SettledFeed {
+  readonly #url: string;
+  readonly #connectTimeoutMs: number;
+  readonly #onError: ErrorReporter;
+  readonly #subscribers = new Set<Subscriber>();
+  #client: pg.Client | undefined;
+  #live = false;
+  #started = false;
+  #closed = false;
+  #retryMs = FIRST_RETRY_MS;
+  #retryTimer: NodeJS.Timeout | undefined;
+
+  constructor(url: string, options: { connectTimeoutMs: number; onError: ErrorReporter }) {
+    this.#url = url;
+    this.#connectTimeoutMs = options.connectTimeoutMs;
+    this.#onError = options.onError;
+  }
+
+  get live(): boolean {
+    return this.#live;
+  }
+
+  subscribe(onSettled: (pendingId: string) => void, onLive: (live: boolean) => void): () => void {
+    const subscriber = { onSettled, onLive };
+    this.#subscribers.add(subscriber);
+    if (!this.#started && !this.#closed) {
+      this.#started = true;
+      void this.#connect();
+    }
+    return () => {
+      this.#subscribers.delete(subscriber);
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#retryTimer);
+    this.#live = false;
+    const client = this.#client;
+    this.#client = undefined;
+    if (client) await client.end().catch(() => {});
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#closed) return;
+    const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: this.#connectTimeoutMs, keepAlive: true, application_name: APPLICATION_NAME });
+    // Kept from the start so that `close()` also ends a connection still being opened.
+    this.#client = client;
+    let lost = false;
+    // 'error' and 'end' both come for one loss (and a failed connect also rejects): act once.
+    const onLost = (err?: unknown) => {
+      if (lost) return;
+      lost = true;
+      if (this.#client === client) this.#client = undefined;
+      client.end().catch(() => {});
+      if (this.#closed) return;
+      this.#onError('postgres_listen_connection_lost', err === undefined ? { message: 'connection ended' } : describeError(err));
+      this.#setLive(false);
+      this.#retryTimer = setTimeout(() => void this.#connect(), this.#retryMs);
+      this.#retryMs = Math.min(this.#retryMs * 2, MAX_RETRY_MS);
+    };
+    client.on('error', onLost);
+    client.on('end', () => onLost());
+    client.on('notification', (msg) => {
+      if (msg.channel !== SETTLED_CHANNEL || !msg.payload) return;
+      for (const s of this.#subscribers) this.#call(() => s.onSettled(msg.payload!));
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${SETTLED_CHANNEL}`);
+    } catch (err) {
+      onLost(err);
+      return;
+    }
+    if (lost || this.#closed) return;
+    this.#retryMs = FIRST_RETRY_MS;
+    this.#setLive(true);
+  }
+
+  #setLive(live: boolean): void {
+    if (this.#live === live) return;
+    this.#live = live;
+    for (const s of this.#subscribers) this.#call(() => s.onLive(live));
+  }
+
+  /** A throwing subscriber must neither starve the others nor take the connection down. */
+  #call(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.#onError('settled_feed_subscriber_threw', describeError(err));
+    }
+  }
+}

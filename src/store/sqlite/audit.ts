@@ -1,0 +1,28 @@
+import type { AuditEvent, AuditRepository, AuditRow, Owner } from '../types.js';
+import type { Db } from './database.js';
+import type { Runner } from './gate.js';
+
+export class SqliteAuditRepository implements AuditRepository {
+  constructor(
+    private readonly db: Db,
+    private readonly gate: Runner,
+  ) {}
+
+  record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
+    return this.gate.run(
+      () =>
+        void this.db
+          .prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)')
+          .run(Date.now(), event, owner?.issuer ?? null, owner?.subject ?? null, provider ?? null, detail?.slice(0, 200) ?? null),
+    );
+  }
+
+  list(filter: { issuer?: string; subject?: string; event?: AuditEvent } = {}): Promise<AuditRow[]> {
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(`SELECT * FROM audit_events WHERE (@issuer IS NULL OR issuer = @issuer) AND (@subject IS NULL OR subject = @subject) AND (@event IS NULL OR event = @event) ORDER BY id`)
+          .all({ issuer: filter.issuer ?? null, subject: filter.subject ?? null, event: filter.event ?? null }) as AuditRow[],
+    );
+  }
+}

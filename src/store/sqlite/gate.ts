@@ -1,0 +1,38 @@
+/**
+ * Keeps statements out of an open transaction. better-sqlite3 runs everything on one connection,
+ * so while an async transaction awaits, any other statement would silently join it (and be undone
+ * by its rollback). Statements outside the transaction wait for it; inside it, they run at once.
+ */
+export interface Runner {
+  run<T>(fn: () => T): Promise<T>;
+}
+
+export class TransactionGate implements Runner {
+  #open: Promise<void> | undefined;
+
+  /** Runs `fn` when no transaction is open; the check and `fn` share one synchronous turn. */
+  async run<T>(fn: () => T): Promise<T> {
+    while (this.#open) await this.#open;
+    return fn();
+  }
+
+  /** Holds every other statement (and transaction) until `fn` settles. */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.#open) await this.#open;
+    let release!: () => void;
+    this.#open = new Promise((resolve) => (release = resolve));
+    try {
+      return await fn();
+    } finally {
+      this.#open = undefined;
+      release();
+    }
+  }
+}
+
+/** What repositories bound to an open transaction use: no waiting, the gate is theirs. */
+export const insideTransaction: Runner = {
+  async run<T>(fn: () => T): Promise<T> {
+    return fn();
+  },
+};

@@ -1,0 +1,62 @@
+import type { Repositories, Store } from '../types.js';
+import { SqliteAuditRepository } from './audit.js';
+import { SqliteConnectionRepository } from './connections.js';
+import { openDatabase, type Db } from './database.js';
+import { insideTransaction, TransactionGate, type Runner } from './gate.js';
+import { SqliteLoginTransactionRepository } from './login-transactions.js';
+import { SqliteOAuthFlowRepository } from './oauth-flows.js';
+import { SqlitePendingConnectionRepository } from './pending-connections.js';
+import { SqliteRefreshLeaseRepository } from './refresh-leases.js';
+import { SqliteSessionRepository } from './sessions.js';
+
+export interface SqliteStore extends Store {
+  readonly kind: 'sqlite';
+  /** The raw handle, for the development-only tables (dev IdP, sandbox GitHub) and tests. */
+  readonly db: Db;
+}
+
+function repositories(db: Db, runner: Runner): Repositories {
+  return {
+    sessions: new SqliteSessionRepository(db, runner),
+    loginTransactions: new SqliteLoginTransactionRepository(db, runner),
+    pending: new SqlitePendingConnectionRepository(db, runner),
+    oauthFlows: new SqliteOAuthFlowRepository(db, runner),
+    connections: new SqliteConnectionRepository(db, runner),
+    leases: new SqliteRefreshLeaseRepository(db, runner),
+    audit: new SqliteAuditRepository(db, runner),
+  };
+}
+
+/** The embedded store: one SQLite file, shared by the processes of one machine. */
+export function openSqliteStore(path: string): SqliteStore {
+  const db = openDatabase(path);
+  const gate = new TransactionGate();
+  const inTx = repositories(db, insideTransaction);
+  return {
+    kind: 'sqlite',
+    db,
+    ...repositories(db, gate),
+    transaction: (fn) =>
+      gate.exclusive(async () => {
+        db.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await fn(inTx);
+          db.exec('COMMIT');
+          return result;
+        } catch (err) {
+          if (db.inTransaction) db.exec('ROLLBACK');
+          throw err;
+        }
+      }),
+    ping: () => gate.run(() => void db.prepare('SELECT 1').get()),
+    close: async () => {
+      if (db.open) db.close();
+    },
+  };
+}
+
+/** The SQLite handle behind a store (development mode keeps its own tables in the same file). */
+export function sqliteHandle(store: Store): Db {
+  if (store.kind !== 'sqlite' || !('db' in store)) throw new Error('this needs the SQLite store');
+  return (store as SqliteStore).db;
+}

@@ -1,0 +1,204 @@
+/**
+ * The storage interface the rest of the broker sees. Two implementations stand behind it — SQLite
+ * (embedded, one machine) and PostgreSQL (shared by any number of instances) — and nothing outside
+ * `src/store/` can tell them apart. Times are epoch milliseconds throughout.
+ */
+
+export type Owner = { issuer: string; subject: string };
+
+export interface SessionRow {
+  id_hash: string;
+  issuer: string | null;
+  subject: string | null;
+  display_name: string | null;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface LoginTransaction {
+  state_hash: string;
+  session_hash: string;
+  code_verifier: string;
+  nonce: string;
+  return_to: string;
+  expires_at: number;
+}
+
+export interface OAuthFlow {
+  state_hash: string;
+  pending_id: string;
+  session_hash: string;
+  code_verifier: string;
+  expires_at: number;
+}
+
+export type PendingStatus = 'open' | 'authorizing' | 'completed' | 'cancelled' | 'denied' | 'failed';
+export type SettledStatus = Exclude<PendingStatus, 'open' | 'authorizing'>;
+
+export interface PendingConnection {
+  id: string;
+  link_hash: string;
+  issuer: string;
+  subject: string;
+  provider: string;
+  client_name: string | null;
+  /** Space-separated scopes to ask for; null = the provider's defaults. */
+  scopes: string | null;
+  status: PendingStatus;
+  outcome_reason: string | null;
+  created_at: number;
+  expires_at: number;
+  updated_at: number;
+}
+
+export type ConnectionStatus = 'active' | 'reauth_required';
+
+export interface ConnectionRow {
+  issuer: string;
+  subject: string;
+  provider: string;
+  account_id: string;
+  account_login: string;
+  scopes: string;
+  key_id: string;
+  sealed_tokens: string;
+  created_at: number;
+  updated_at: number;
+  last_used_at: number | null;
+  status: ConnectionStatus;
+  status_reason: string | null;
+}
+
+export type NewConnection = Omit<ConnectionRow, 'created_at' | 'updated_at' | 'last_used_at' | 'status' | 'status_reason'>;
+
+export type AuditEvent = 'connection_created' | 'connection_refreshed' | 'refresh_failed' | 'reauth_required' | 'connection_revoked' | 'binding_refused' | 'keys_rotated';
+
+export interface AuditRow {
+  id: number;
+  at: number;
+  event: AuditEvent;
+  issuer: string | null;
+  subject: string | null;
+  provider: string | null;
+  detail: string | null;
+}
+
+/** Server-side browser sessions, keyed by the hash of the cookie value. */
+export interface SessionRepository {
+  create(idHash: string, expiresAt: number): Promise<void>;
+  find(idHash: string, now?: number): Promise<SessionRow | undefined>;
+  /** Replaces the session with a fresh id carrying the signed-in principal (no fixation). */
+  rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number): Promise<void>;
+  delete(idHash: string): Promise<void>;
+}
+
+/** OIDC sign-ins in progress; each one can be taken exactly once. */
+export interface LoginTransactionRepository {
+  put(t: LoginTransaction): Promise<void>;
+  /** Deletes and returns the transaction, so a replayed callback finds nothing. */
+  take(stateHash: string): Promise<LoginTransaction | undefined>;
+}
+
+/** Provider authorizations in progress; each `state` can be taken exactly once. */
+export interface OAuthFlowRepository {
+  put(flow: OAuthFlow): Promise<void>;
+  peek(stateHash: string): Promise<OAuthFlow | undefined>;
+  take(stateHash: string): Promise<OAuthFlow | undefined>;
+}
+
+/** Connections asked for and not yet settled. */
+export interface PendingConnectionRepository {
+  create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void>;
+  byId(id: string): Promise<PendingConnection | undefined>;
+  byLinkHash(linkHash: string): Promise<PendingConnection | undefined>;
+  /** The newest unexpired, unsettled pending connection of `owner` for `provider`. */
+  latestInFlight(owner: Owner, provider: string, now?: number): Promise<PendingConnection | undefined>;
+  /**
+   * Moves an open, unexpired link to `authorizing`, exactly once: of two concurrent claims only
+   * one sees a changed row. This is what makes a connect link single-use.
+   */
+  claim(id: string, now?: number): Promise<boolean>;
+  /**
+   * Settles a pending connection once (later calls change nothing and return false) and, on a
+   * store that can push, tells every instance listening (see `Store.onSettled`).
+   */
+  settle(id: string, status: SettledStatus, reason?: string): Promise<boolean>;
+  /** Of `ids`, the ones that are settled, with their status: what a polling waiter asks. */
+  settledAmong(ids: readonly string[]): Promise<Array<{ id: string; status: SettledStatus }>>;
+  /** Removes expired pending connections, flows, sign-ins and sessions; returns how many rows went. */
+  prune(now?: number): Promise<number>;
+}
+
+/** Linked provider accounts, one per (principal, provider). Tokens arrive here already sealed. */
+export interface ConnectionRepository {
+  /** Inserts or replaces the principal's connection to a provider, keeping its creation time. */
+  save(row: NewConnection): Promise<void>;
+  find(owner: Owner, provider: string): Promise<ConnectionRow | undefined>;
+  list(owner: Owner): Promise<ConnectionRow[]>;
+  /**
+   * Replaces the tokens only if they are still the ones the caller read (compare-and-swap on the
+   * sealed value), so a slower writer can never overwrite a newer refresh.
+   */
+  replaceTokens(owner: Owner, provider: string, expected: string, next: { key_id: string; sealed_tokens: string; scopes: string }): Promise<boolean>;
+  /** Marks the connection as needing the user again; the row (and its account binding) stays. */
+  markReauthRequired(owner: Owner, provider: string, reason: string): Promise<boolean>;
+  /** Other principals' connections to the same upstream account. */
+  othersWithAccount(owner: Owner, provider: string, accountId: string): Promise<ConnectionRow[]>;
+  /** The next batch (in `seq` order, after `afterSeq`) of rows sealed under any key but `keyId`. */
+  sealedUnderOtherKeys(keyId: string, afterSeq: number, limit: number): Promise<Array<ConnectionRow & { seq: number }>>;
+  /** Re-seals one row if it is unchanged since it was read. */
+  reseal(row: ConnectionRow, next: { key_id: string; sealed_tokens: string }): Promise<boolean>;
+  countByKey(): Promise<Array<{ key_id: string; n: number }>>;
+  touch(owner: Owner, provider: string, at?: number): Promise<void>;
+  delete(owner: Owner, provider: string): Promise<boolean>;
+}
+
+/**
+ * Short leases that make a token refresh single-flight across instances: only the holder of an
+ * unexpired lease for a connection calls the provider; everyone else waits for the new tokens.
+ */
+export interface RefreshLeaseRepository {
+  /** Takes the lease if it is free or expired; true when `holder` now holds it. */
+  acquire(owner: Owner, provider: string, holder: string, ttlMs: number, now?: number): Promise<boolean>;
+  /** Extends a lease `holder` still holds; false when it has lost it. */
+  renew(owner: Owner, provider: string, holder: string, ttlMs: number, now?: number): Promise<boolean>;
+  release(owner: Owner, provider: string, holder: string): Promise<void>;
+}
+
+/** An append-only record of what happened to connections. `detail` is a code or a count, never a secret. */
+export interface AuditRepository {
+  record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void>;
+  list(filter?: { issuer?: string; subject?: string; event?: AuditEvent }): Promise<AuditRow[]>;
+}
+
+export interface Repositories {
+  sessions: SessionRepository;
+  loginTransactions: LoginTransactionRepository;
+  pending: PendingConnectionRepository;
+  oauthFlows: OAuthFlowRepository;
+  connections: ConnectionRepository;
+  leases: RefreshLeaseRepository;
+  audit: AuditRepository;
+}
+
+/** How a store pushes "pending connection settled" to every instance, when it can. */
+export interface SettledFeed {
+  /** True while pushes arrive; when false, waiters must poll `settledAmong`. */
+  readonly live: boolean;
+  /**
+   * Calls `onSettled` for each pending connection settled by any instance, and `onLive` whenever
+   * the feed comes up or goes down (after coming up, callers catch up by polling once).
+   */
+  subscribe(onSettled: (pendingId: string) => void, onLive: (live: boolean) => void): () => void;
+}
+
+export interface Store extends Repositories {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Runs `fn` in one transaction: all of its writes land, or none do. Only store work inside. */
+  transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
+  /** Present on stores that push settlements (PostgreSQL LISTEN/NOTIFY). */
+  readonly settledFeed?: SettledFeed;
+  /** Resolves when the database answers; rejects when it cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
