@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { openPostgresStore, type PostgresStoreOptions } from '../src/store/postgres/index.js';
 import { createPool, ping } from '../src/store/postgres/pool.js';
+import { StoreUnavailableError } from '../src/store/errors.js';
 import type { NewConnection, Owner, PendingConnection, Store } from '../src/store/types.js';
 import { startPostgres, type PgServer } from './support/postgres.js';
 
@@ -154,7 +155,7 @@ describe('repositories', () => {
   test('rotateSignedIn is atomic: a clash on the new id keeps the old session', async () => {
     await store.sessions.create('s-keep', Date.now() + HOUR);
     await store.sessions.create('s-taken', Date.now() + HOUR);
-    await assert.rejects(store.sessions.rotateSignedIn('s-keep', 's-taken', { ...BOB, name: 'Bob' }, Date.now() + HOUR), /duplicate key/);
+    await assert.rejects(store.sessions.rotateSignedIn('s-keep', 's-taken', { ...BOB, name: 'Bob' }, Date.now() + HOUR), (err: unknown) => !(err instanceof StoreUnavailableError) && /duplicate key/.test(String(err)), 'a constraint violation is a bug to report, not an outage');
     assert.ok(await store.sessions.find('s-keep'), 'the delete was rolled back with the failed insert');
   });
 
@@ -470,6 +471,24 @@ describe('repositories', () => {
     assert.equal(await store.connections.find(BOB, 'tx-dup'), undefined);
     await store.ping();
   });
+
+  test('of 10 users linking one upstream account at once, exactly one passes the "nobody else has it" check', async () => {
+    const store = await open(await server.createDatabase(), { poolMax: 10 });
+    const owners = Array.from({ length: 10 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `racer-${i}` }));
+    const outcomes = await Promise.all(
+      owners.map((owner) =>
+        store.transaction(async (tx) => {
+          if ((await tx.connections.othersWithAccount(owner, 'github', 'shared-42')).length > 0) return 'refused';
+          await sleep(20); // widen the window between the check and the write
+          await tx.connections.save(connection(owner, 'github', { account_id: 'shared-42' }));
+          return 'saved';
+        }),
+      ),
+    );
+    assert.equal(outcomes.filter((o) => o === 'saved').length, 1, outcomes.join(','));
+    const holders = await Promise.all(owners.map((o) => store.connections.find(o, 'github')));
+    assert.equal(holders.filter(Boolean).length, 1);
+  });
 });
 
 describe('settled feed', () => {
@@ -585,13 +604,13 @@ describe('after the server restarts', () => {
 
     await server.stop();
     resume();
-    await assert.rejects(inFlight);
+    await assert.rejects(inFlight, StoreUnavailableError, 'a transaction cut by the outage says the database is away');
     await eventually(() => liveChanges.includes(false), 2_000, 'the feed to report it is down');
     assert.equal(b.settledFeed!.live, false);
     const started = Date.now();
     await assert.rejects(a.ping());
     assert.ok(Date.now() - started < 2_500, 'ping fails fast');
-    await assert.rejects(a.pending.byId('x'));
+    await assert.rejects(a.pending.byId('x'), StoreUnavailableError, 'so callers can answer 503 / "try again", not 500');
     assert.ok(errorsA.includes('postgres_idle_client_error'), `A was told its idle clients broke: ${errorsA.join(', ')}`);
     assert.ok(errorsB.includes('postgres_listen_connection_lost'), `B was told the feed dropped: ${errorsB.join(', ')}`);
 

@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler, Request } from 'express';
 import type { Logger } from '../log.js';
+import { StoreUnavailableError } from '../store/index.js';
 import { BrokerError } from './errors.js';
 import { renderMessage, type PageContext } from './render.js';
 
@@ -23,6 +24,13 @@ export function errorHandler(page: PageContext, log: Logger): ErrorRequestHandle
       heading = err.options.heading ?? heading;
       if (err.options.action) extra = { action: err.options.action };
       if (err.options.detail) log.info('request_refused', { code, status, detail: err.options.detail });
+    } else if (err instanceof StoreUnavailableError) {
+      status = 503;
+      code = 'temporarily_unavailable';
+      message = 'This service cannot reach its database right now. Nothing was changed; please try again in a moment.';
+      heading = 'Temporarily unavailable';
+      res.set('Retry-After', '5');
+      log.warn('store_unavailable', { path: req.path, cause: err.cause instanceof Error ? err.cause.message : undefined });
     } else if (typeof err?.status === 'number' && err.status >= 400 && err.status < 500 && (typeof err.expose === 'boolean' || err instanceof URIError)) {
       // Client errors from middleware: http-errors instances (they carry `expose`) from body-parser
       // (entity.too.large, entity.parse.failed, ...) and serve-static (404 missing file, 403, 400),

@@ -1,5 +1,7 @@
 import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext } from '@modelcontextprotocol/server';
+import { StoreUnavailableError } from '../store/index.js';
 import { callScopeOf } from './call-scope.js';
+import { toolError } from './results.js';
 import type { RequestFacts, ToolDeps } from './context.js';
 import { registerConnectAccount } from './tools/connect-account.js';
 import { registerDisconnectAccount } from './tools/disconnect-account.js';
@@ -33,6 +35,7 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
   });
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
   reuseConvertedOutputSchemas(server);
+  answerStoreOutagesAsToolErrors(server, deps);
   const facts = { era: rc.era };
   const call = callScopeOf(rc.authInfo);
   const only = call?.method === 'tools/call' ? TOOLS.get(call.name) : undefined;
@@ -61,6 +64,27 @@ function reuseConvertedOutputSchemas(server: McpServer): void {
       tool.outputSchemaJson = outputSchemaJson.get(schema);
     }
     return tool;
+  }) as typeof server.registerTool;
+}
+
+/**
+ * A tool whose database is away says so, as a tool error the model can relay ("try again in a
+ * moment"), instead of the SDK's generic error carrying the driver's message.
+ */
+function answerStoreOutagesAsToolErrors(server: McpServer, deps: ToolDeps): void {
+  const register = server.registerTool.bind(server);
+  server.registerTool = ((...args: unknown[]) => {
+    const callback = args.at(-1) as (...a: unknown[]) => unknown;
+    args[args.length - 1] = async (...a: unknown[]) => {
+      try {
+        return await callback(...a);
+      } catch (err) {
+        if (!(err instanceof StoreUnavailableError)) throw err;
+        deps.log.warn('store_unavailable', { tool: String(args[0]) });
+        return toolError('The connection broker cannot reach its database right now, so nothing was done. Try again in a moment.');
+      }
+    };
+    return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);
   }) as typeof server.registerTool;
 }
 

@@ -4,6 +4,7 @@ import { openSqliteStore } from './sqlite/index.js';
 import type { Store } from './types.js';
 
 export type * from './types.js';
+export { StoreUnavailableError } from './errors.js';
 export { openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
 
 /**

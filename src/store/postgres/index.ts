@@ -4,6 +4,7 @@ import { createPool, ping } from './pool.js';
 import { withTransaction } from './queryable.js';
 import { repositoriesOver } from './repositories.js';
 import { PostgresSettledFeed } from './settled-feed.js';
+import { classify } from './unavailable.js';
 
 export { migrate, MIGRATIONS_DIR } from './migrate.js';
 export { SETTLED_CHANNEL } from './pending-connections.js';
@@ -32,7 +33,10 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     kind: 'postgres',
     ...repositoriesOver(pool),
     settledFeed,
-    transaction: <T>(fn: (tx: Repositories) => Promise<T>) => withTransaction(pool, (client) => fn(repositoriesOver(client))),
+    transaction: <T>(fn: (tx: Repositories) => Promise<T>) =>
+      withTransaction(pool, (client) => fn(repositoriesOver(client))).catch((err: unknown) => {
+        throw classify(err);
+      }),
     ping: () => ping(pool),
     close: () => (closing ??= Promise.all([settledFeed.close(), pool.end()]).then(() => undefined)),
   };

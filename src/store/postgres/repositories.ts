@@ -7,16 +7,17 @@ import { PgPendingConnectionRepository } from './pending-connections.js';
 import type { Queryable } from './queryable.js';
 import { PgRefreshLeaseRepository } from './refresh-leases.js';
 import { PgSessionRepository } from './sessions.js';
+import { guarded } from './unavailable.js';
 
 /** Every repository over one queryable: the pool for the store, a client for a transaction. */
 export function repositoriesOver(q: Queryable): Repositories {
   return {
-    sessions: new PgSessionRepository(q),
-    loginTransactions: new PgLoginTransactionRepository(q),
-    pending: new PgPendingConnectionRepository(q),
-    oauthFlows: new PgOAuthFlowRepository(q),
-    connections: new PgConnectionRepository(q),
-    leases: new PgRefreshLeaseRepository(q),
-    audit: new PgAuditRepository(q),
+    sessions: guarded(new PgSessionRepository(q)),
+    loginTransactions: guarded(new PgLoginTransactionRepository(q)),
+    pending: guarded(new PgPendingConnectionRepository(q)),
+    oauthFlows: guarded(new PgOAuthFlowRepository(q)),
+    connections: guarded(new PgConnectionRepository(q)),
+    leases: guarded(new PgRefreshLeaseRepository(q)),
+    audit: guarded(new PgAuditRepository(q)),
   };
 }
