@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config/env.js';
+import { freePort } from './support/idp.js';
 
 const REQUIRED = [
   'PUBLIC_URL',
@@ -222,27 +223,33 @@ describe('loadConfig: defaults', () => {
   });
 });
 
+/** Runs `src/main.ts` with exactly `env` and waits (at most 15 s) for it to exit. */
+async function runMain(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: fileURLToPath(new URL('../', import.meta.url)), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`still running after 15 s:\n${stderr}`));
+    }, 15_000);
+    child.once('exit', (c) => {
+      clearTimeout(timer);
+      resolve(c);
+    });
+  });
+  return { code, stdout, stderr };
+}
+
 describe('starting the service with a bad environment', () => {
   it('exits with code 1 and one stderr line naming the missing variable, without a stack trace', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'broker-config-'));
     try {
       const dbPath = join(dir, 'broker.db');
       const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...validEnv({ BROKER_SECRET: undefined, PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_PATH: dbPath }) };
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: fileURLToPath(new URL('../', import.meta.url)), env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      const code = await new Promise<number | null>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          child.kill('SIGKILL');
-          reject(new Error(`still running after 15 s:\n${stderr}`));
-        }, 15_000);
-        child.once('exit', (c) => {
-          clearTimeout(timer);
-          resolve(c);
-        });
-      });
+      const { code, stdout, stderr } = await runMain(env);
       assert.equal(code, 1);
       assert.equal(stderr, 'Configuration error: BROKER_SECRET is required\n');
       assert.equal(stdout, '');
@@ -250,5 +257,15 @@ describe('starting the service with a bad environment', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('exits with code 1 and one line naming DATABASE_URL (without its password) when PostgreSQL cannot be reached', async () => {
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...validEnv({ PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_URL: `postgres://broker:hunter2-secret@127.0.0.1:${port}/broker` }) };
+    const { code, stdout, stderr } = await runMain(env);
+    assert.equal(code, 1);
+    assert.match(stderr, /^Could not start: DATABASE_URL: cannot open the PostgreSQL database \(.*ECONNREFUSED.*\)\n$/);
+    assert.doesNotMatch(stderr, /hunter2/);
+    assert.equal(stdout, '');
   });
 });

@@ -13,5 +13,10 @@ export { openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.
  */
 export async function openStore(database: Config['database'], onError?: (event: string, detail: Record<string, unknown>) => void): Promise<Store> {
   if (!database.url) return openSqliteStore(database.path);
-  return openPostgresStore(database.url, { poolMax: database.poolMax, statementTimeoutMs: database.statementTimeoutMs, ...(onError ? { onError } : {}) });
+  try {
+    return await openPostgresStore(database.url, { poolMax: database.poolMax, statementTimeoutMs: database.statementTimeoutMs, ...(onError ? { onError } : {}) });
+  } catch (err) {
+    // pg's messages name the host and user, never the password.
+    throw new Error(`DATABASE_URL: cannot open the PostgreSQL database (${err instanceof Error ? err.message : String(err)})`, { cause: err });
+  }
 }
