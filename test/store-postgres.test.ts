@@ -4,7 +4,10 @@ import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { rotateKeys } from '../src/cli/rotate-keys.js';
+import { Sealer } from '../src/crypto/index.js';
 import { openPostgresStore, type PostgresStoreOptions } from '../src/store/postgres/index.js';
 import { createPool, ping } from '../src/store/postgres/pool.js';
 import { StoreUnavailableError } from '../src/store/errors.js';
@@ -645,5 +648,29 @@ describe('after the server restarts', () => {
     await sleep(300);
     assert.equal(await listeners(), 0, 'the LISTEN connection is gone and did not come back');
     await assert.rejects(store.ping(), /after calling end|ended/i);
+  });
+});
+
+describe('key rotation on PostgreSQL', () => {
+  test('rotate-keys re-seals every row under the current key, paging by seq, and the rows still open', async () => {
+    const store = await open(await server.createDatabase());
+    const old = randomBytes(32);
+    const oldKey = new Sealer([old]);
+    const ring = new Sealer([randomBytes(32), old]);
+    const owners = Array.from({ length: 7 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `rot-${i}` }));
+    for (const owner of owners) {
+      const sealed = oldKey.seal(JSON.stringify({ accessToken: `tok-${owner.subject}` }), { ...owner, provider: 'github' });
+      await store.connections.save(connection(owner, 'github', { key_id: sealed.keyId, sealed_tokens: sealed.value }));
+    }
+    const report = await rotateKeys(store, ring, { batchSize: 3 });
+    assert.equal(report.resealed, 7);
+    assert.equal(report.unreadable, 0);
+    assert.deepEqual(report.keysInUse, [{ key_id: ring.keyId, n: 7 }]);
+    for (const owner of owners) {
+      const row = (await store.connections.find(owner, 'github'))!;
+      assert.equal(row.key_id, ring.keyId);
+      assert.equal(JSON.parse(ring.open({ keyId: row.key_id, value: row.sealed_tokens }, { ...owner, provider: 'github' })).accessToken, `tok-${owner.subject}`);
+    }
+    assert.equal((await store.audit.list({ event: 'keys_rotated' })).length, 1);
   });
 });
