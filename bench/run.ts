@@ -4,6 +4,8 @@
 // Processes: this one (orchestration, the load generator, the identity provider, which the brokers
 // only contact to discover it and fetch its JWKS once), and children for the baseline server, the
 // GitHub stand-in and each broker (`node --import tsx src/main.ts`, exactly as the tests spawn it).
+// The `postgres` phase adds a throwaway PostgreSQL cluster (test/support/postgres.ts), brokers on
+// it, and the round-robin proxy in a process of its own (bench/lib/proxy-server.ts).
 //
 // Knobs (environment): BENCH_DURATION (seconds per autocannon run, default 5), BENCH_ROWS (largest
 // store size, default 1000000), BENCH_PROFILE=1 (broker A and the baseline run with --cpu-prof, into
@@ -13,7 +15,7 @@ import { McpServer, type McpRequestContext } from '@modelcontextprotocol/server'
 import autocannon from 'autocannon';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,11 +33,14 @@ import { createToolStateCodec } from '../src/mcp/request-state.js';
 import { buildMcpServer } from '../src/mcp/server.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
 import { openSqliteStore } from '../src/store/index.js';
+import { openPostgresStore } from '../src/store/postgres/index.js';
 import { SandboxGitHubStore } from '../src/store/sqlite/sandbox-github-store.js';
 import { Browser, type Page } from '../test/support/browser.js';
 import { freePort, startIdp, type StartedIdp } from '../test/support/idp.js';
 import { envelope, rawCall } from '../test/support/mcp.js';
+import { startPostgres, type PgServer } from '../test/support/postgres.js';
 import { BROKER_CLIENT } from '../test/support/stack.js';
+import { clusterCpuMs, postgresUnavailable, postmasterPid } from './lib/postgres.js';
 import { cpuMs, rssBytes, spawnNode, type Child } from './lib/proc.js';
 import { mb, mean, ms, percentile, round, summary, us } from './lib/stats.js';
 
@@ -43,7 +48,7 @@ const BENCH_DIR = fileURLToPath(new URL('./', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const MAX_ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 const PROFILE = process.env.BENCH_PROFILE === '1';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'throughput,overhead,first,completion,held,store').split(',').map((p) => p.trim()));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'throughput,overhead,first,completion,postgres,held,store').split(',').map((p) => p.trim()));
 const phase = (name: string) => PHASES.has(name);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const CONNECTED_USERS = 256;
@@ -133,6 +138,8 @@ interface LoadResult {
   /** CPU time of the server process (and of the GitHub stand-in, for github_whoami) per request, in µs. */
   cpuPerRequestUs: number;
   upstreamCpuPerRequestUs: number;
+  /** CPU per request, in µs, of the other processes `load` was told to watch (PostgreSQL, the proxy). */
+  extraCpuPerRequestUs?: Record<string, number>;
 }
 
 interface Run {
@@ -144,6 +151,7 @@ interface Run {
   badBodies: number;
   serverCpuMs: number;
   upstreamCpuMs: number;
+  extraCpuMs: Record<string, number>;
 }
 
 /**
@@ -152,12 +160,24 @@ interface Run {
  * `response` event (autocannon's own histogram rounds to whole milliseconds), and the CPU time the
  * server process (and `upstreamPid`, the GitHub stand-in) spent is read from /proc around the run.
  */
-async function load(url: string, tool: string, tokens: readonly string[], connections: number, seconds: number, serverPid: number, upstreamPid?: number): Promise<Run> {
+async function load(
+  url: string,
+  tool: string,
+  tokens: readonly string[],
+  connections: number,
+  seconds: number,
+  serverPid: number | readonly number[],
+  upstreamPid?: number,
+  extraCpu: Record<string, () => number> = {},
+): Promise<Run> {
   let next = 0;
   let badBodies = 0;
   const latencies: number[] = [];
   const base = callHeaders(tool);
-  const cpu0 = cpuMs(serverPid);
+  // Several server processes (instances behind a proxy) count together.
+  const serverCpu = () => (typeof serverPid === 'number' ? cpuMs(serverPid) : serverPid.reduce((a, pid) => a + cpuMs(pid), 0));
+  const extra0 = Object.fromEntries(Object.entries(extraCpu).map(([k, f]) => [k, f()]));
+  const cpu0 = serverCpu();
   const up0 = upstreamPid ? cpuMs(upstreamPid) : 0;
   const instance = autocannon({
     url: `${url}/mcp`,
@@ -188,8 +208,9 @@ async function load(url: string, tool: string, tokens: readonly string[], connec
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
     badBodies,
-    serverCpuMs: cpuMs(serverPid) - cpu0,
+    serverCpuMs: serverCpu() - cpu0,
     upstreamCpuMs: upstreamPid ? cpuMs(upstreamPid) - up0 : 0,
+    extraCpuMs: Object.fromEntries(Object.entries(extraCpu).map(([k, f]) => [k, f() - extra0[k]!])),
   };
 }
 
@@ -199,6 +220,7 @@ function combine(target: string, connections: number, runs: Run[]): LoadResult {
   const requests = runs.reduce((a, r) => a + r.requests, 0);
   const seconds = runs.reduce((a, r) => a + r.seconds, 0);
   const sum = (f: (r: Run) => number) => runs.reduce((a, r) => a + f(r), 0);
+  const extra = [...new Set(runs.flatMap((r) => Object.keys(r.extraCpuMs)))];
   return {
     target,
     connections,
@@ -213,6 +235,7 @@ function combine(target: string, connections: number, runs: Run[]): LoadResult {
     badBodies: sum((r) => r.badBodies),
     cpuPerRequestUs: (sum((r) => r.serverCpuMs) * 1000) / requests,
     upstreamCpuPerRequestUs: (sum((r) => r.upstreamCpuMs) * 1000) / requests,
+    ...(extra.length ? { extraCpuPerRequestUs: Object.fromEntries(extra.map((k) => [k, (sum((r) => r.extraCpuMs[k] ?? 0) * 1000) / requests])) } : {}),
   };
 }
 
@@ -251,6 +274,40 @@ async function upToGitHub(browser: Browser, link: string, user: string): Promise
   return page;
 }
 
+/**
+ * COMPLETION_SAMPLES (after 2 warm-up) of: a first call on `heldOn`, the browser part up to GitHub's
+ * authorize form on `callbackOn`, the repeat sent to `heldOn` and held, and 150 ms later the
+ * authorization submitted, so the provider callback lands on `callbackOn`. Returns, per sample, the
+ * ms from the browser receiving the callback page (and from sending the callback request) to the
+ * held repeat returning its result.
+ */
+async function completionSamples(publicUrl: string, heldOn: string, callbackOn: string, subPrefix: string): Promise<{ afterDone: number[]; afterStart: number[] }> {
+  const afterDone: number[] = [];
+  const afterStart: number[] = [];
+  for (let i = 0; i < COMPLETION_SAMPLES + 2; i++) {
+    const sub = `${subPrefix}-${i}`;
+    const token = await idp!.mintAccessToken({ sub, expiresInSeconds: 3600 });
+    const { link, requestState } = connectRequest(await firstCall(heldOn, token));
+    const browser = new TimedBrowser(publicUrl, callbackOn);
+    const authorize = await upToGitHub(browser, link, sub);
+    let answeredAt = 0;
+    const held = repeatCall(heldOn, token, requestState).then((r) => {
+      answeredAt = performance.now();
+      return r;
+    });
+    await sleep(150);
+    if (answeredAt) throw new Error('the repeat was not held');
+    const done = await browser.submit(authorize, { button: 'authorize', fields: { login: sub } });
+    if (done.status !== 200 || !/Connected/.test(done.html)) throw new Error(`callback page: ${done.status}`);
+    const result = expectComplete(await held, 'held repeat');
+    if (result.structuredContent.login !== sub) throw new Error(`held repeat answered for ${result.structuredContent.login}`);
+    if (i < 2) continue; // warm-up
+    afterDone.push(answeredAt - browser.callbackDoneAt);
+    afterStart.push(answeredAt - browser.callbackStartedAt);
+  }
+  return { afterDone, afterStart };
+}
+
 // ---------------------------------------------------------------------------------------- main
 
 interface Row {
@@ -266,6 +323,7 @@ const results: Record<string, unknown> = {};
 const children: Child[] = [];
 let dir = '';
 let idp: StartedIdp | undefined;
+let pgServer: PgServer | undefined;
 
 function machine() {
   const cpu = /^model name\s*:\s*(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? 'unknown';
@@ -520,29 +578,7 @@ async function main(): Promise<void> {
     const brokerB = await spawnBroker('broker B', { ...env, PORT: String(portB) });
     const completion: Record<string, unknown> = {};
     for (const mode of ['same process', 'across processes'] as const) {
-      const afterDone: number[] = [];
-      const afterStart: number[] = [];
-      for (let i = 0; i < COMPLETION_SAMPLES + 2; i++) {
-        const sub = `bench-cd-${mode === 'same process' ? 's' : 'x'}-${i}`;
-        const token = await idp.mintAccessToken({ sub, expiresInSeconds: 3600 });
-        const { link, requestState } = connectRequest(await firstCall(brokerA.url, token));
-        const browser = new TimedBrowser(publicUrl, mode === 'same process' ? brokerA.url : brokerB.url);
-        const authorize = await upToGitHub(browser, link, sub);
-        let answeredAt = 0;
-        const held = repeatCall(brokerA.url, token, requestState).then((r) => {
-          answeredAt = performance.now();
-          return r;
-        });
-        await sleep(150);
-        if (answeredAt) throw new Error('the repeat was not held');
-        const done = await browser.submit(authorize, { button: 'authorize', fields: { login: sub } });
-        if (done.status !== 200 || !/Connected/.test(done.html)) throw new Error(`callback page: ${done.status}`);
-        const result = expectComplete(await held, 'held repeat');
-        if (result.structuredContent.login !== sub) throw new Error(`held repeat answered for ${result.structuredContent.login}`);
-        if (i < 2) continue; // warm-up
-        afterDone.push(answeredAt - browser.callbackDoneAt);
-        afterStart.push(answeredAt - browser.callbackStartedAt);
-      }
+      const { afterDone, afterStart } = await completionSamples(publicUrl, brokerA.url, mode === 'same process' ? brokerA.url : brokerB.url, `bench-cd-${mode === 'same process' ? 's' : 'x'}`);
       const s = summary(afterDone);
       const st = summary(afterStart);
       completion[mode] = { fromCallbackFinished: { ...s, p50: round(s.p50), p99: round(s.p99), mean: round(s.mean), max: round(s.max) }, fromCallbackStarted: { p50: round(st.p50), p99: round(st.p99) } };
@@ -558,6 +594,13 @@ async function main(): Promise<void> {
     results.completionDetection = completion;
     await brokerB.stop();
   }
+  // ---- 5. PostgreSQL beside SQLite (broker A is still up, so its figures are taken in the same rounds)
+  if (phase('postgres')) {
+    const unavailable = postgresUnavailable();
+    if (unavailable) say(`postgres phase skipped: ${unavailable}`);
+    else await postgresPhase({ publicUrl, env, users, tokens, encryptionKey, baseline, brokerA, gh });
+  }
+
   await brokerA.stop(); // SIGTERM: a graceful exit, which also writes the CPU profile when asked
   await baseline.stop();
   await gh.stop();
@@ -733,6 +776,230 @@ async function main(): Promise<void> {
   }
 }
 
+// ------------------------------------------------------------------------------ the postgres phase
+
+interface PostgresContext {
+  publicUrl: string;
+  /** Broker A's environment (SQLite), less PORT. */
+  env: Record<string, string>;
+  users: { sub: string; login: string; githubToken: string }[];
+  tokens: string[];
+  encryptionKey: Buffer;
+  baseline: Child;
+  brokerA: Child;
+  gh: Child;
+}
+
+const proxySeq = new Map<Child, number>();
+
+/** Requests each backend of a bench/lib/proxy-server.ts child answered since the last call. */
+async function proxyHits(proxy: Child): Promise<number[]> {
+  const seq = (proxySeq.get(proxy) ?? 0) + 1;
+  proxySeq.set(proxy, seq);
+  const line = new RegExp(`\\{"event":"hits","seq":${seq},"counts":(\\[[0-9,]*\\])\\}`);
+  process.kill(proxy.pid, 'SIGUSR2');
+  for (const deadline = Date.now() + 5_000; Date.now() < deadline; await sleep(20)) {
+    const m = line.exec(proxy.output());
+    if (m) return JSON.parse(m[1]!) as number[];
+  }
+  throw new Error(`${proxy.name} did not report its hits`);
+}
+
+const roundLoad = (r: LoadResult) => ({
+  ...r,
+  rps: round(r.rps),
+  p50: round(r.p50),
+  p99: round(r.p99),
+  mean: round(r.mean),
+  cpuPerRequestUs: round(r.cpuPerRequestUs),
+  upstreamCpuPerRequestUs: round(r.upstreamCpuPerRequestUs),
+  ...(r.extraCpuPerRequestUs ? { extraCpuPerRequestUs: Object.fromEntries(Object.entries(r.extraCpuPerRequestUs).map(([k, v]) => [k, round(v)])) } : {}),
+});
+
+const dirty = (r: LoadResult) => r.errors + r.non2xx + r.badBodies;
+
+/**
+ * A throwaway PostgreSQL cluster holding the same connections as broker A's SQLite file; broker P1
+ * on it loaded in the same interleaved rounds as broker A and the baseline; then 1, 2 and 3
+ * instances behind a round-robin proxy; then completion detection across two instances.
+ */
+async function postgresPhase(ctx: PostgresContext): Promise<void> {
+  const { publicUrl, env, users, tokens, encryptionKey, baseline, brokerA, gh } = ctx;
+  const out: Record<string, unknown> = {};
+  results.postgres = out;
+
+  const t0 = performance.now();
+  pgServer = await startPostgres();
+  const databaseUrl = await pgServer.createDatabase('bench');
+  const postmaster = postmasterPid(pgServer.port);
+  const pgCpu = () => clusterCpuMs(postmaster);
+  const clusterMs = performance.now() - t0;
+  const s0 = performance.now();
+  {
+    // As for SQLite: through the real ConnectionService, sealed with the broker's key.
+    const store = await openPostgresStore(databaseUrl);
+    const service = new ConnectionService(store, new Sealer([encryptionKey]), silent);
+    for (const [i, u] of users.entries()) {
+      await service.save(principalFromVerifiedClaims(idp!.issuer, u.sub), 'github', { id: String(1000 + i), login: u.login }, { accessToken: u.githubToken, tokenType: 'bearer', scopes: ['repo'] }, { refuseShared: false });
+    }
+    await store.close();
+  }
+  const seedMs = performance.now() - s0;
+  // DATABASE_URL wins; DATABASE_PATH names a file that must never appear.
+  const unusedPath = join(dir, 'unused-with-postgres.db');
+  const pgEnv = { ...env, DATABASE_URL: databaseUrl, DATABASE_PATH: unusedPath };
+  const p1 = await spawnBroker('broker P1', { ...pgEnv, PORT: '0' });
+  say(`postgres: cluster on port ${pgServer.port} in ${round(clusterMs / 1000, 1)} s, ${users.length} connections seeded in ${round(seedMs / 1000, 2)} s, broker P1 ${p1.url}`);
+  out.clusterStartSeconds = round(clusterMs / 1000, 2);
+  out.seedSeconds = round(seedMs / 1000, 2);
+
+  const listed = expectComplete(await firstCall(p1.url, tokens[0]!, 'list_connections'), 'PostgreSQL list_connections');
+  if (listed.structuredContent.connections[0]?.login !== users[0]!.login) throw new Error(`PostgreSQL list_connections: ${JSON.stringify(listed.structuredContent)}`);
+  const whoami = expectComplete(await firstCall(p1.url, tokens[1]!, 'github_whoami'), 'PostgreSQL github_whoami');
+  if (whoami.structuredContent.login !== users[1]!.login) throw new Error(`PostgreSQL github_whoami: ${JSON.stringify(whoami.structuredContent)}`);
+
+  // -- the column: baseline, SQLite (broker A) and PostgreSQL (P1), interleaved as in the throughput phase
+  const wanted = (tool: string) => !process.env.BENCH_TOOLS || process.env.BENCH_TOOLS.split(',').includes(tool);
+  const tools = ['list_connections', 'github_whoami'].filter(wanted);
+  type Target = { name: string; url: string; tool: string; pid: number; upstream: number | undefined; extra: Record<string, () => number> };
+  const targets: Target[] = [
+    ...(wanted('ping') ? [{ name: 'baseline ping', url: baseline.url, tool: 'ping', pid: baseline.pid, upstream: undefined, extra: {} }] : []),
+    ...tools.flatMap((tool): Target[] => {
+      const upstream = tool === 'github_whoami' ? gh.pid : undefined;
+      return [
+        { name: `SQLite ${tool}`, url: brokerA.url, tool, pid: brokerA.pid, upstream, extra: {} },
+        { name: `PostgreSQL ${tool}`, url: p1.url, tool, pid: p1.pid, upstream, extra: { postgres: pgCpu } },
+      ];
+    }),
+  ];
+  // P1 is a fresh process while broker A has run every earlier phase: let its JIT catch up first.
+  for (const tool of tools) await load(p1.url, tool, tokens, 16, 3, p1.pid);
+  const column: LoadResult[] = [];
+  for (const c of CONCURRENCY) {
+    const runs = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
+    for (const t of targets) await load(t.url, t.tool, tokens, c, 1, t.pid); // warm-up, not recorded
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const t of r % 2 === 0 ? targets : [...targets].reverse()) runs.get(t.name)!.push(await load(t.url, t.tool, tokens, c, DURATION, t.pid, t.upstream, t.extra));
+    }
+    for (const t of targets) {
+      const res = combine(t.name, c, runs.get(t.name)!);
+      column.push(res);
+      const pgPart = res.extraCpuPerRequestUs?.postgres;
+      say(
+        `${t.name.padEnd(27)} c=${String(c).padStart(2)}: ${Math.round(res.rps)} req/s, p50 ${ms(res.p50)}, p99 ${ms(res.p99)}, CPU ${us(res.cpuPerRequestUs)}/req` +
+          (pgPart !== undefined ? ` + PostgreSQL ${us(pgPart)}` : '') +
+          (t.upstream ? ` (+ GitHub stand-in ${us(res.upstreamCpuPerRequestUs)})` : '') +
+          (dirty(res) ? `, ${res.errors} errors, ${res.non2xx} non-2xx, ${res.badBodies} bad bodies` : ''),
+      );
+    }
+  }
+  out.column = column.map(roundLoad);
+  for (const c of CONCURRENCY) {
+    const base = column.find((r) => r.connections === c && r.target === 'baseline ping');
+    for (const tool of tools) {
+      const sq = column.find((r) => r.connections === c && r.target === `SQLite ${tool}`)!;
+      const pg = column.find((r) => r.connections === c && r.target === `PostgreSQL ${tool}`)!;
+      const clean = dirty(sq) + dirty(pg) === 0;
+      const stand = (r: LoadResult) => (r.upstreamCpuPerRequestUs ? ` + ${us(r.upstreamCpuPerRequestUs)} stand-in` : '');
+      rows.push({
+        section: 'postgres',
+        measure: `${tool}, c=${c}`,
+        value:
+          `SQLite ${Math.round(sq.rps)} req/s, p99 ${ms(sq.p99)}, CPU ${us(sq.cpuPerRequestUs)}/req${stand(sq)} | ` +
+          `PostgreSQL ${Math.round(pg.rps)} req/s, p99 ${ms(pg.p99)}, CPU ${us(pg.cpuPerRequestUs)}/req + ${us(pg.extraCpuPerRequestUs?.postgres ?? NaN)} PostgreSQL${stand(pg)} ` +
+          `(${Math.round((pg.rps / sq.rps) * 100)} % of SQLite${base ? `, ${Math.round((pg.rps / base.rps) * 100)} % of baseline` : ''})` +
+          (clean ? '' : ' — ERRORS'),
+      });
+    }
+  }
+
+  // -- 1, 2 and 3 instances behind the round-robin proxy (in its own process), list_connections
+  const cInst = CONCURRENCY.includes(16) ? 16 : Math.max(...CONCURRENCY.filter((c) => c <= 64), 1);
+  // allSettled: a failed start must not leave the other one outside `children`.
+  const more = await Promise.allSettled([spawnBroker('broker P2', { ...pgEnv, PORT: '0' }), spawnBroker('broker P3', { ...pgEnv, PORT: '0' })]);
+  for (const m of more) if (m.status === 'rejected') throw m.reason;
+  const instances = [p1, ...more.map((m) => (m as PromiseFulfilledResult<Child>).value)];
+  // P2 and P3 are fresh processes; P1 has just run the column.
+  for (const b of instances.slice(1)) await load(b.url, 'list_connections', tokens, cInst, 3, b.pid);
+  const proxies: Child[] = [];
+  for (const n of [1, 2, 3]) proxies.push(await start(`proxy ×${n}`, 'bench/lib/proxy-server.ts', { PORT: '0', PROXY_BACKENDS: instances.slice(0, n).map((b) => b.url).join(',') }));
+  for (const proxy of proxies) expectComplete(await firstCall(proxy.url, tokens[2]!, 'list_connections'), `list_connections through ${proxy.name}`);
+  const setups = [1, 2, 3].map((n) => ({
+    n,
+    proxy: proxies[n - 1]!,
+    pids: instances.slice(0, n).map((b) => b.pid),
+    runs: [] as Run[],
+    hits: new Array<number>(n).fill(0),
+  }));
+  const extraFor = (proxy: Child) => ({ proxy: () => cpuMs(proxy.pid), postgres: pgCpu });
+  for (const s of setups) {
+    await load(s.proxy.url, 'list_connections', tokens, cInst, 2, s.pids); // warm-up (the proxy's too), not recorded
+    await proxyHits(s.proxy); // and its hits do not count
+  }
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const s of r % 2 === 0 ? setups : [...setups].reverse()) {
+      s.runs.push(await load(s.proxy.url, 'list_connections', tokens, cInst, DURATION, s.pids, undefined, extraFor(s.proxy)));
+      (await proxyHits(s.proxy)).forEach((h, i) => (s.hits[i]! += h));
+    }
+  }
+  const spread = setups.map((s) => ({ n: s.n, hits: s.hits, result: combine(`${s.n} PostgreSQL instance(s) behind the proxy`, cInst, s.runs) }));
+  for (const { n, hits, result } of spread) {
+    const x = result.extraCpuPerRequestUs ?? {};
+    say(
+      `${n} instance(s) behind the proxy, list_connections c=${cInst}: ${Math.round(result.rps)} req/s, p50 ${ms(result.p50)}, p99 ${ms(result.p99)}; ` +
+        `CPU/req brokers ${us(result.cpuPerRequestUs)}, proxy ${us(x.proxy ?? NaN)}, PostgreSQL ${us(x.postgres ?? NaN)}; hits ${hits.join('/')}` +
+        (dirty(result) ? `; ${result.errors} errors, ${result.non2xx} non-2xx, ${result.badBodies} bad bodies` : ''),
+    );
+  }
+  out.instances = spread.map(({ n, hits, result }) => ({ instances: n, hitsPerInstance: hits, ...roundLoad(result) }));
+  const one = spread[0]!.result.rps;
+  const everyInstanceServed = spread.every((s) => s.hits.length === s.n && s.hits.every((h) => h > 0));
+  const clean = spread.every((s) => dirty(s.result) === 0);
+  rows.push({
+    section: 'postgres',
+    measure: `list_connections via proxy, c=${cInst}: 1 / 2 / 3 instances`,
+    value:
+      `${spread.map((s) => Math.round(s.result.rps)).join(' / ')} req/s (${spread
+        .slice(1)
+        .map((s) => `${s.n}: ${Math.round((s.result.rps / one) * 100)} %`)
+        .join(', ')} of 1); p99 ${spread.map((s) => ms(s.result.p99)).join(' / ')}; ` +
+      `requests per instance ${spread.map((s) => s.hits.join('+')).join(' | ')}` +
+      (clean ? '' : ' — ERRORS'),
+    target: 'no errors, every instance served',
+    met: clean && everyInstanceServed,
+  });
+  rows.push({
+    section: 'postgres',
+    measure: `CPU per request, 1 / 2 / 3 instances`,
+    value: (['brokers', 'proxy', 'postgres'] as const)
+      .map((k) => `${k === 'postgres' ? 'PostgreSQL' : k} ${spread.map((s) => us(k === 'brokers' ? s.result.cpuPerRequestUs : (s.result.extraCpuPerRequestUs?.[k] ?? NaN))).join(' / ')}`)
+      .join('; '),
+  });
+
+  // -- completion detection across instances: held on P1, the provider callback on P2 (LISTEN/NOTIFY)
+  {
+    const { afterDone, afterStart } = await completionSamples(publicUrl, p1.url, instances[1]!.url, 'bench-cd-pg');
+    const s = summary(afterDone);
+    const st = summary(afterStart);
+    out.completionAcrossInstances = { fromCallbackFinished: { ...s, p50: round(s.p50), p99: round(s.p99), mean: round(s.mean), max: round(s.max) }, fromCallbackStarted: { p50: round(st.p50), p99: round(st.p99) } };
+    rows.push({
+      section: 'postgres',
+      measure: `completion across instances (n=${s.n})`,
+      value: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)} after the callback page arrived (${ms(st.p50)} / ${ms(st.p99)} after it was requested)`,
+      target: 'p50 < 250 ms',
+      met: s.p50 < 250,
+    });
+    say(`completion detection across PostgreSQL instances: p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`);
+  }
+
+  for (const proxy of proxies) await proxy.stop();
+  await Promise.all(instances.map((b) => b.stop()));
+  out.databasePathCreated = existsSync(unusedPath);
+  if (out.databasePathCreated) say(`postgres: a broker created the unused DATABASE_PATH ${unusedPath}`);
+  await pgServer.destroy();
+  pgServer = undefined;
+}
+
 function printTable(): void {
   const header = ['', 'measure', 'result', 'target', ''];
   const body = rows.map((r) => [r.section, r.measure, r.value, r.target ?? '', r.met === undefined ? '' : r.met ? 'met' : 'MISSED']);
@@ -754,6 +1021,7 @@ try {
 } finally {
   await Promise.all(children.map((c) => c.stop('SIGKILL').catch(() => undefined)));
   await idp?.close().catch(() => undefined);
+  await pgServer?.destroy().catch(() => undefined);
   if (dir) rmSync(dir, { recursive: true, force: true });
 }
 results.rows = rows;
