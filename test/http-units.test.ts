@@ -236,6 +236,40 @@ describe('the SQLite store', () => {
       }
     });
 
+    it('settledSince reports rows settled at or after a time, never open or claimed ones', async () => {
+      const since = Date.now();
+      const [open, claimed, settled] = [await pendingRow(a), await pendingRow(a), await pendingRow(a)];
+      await a.pending.claim(claimed);
+      await b.pending.settle(settled, 'denied');
+      const seen = (await a.pending.settledSince(since)).filter((r) => [open, claimed, settled].includes(r.id));
+      assert.deepEqual(seen, [{ id: settled, status: 'denied' }]);
+      assert.deepEqual((await a.pending.settledSince(Date.now() + 60_000)).length, 0);
+    });
+
+    it('still releases a waiter when a push channel says it is live but delivers nothing (a silently dead LISTEN)', async () => {
+      let onLive: ((live: boolean) => void) | undefined;
+      const silentFeed = {
+        live: true,
+        subscribe(_onSettled: (id: string) => void, live: (live: boolean) => void) {
+          onLive = live;
+          return () => undefined;
+        },
+      };
+      const watcher = new CompletionWatcher({ ...a, settledFeed: silentFeed });
+      try {
+        onLive!(true);
+        const id = await pendingRow(a);
+        const started = Date.now();
+        const waiting = watcher.wait(id, 10_000);
+        setTimeout(() => void b.pending.settle(id, 'completed'), 50);
+        assert.equal(await waiting, 'completed');
+        const elapsed = Date.now() - started;
+        assert.ok(elapsed >= 1_000 && elapsed < 4_500, `released by the slow safety poll after ${elapsed} ms, not by the 100 ms one`);
+      } finally {
+        watcher.close();
+      }
+    });
+
     it("resolves 'timeout' when nothing settles within the hold", async () => {
       const watcher = new CompletionWatcher(a);
       try {

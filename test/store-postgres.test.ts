@@ -5,12 +5,16 @@ import { createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { rotateKeys } from '../src/cli/rotate-keys.js';
 import { Sealer } from '../src/crypto/index.js';
-import { openPostgresStore, type PostgresStoreOptions } from '../src/store/postgres/index.js';
+import { MIGRATIONS_DIR, openPostgresStore, type PostgresStoreOptions } from '../src/store/postgres/index.js';
 import { createPool, ping } from '../src/store/postgres/pool.js';
 import { StoreUnavailableError } from '../src/store/errors.js';
+import { openDatabase } from '../src/store/sqlite/database.js';
 import type { NewConnection, Owner, PendingConnection, Store } from '../src/store/types.js';
 import { startPostgres, type PgServer } from './support/postgres.js';
 
@@ -78,8 +82,10 @@ describe('migrations', () => {
     const applied = await sql<{ name: string; applied_at: number }>(url, 'SELECT name, applied_at FROM schema_migrations ORDER BY name');
     assert.deepEqual(
       applied.map((m) => m.name),
-      ['001_initial.sql', '004_token_lifecycle.sql'],
+      readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.sql')).sort(),
+      'every shipped migration, once each',
     );
+    assert.ok(applied.length >= 3);
 
     const fourth = await open(url);
     const again = await sql<{ name: string; applied_at: string }>(url, 'SELECT name, applied_at FROM schema_migrations ORDER BY name');
@@ -104,6 +110,27 @@ describe('migrations', () => {
     assert.equal(seq[0]?.data_type, 'bigint');
     assert.match(seq[0]?.column_default ?? '', /nextval/);
     await assert.rejects(sql(url, "INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, status, created_at, expires_at, updated_at) VALUES ('x', 'x', 'i', 's', 'p', 'bogus', 0, 0, 0)"), /check constraint/);
+  });
+
+  test('expresses the same broker schema as the SQLite migrations: tables, columns and indexes', async () => {
+    const url = await server.createDatabase();
+    await open(url);
+    const pgColumns = await sql<{ table_name: string; column_name: string }>(url, "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'");
+    const pgIndexes = await sql<{ indexname: string }>(url, "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key'");
+    const dir = mkdtempSync(join(tmpdir(), 'broker-parity-'));
+    const sqlite = openDatabase(join(dir, 'parity.db'));
+    try {
+      // Development mode's own tables (sandbox GitHub, dev IdP) live only in SQLite.
+      const tables = (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'sandbox_%' AND name NOT LIKE 'dev_%'").all() as Array<{ name: string }>).map((t) => t.name);
+      const sqliteColumns = tables.flatMap((t) => (sqlite.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as Array<{ name: string }>).map((c) => `${t}.${c.name}`));
+      const sqliteIndexes = (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((i) => i.name);
+      // connections.seq is PostgreSQL's stand-in for SQLite's implicit rowid (the rotation cursor).
+      assert.deepEqual(pgColumns.map((c) => `${c.table_name}.${c.column_name}`).filter((c) => c !== 'connections.seq').sort(), sqliteColumns.sort());
+      assert.deepEqual(pgIndexes.map((i) => i.indexname).sort(), sqliteIndexes.filter((i) => !i.startsWith('sandbox_') && !i.startsWith('dev_')).sort());
+    } finally {
+      sqlite.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -248,6 +275,19 @@ describe('repositories', () => {
       ].sort((x, y) => x.id.localeCompare(y.id)),
     );
     assert.deepEqual(await store.pending.settledAmong([]), []);
+  });
+
+  test('settledSince reports settlements at or after a time, and nothing open or claimed', async () => {
+    const before = Date.now();
+    const open = pendingRow(BOB);
+    const claimed = pendingRow(BOB);
+    const settled = pendingRow(BOB);
+    for (const r of [open, claimed, settled]) await store.pending.create(r);
+    await store.pending.claim(claimed.id);
+    await store.pending.settle(settled.id, 'cancelled');
+    const since = (await store.pending.settledSince(before)).filter((r) => [open.id, claimed.id, settled.id].includes(r.id));
+    assert.deepEqual(since, [{ id: settled.id, status: 'cancelled' }]);
+    assert.deepEqual((await store.pending.settledSince(Date.now() + 60_000)).filter((r) => r.id === settled.id), [], 'nothing settled in the future');
   });
 
   test('connections: save is an upsert that keeps created_at and reactivates', async () => {

@@ -3,11 +3,18 @@ import type { PendingStatus, SettledStatus, Store } from '../store/index.js';
 export type WaitOutcome = PendingStatus | 'timeout' | 'aborted' | 'gone';
 
 /**
+ * Polls look for settlements from a little before the previous poll: a row's `updated_at` is taken
+ * when its statement runs, and its transaction may commit (or another machine's clock run) later.
+ */
+const LOOKBACK_MS = 2_000;
+const BESIDE_PUSH_POLL_MS = 2_000;
+
+/**
  * Wakes tool calls held while their user is in the browser, whichever instance handles the
  * callback. A callback in this process wakes its waiter at once. Across instances, a store that
  * pushes (PostgreSQL LISTEN/NOTIFY) delivers the settlement; otherwise — and while the push
- * channel is down — this process asks the store, once per tick and only while someone waits,
- * which of the ids it holds have settled (one indexed query, however many calls are held).
+ * channel is down — this process asks the store, once per tick and only while someone waits, what
+ * settled since its last look (one indexed range query, however many calls are held).
  */
 export class CompletionWatcher {
   readonly #waiters = new Map<string, Set<(status: PendingStatus) => void>>();
@@ -17,6 +24,9 @@ export class CompletionWatcher {
   #pushLive = false;
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
+  #pollFrom = Date.now() - LOOKBACK_MS;
+  /** The current polling period; 0 = not polling. */
+  #interval = 0;
   #closed = false;
 
   constructor(
@@ -86,23 +96,30 @@ export class CompletionWatcher {
     if (set) for (const wake of [...set]) wake(status);
   }
 
-  /** Polls only while someone waits and no push channel is live. */
+  /**
+   * Polls only while someone waits: every `pollMs` without a live push channel, and rarely beside
+   * one (a LISTEN connection can die silently; a held call must not depend on noticing at once).
+   */
   #schedule(): void {
-    const shouldPoll = !this.#closed && this.#waiters.size > 0 && !this.#pushLive;
-    if (shouldPoll && !this.#timer) {
-      this.#timer = setInterval(() => void this.#poll(), this.pollMs);
-      this.#timer.unref();
-    } else if (!shouldPoll && this.#timer) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
+    const interval = this.#closed || this.#waiters.size === 0 ? 0 : this.#pushLive ? BESIDE_PUSH_POLL_MS : this.pollMs;
+    if (interval === this.#interval) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    // From idle: anything settled earlier was seen by each waiter's own first look.
+    if (this.#interval === 0) this.#pollFrom = Date.now() - LOOKBACK_MS;
+    this.#interval = interval;
+    if (interval === 0) return;
+    this.#timer = setInterval(() => void this.#poll(), interval);
+    this.#timer.unref();
   }
 
   async #poll(): Promise<void> {
     if (this.#polling || this.#waiters.size === 0) return;
     this.#polling = true;
+    const startedAt = Date.now();
     try {
-      for (const { id, status } of await this.store.pending.settledAmong([...this.#waiters.keys()])) this.#wake(id, status);
+      for (const { id, status } of await this.store.pending.settledSince(this.#pollFrom)) this.#wake(id, status);
+      this.#pollFrom = startedAt - LOOKBACK_MS;
     } catch {
       // An unreachable or closing database: try again on the next tick.
     } finally {

@@ -123,8 +123,13 @@ export interface PendingConnectionRepository {
    * store that can push, tells every instance listening (see `Store.onSettled`).
    */
   settle(id: string, status: SettledStatus, reason?: string): Promise<boolean>;
-  /** Of `ids`, the ones that are settled, with their status: what a polling waiter asks. */
+  /** Of `ids`, the ones that are settled, with their status. */
   settledAmong(ids: readonly string[]): Promise<Array<{ id: string; status: SettledStatus }>>;
+  /**
+   * Pending connections settled at or after `since` (epoch ms, by their `updated_at`): what a
+   * polling waiter asks, at a cost that grows with recent settlements, not with the calls held.
+   */
+  settledSince(since: number): Promise<Array<{ id: string; status: SettledStatus }>>;
   /** Removes expired pending connections, flows, sign-ins and sessions; returns how many rows went. */
   prune(now?: number): Promise<number>;
 }

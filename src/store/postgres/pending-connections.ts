@@ -63,6 +63,14 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
     return r.rows;
   }
 
+  async settledSince(since: number): Promise<Array<{ id: string; status: SettledStatus }>> {
+    const r = await this.q.query<{ id: string; status: SettledStatus }>(
+      `SELECT id, status FROM pending_connections WHERE updated_at >= $1 AND status NOT IN ('open', 'authorizing')`,
+      [since],
+    );
+    return r.rows;
+  }
+
   async prune(now = Date.now()): Promise<number> {
     return atomically(this.q, async (q) => {
       let n = 0;

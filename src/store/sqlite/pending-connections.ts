@@ -5,6 +5,7 @@ import type { Runner } from './gate.js';
 export class SqlitePendingConnectionRepository implements PendingConnectionRepository {
   readonly #byId;
   readonly #settled;
+  readonly #settledSince;
 
   constructor(
     private readonly db: Db,
@@ -14,6 +15,7 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
     this.#settled = db.prepare(
       `SELECT id, status FROM pending_connections WHERE id IN (SELECT value FROM json_each(?)) AND status NOT IN ('open', 'authorizing')`,
     );
+    this.#settledSince = db.prepare(`SELECT id, status FROM pending_connections WHERE updated_at >= ? AND status NOT IN ('open', 'authorizing')`);
   }
 
   create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void> {
@@ -67,6 +69,10 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   settledAmong(ids: readonly string[]): Promise<Array<{ id: string; status: SettledStatus }>> {
     if (ids.length === 0) return Promise.resolve([]);
     return this.gate.run(() => this.#settled.all(JSON.stringify(ids)) as Array<{ id: string; status: SettledStatus }>);
+  }
+
+  settledSince(since: number): Promise<Array<{ id: string; status: SettledStatus }>> {
+    return this.gate.run(() => this.#settledSince.all(since) as Array<{ id: string; status: SettledStatus }>);
   }
 
   prune(now = Date.now()): Promise<number> {
