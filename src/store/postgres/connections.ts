@@ -1,4 +1,3 @@
-import pg from 'pg';
 import type { ConnectionRepository, ConnectionRow, NewConnection, Owner } from '../types.js';
 import type { Queryable } from './queryable.js';
 
@@ -52,7 +51,7 @@ export class PgConnectionRepository implements ConnectionRepository {
     // Inside a transaction, hold the upstream account until commit: under READ COMMITTED two users
     // linking the same account at once would otherwise both see "no one else" and both be saved.
     // (SQLite's BEGIN IMMEDIATE already serializes writers.)
-    if (!(this.q instanceof pg.Pool)) await this.q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`connections:${provider}:${accountId}`]);
+    if (this.q.inTransaction) await this.q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`connections:${provider}:${accountId}`]);
     const r = await this.q.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE provider = $1 AND account_id = $2 AND NOT (issuer = $3 AND subject = $4)`, [
       provider,
       accountId,

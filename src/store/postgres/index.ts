@@ -1,7 +1,7 @@
 import type { Repositories, Store } from '../types.js';
 import { migrate } from './migrate.js';
 import { createPool, ping } from './pool.js';
-import { withTransaction } from './queryable.js';
+import { PreparedStatements, withTransaction } from './queryable.js';
 import { repositoriesOver } from './repositories.js';
 import { PostgresSettledFeed } from './settled-feed.js';
 import { classify } from './unavailable.js';
@@ -31,10 +31,10 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
   return {
     kind: 'postgres',
-    ...repositoriesOver(pool),
+    ...repositoriesOver(new PreparedStatements(pool, false)),
     settledFeed,
     transaction: <T>(fn: (tx: Repositories) => Promise<T>) =>
-      withTransaction(pool, (client) => fn(repositoriesOver(client))).catch((err: unknown) => {
+      withTransaction(pool, (q) => fn(repositoriesOver(q))).catch((err: unknown) => {
         throw classify(err);
       }),
     ping: () => ping(pool),

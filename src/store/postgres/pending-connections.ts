@@ -1,5 +1,5 @@
 import type { Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
-import { atomically, type Queryable } from './queryable.js';
+import type { Queryable } from './queryable.js';
 
 /** The NOTIFY channel a settlement is announced on; the payload is the pending connection's id. */
 export const SETTLED_CHANNEL = 'broker_pending_settled';
@@ -72,7 +72,7 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
   }
 
   async prune(now = Date.now()): Promise<number> {
-    return atomically(this.q, async (q) => {
+    return this.q.atomically(async (q) => {
       let n = 0;
       n += (await q.query('DELETE FROM pending_connections WHERE expires_at < $1', [now - DAY_MS])).rowCount ?? 0;
       n += (await q.query('DELETE FROM oauth_flows WHERE expires_at < $1', [now])).rowCount ?? 0;

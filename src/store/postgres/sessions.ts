@@ -1,5 +1,5 @@
 import type { Owner, SessionRepository, SessionRow } from '../types.js';
-import { atomically, type Queryable } from './queryable.js';
+import type { Queryable } from './queryable.js';
 
 export class PgSessionRepository implements SessionRepository {
   constructor(private readonly q: Queryable) {}
@@ -14,7 +14,7 @@ export class PgSessionRepository implements SessionRepository {
   }
 
   async rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number): Promise<void> {
-    await atomically(this.q, async (q) => {
+    await this.q.atomically(async (q) => {
       if (oldHash) await q.query('DELETE FROM browser_sessions WHERE id_hash = $1', [oldHash]);
       await q.query('INSERT INTO browser_sessions (id_hash, issuer, subject, display_name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)', [
         newHash,
