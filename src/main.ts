@@ -16,6 +16,12 @@ log.info('listening', { url: running.url, mcp: config.mcpUrl.href, public: confi
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.once(signal, () => {
     log.info('shutting_down', { signal });
+    // Whatever hangs (a database that stopped answering), the process must still go.
+    const deadline = config.providerTimeoutMs + 10_000;
+    setTimeout(() => {
+      log.error('shutdown_timed_out', { afterMs: deadline });
+      process.exit(1);
+    }, deadline).unref();
     running.close().then(
       () => process.exit(0),
       (err: unknown) => {

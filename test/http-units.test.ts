@@ -9,7 +9,7 @@ import { CompletionWatcher } from '../src/connect/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
 import { safeReturnPath } from '../src/http/return-to.js';
 import { canonicalJson } from '../src/mcp/call-scope.js';
-import { openSqliteStore, type Store } from '../src/store/index.js';
+import { openSqliteStore, StoreUnavailableError, type SqliteStore, type Store } from '../src/store/index.js';
 import { migrate, openDatabase } from '../src/store/sqlite/database.js';
 
 const BASE = new URL('https://broker.example.com');
@@ -95,7 +95,7 @@ describe('canonicalJson (the digest that binds requestState to tool arguments)',
 describe('the SQLite store', () => {
   let dir: string;
   let path: string;
-  let a: Store;
+  let a: SqliteStore;
   let b: Store;
   const owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 
@@ -128,7 +128,7 @@ describe('the SQLite store', () => {
       assert.deepEqual(rows.map((r) => r.name), shipped, 'every shipped migration, once each');
       const tables = (first.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((t) => t.name);
       for (const t of ['browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'refresh_leases', 'audit_events']) assert.ok(tables.includes(t), t);
-      assert.ok(!tables.includes('pending_events'), 'the event log is dropped by 006');
+      assert.ok(tables.includes('pending_events'), 'kept (unused) for processes of the previous release during a rolling restart');
       first.close();
 
       const second = openDatabase(file);
@@ -200,6 +200,22 @@ describe('the SQLite store', () => {
       assert.equal(await outsideSettled, true);
       assert.equal((await a.pending.byId(outside))!.status, 'cancelled', 'the statement issued during the transaction survived its rollback');
       assert.equal(await a.pending.byId(inside), undefined, 'the transaction wrote nothing');
+    });
+
+    it('says the database is away (StoreUnavailableError) when another process holds the write lock past busy_timeout', async () => {
+      const locker = openDatabase(path);
+      a.db.pragma('busy_timeout = 50');
+      try {
+        locker.exec('BEGIN IMMEDIATE');
+        await assert.rejects(pendingRow(a), StoreUnavailableError);
+        await assert.rejects(a.transaction(async () => undefined), StoreUnavailableError);
+        locker.exec('COMMIT');
+        assert.ok(await a.pending.byId(await pendingRow(a)), 'works again once the lock is gone');
+      } finally {
+        if (locker.inTransaction) locker.exec('ROLLBACK');
+        locker.close();
+        a.db.pragma('busy_timeout = 5000');
+      }
     });
   });
 

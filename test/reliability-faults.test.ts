@@ -16,6 +16,8 @@ import {
   withDb,
   type RawReply,
 } from './support/reliability-flow.js';
+import { openDatabase } from '../src/store/sqlite/database.js';
+import { seedConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import type { StandInFaults } from './support/github-standin.js';
 
@@ -275,4 +277,32 @@ describe('a GitHub API fault at /user right after the token exchange', { timeout
       assertCleanLogs(stack);
     });
   }
+});
+
+describe('a settlement the held repeat never hears about', { timeout: 60_000 }, () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ holdSeconds: 2 });
+  });
+  after(() => stack?.close());
+
+  it('lets the store decide at the end of the hold: a completed flow acts instead of handing out a new link', async () => {
+    const token = await stack.token('mira');
+    const args = { ...ISSUE, title: 'settled out of sight' };
+    const { requestState } = connectRequest(await firstCall(stack.mcpUrl, token, 'github_create_issue', args));
+    const repeat = repeatCall(stack.mcpUrl, token, 'github_create_issue', args, requestState);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Another instance finished the flow, stamped by a clock a minute behind, and its NOTIFY (if
+    // any) was lost: no poll of "settled since" ever sees it.
+    await seedConnection(stack.env, 'mira', 'github', { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' }, { accessToken: stack.github.issueTokenFor('octocat').accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    const db = openDatabase(stack.env.DATABASE_PATH!);
+    try {
+      assert.equal(db.prepare("UPDATE pending_connections SET status = 'completed', updated_at = ? WHERE subject = 'mira'").run(Date.now() - 60_000).changes, 1);
+    } finally {
+      db.close();
+    }
+    const result = toolResult(await repeat);
+    assert.equal(result.structuredContent?.status, 'created', result.text);
+    assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 1);
+  });
 });

@@ -464,3 +464,46 @@ describe('three instances, PostgreSQL restarted mid-flow', () => {
     for (const x of brokers) assert.doesNotMatch(x.output(), /unhandled|uncaught/i);
   });
 });
+
+describe('three instances, the database lost during the code exchange', () => {
+  let out: ScaleOut;
+  before(async () => {
+    out = await startScaleOut();
+  });
+  after(async () => {
+    await server?.start(); // in case the test failed during the outage
+    await out?.close();
+  });
+
+  it('answers the callback with a clear 503, revokes the token it could not keep, and a new link then works', { timeout: 30_000 }, async () => {
+    const { stack } = out;
+    const args = { owner: 'octo-org', repo: 'scale', title: 'Saved after a failed save' };
+    const token = await stack.token('fay');
+    const { link } = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
+    const browser = new Browser();
+    const authorize = await upToGitHub(browser, link, 'fay');
+    // GitHub issues the token on arrival and answers 700 ms later; the database goes in between.
+    stack.github.faults = { exchangeDelayMs: 700 };
+    const active = stack.github.activeTokenCount('octocat');
+    const stopping = sleep(200).then(() => server.stop());
+    const page = await authorizeAtGitHub(browser, authorize, 'octocat');
+    await stopping;
+    stack.github.faults = {};
+    await server.start();
+    assert.equal(page.status, 503, textOf(page.html).slice(0, 300));
+    assert.match(textOf(page.html), /could not save the connection because its database is unavailable/);
+    assert.match(textOf(page.html), /ask your assistant to try again/);
+    assert.doesNotMatch(page.html, STACK_TRACE);
+    await eventually('the unkept token to be revoked at GitHub', 5_000, async () => (stack.github.activeTokenCount('octocat') === active ? true : undefined));
+    assert.equal(await readConnection(stack.envFor(), 'fay', 'github'), undefined, 'nothing was stored');
+
+    // Asking again gives a fresh link, and that one connects.
+    await eventually('every instance to be ready', 10_000, async () => ((await Promise.all(out.brokers.map((b) => getJson(`${b.url}/readyz`)))).every((r) => r.status === 200) ? true : undefined));
+    const again = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
+    assert.notEqual(again.link, link);
+    const connected = await completeConnect(new Browser(), again.link, 'fay');
+    assert.match(textOf(connected.html), /Connected as @octocat/);
+    assertCreated(await repeatCall(out.mcpUrl, token, 'github_create_issue', args, again.requestState), 'octo-org/scale');
+    assertNoGitHubToken([page.html, ...out.brokers.map((b) => b.output())]);
+  });
+});

@@ -673,6 +673,18 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
     for (const res of [mcp, page]) assert.ok(!STACK_TRACE.test(res.text) && !HTML.test(res.text), res.text);
   });
 
+  it('answers /healthz and /readyz whatever the Host (probes by pod IP), and they reveal nothing', async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      const res = await rawHttp(`${stack.publicUrl}${path}`, { method: 'GET', headers: { host: '10.1.2.3:3000' } });
+      assert.equal(res.status, 200, `${path}: ${res.text}`);
+      const body = JSON.parse(res.text) as Record<string, string>;
+      assert.ok(['ok', 'ready'].includes(body.status!), res.text);
+      assert.deepEqual(Object.keys(body).filter((k) => !['status', 'store'].includes(k)), [], 'nothing but a status');
+    }
+    const other = await rawHttp(`${stack.publicUrl}/connections`, { method: 'GET', headers: { host: '10.1.2.3:3000', accept: 'text/html' } });
+    assert.equal(other.status, 403, 'everything else still checks the Host');
+  });
+
   it('answers an oversized body with 413, malformed JSON with 400 -32700 and a wrong content type with 415, all as JSON-RPC without stack traces', async () => {
     const post = async (body: string | ReadableStream<Uint8Array>, contentType: string) => {
       const res = await fetch(stack.mcpUrl, {

@@ -1,7 +1,7 @@
 // The PostgreSQL store against a real throwaway cluster (see support/postgres.ts): migrations,
 // every repository's semantics, transactions, the LISTEN/NOTIFY feed, and surviving a restart.
 import assert from 'node:assert/strict';
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
@@ -9,14 +9,19 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { rotateKeys } from '../src/cli/rotate-keys.js';
+import { ConnectionService } from '../src/connect/connections.js';
+import { ConnectLinks } from '../src/connect/links.js';
 import { Sealer } from '../src/crypto/index.js';
+import { createLogger } from '../src/log.js';
 import { MIGRATIONS_DIR, openPostgresStore, type PostgresStoreOptions } from '../src/store/postgres/index.js';
 import { createPool, ping } from '../src/store/postgres/pool.js';
 import { StoreUnavailableError } from '../src/store/errors.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
 import type { NewConnection, Owner, PendingConnection, Store } from '../src/store/types.js';
 import { startPostgres, type PgServer } from './support/postgres.js';
+import { scriptedProvider } from './support/scripted-provider.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 const BOB: Owner = { issuer: 'https://idp.example.com', subject: 'bob' };
@@ -120,8 +125,11 @@ describe('migrations', () => {
     const dir = mkdtempSync(join(tmpdir(), 'broker-parity-'));
     const sqlite = openDatabase(join(dir, 'parity.db'));
     try {
-      // Development mode's own tables (sandbox GitHub, dev IdP) live only in SQLite.
-      const tables = (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'sandbox_%' AND name NOT LIKE 'dev_%'").all() as Array<{ name: string }>).map((t) => t.name);
+      // Development mode's own tables (sandbox GitHub, dev IdP) live only in SQLite, and so does the
+      // retired pending_events (kept one release for processes of the previous one).
+      const tables = (
+        sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'sandbox_%' AND name NOT LIKE 'dev_%' AND name != 'pending_events'").all() as Array<{ name: string }>
+      ).map((t) => t.name);
       const sqliteColumns = tables.flatMap((t) => (sqlite.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as Array<{ name: string }>).map((c) => `${t}.${c.name}`));
       const sqliteIndexes = (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((i) => i.name);
       // connections.seq is PostgreSQL's stand-in for SQLite's implicit rowid (the rotation cursor).
@@ -613,6 +621,24 @@ describe('ping', () => {
       await new Promise((resolve) => blackhole.close(resolve));
     }
   });
+
+  test('answers while every connection of the main pool is busy: load is not an outage', async () => {
+    const store = await open(await server.createDatabase(), { poolMax: 1 });
+    let release!: () => void;
+    const busy = store.transaction(async (tx) => {
+      await tx.pending.byId('hold-the-only-connection');
+      await new Promise<void>((resolve) => (release = resolve));
+    });
+    try {
+      await sleep(20);
+      const started = Date.now();
+      await store.ping();
+      assert.ok(Date.now() - started < 1_000, 'answered on its own connection, without waiting for the pool');
+    } finally {
+      release();
+      await busy;
+    }
+  });
 });
 
 describe('after the server restarts', () => {
@@ -712,5 +738,81 @@ describe('key rotation on PostgreSQL', () => {
       assert.equal(JSON.parse(ring.open({ keyId: row.key_id, value: row.sealed_tokens }, { ...owner, provider: 'github' })).accessToken, `tok-${owner.subject}`);
     }
     assert.equal((await store.audit.list({ event: 'keys_rotated' })).length, 1);
+  });
+});
+
+describe('the token service during a database blip', () => {
+  test('keeps a refreshed token pair the provider already rotated, even when the write first finds the database away', async () => {
+    const url = await server.createDatabase();
+    const store = await open(url);
+    const sealer = new Sealer([randomBytes(32)]);
+    const service = new ConnectionService(store, sealer, createLogger('error', () => {}), { pollMs: 20 });
+    const owner = principalFromVerifiedClaims(ALICE.issuer, 'blip');
+    await service.save(owner, 'github', { id: '9', login: 'blip' }, { accessToken: 'ghu_old', tokenType: 'bearer', refreshToken: 'ghr_old', expiresAt: Date.now() - 1_000, scopes: [] }, { refuseShared: false });
+    let restarted: Promise<void> | undefined;
+    const provider = scriptedProvider(async () => {
+      // GitHub has answered (ghr_old is now dead upstream) just as the database goes away for 1.5 s.
+      await server.stop();
+      restarted = sleep(1_500).then(() => server.start());
+      return { accessToken: 'ghu_new', tokenType: 'bearer', refreshToken: 'ghr_new', expiresAt: Date.now() + HOUR, scopes: [] };
+    });
+    try {
+      const usable = await service.usable(owner, provider);
+      assert.equal(usable.kind, 'ok');
+      assert.equal(usable.kind === 'ok' && usable.connection.tokens.refreshToken, 'ghr_new');
+    } finally {
+      await restarted;
+    }
+    const stored = await service.open(owner, 'github');
+    assert.equal(stored?.tokens.refreshToken, 'ghr_new', 'the only live refresh token is in the store');
+    assert.equal(stored?.row.status, 'active');
+  });
+});
+
+describe('client-chosen text', () => {
+  test('a client name with control characters (NUL included) still makes a connect link, stored without them', async () => {
+    const store = await open(await server.createDatabase());
+    const links = new ConnectLinks(store, new URL('https://broker.example.com'), randomBytes(32), 600);
+    const pending = await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', 'Evil\u0000Cli\u001bent\n');
+    assert.equal(pending.client_name, 'EvilClient');
+    assert.equal((await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', '\u0000\u0001')).client_name, null);
+  });
+});
+
+describe('shutdown', () => {
+  test('close() returns within a couple of seconds even when the network to the database went silent', { timeout: 10_000 }, async () => {
+    // A TCP relay to the server that can stop relaying without closing anything: a blackhole.
+    let frozen = false;
+    const pairs: Socket[] = [];
+    const relay = createServer({ allowHalfOpen: true }, (inbound) => {
+      const outbound = connect(server.port, '127.0.0.1');
+      pairs.push(inbound, outbound);
+      inbound.on('data', (d) => void (frozen || outbound.write(d)));
+      outbound.on('data', (d) => void (frozen || inbound.write(d)));
+      inbound.on('end', () => void (frozen || outbound.end()));
+      outbound.on('end', () => void (frozen || inbound.end()));
+      inbound.on('error', () => {});
+      outbound.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const { port } = relay.address() as { port: number };
+    const url = new URL(await server.createDatabase());
+    url.host = `127.0.0.1:${port}`;
+    const store = await openPostgresStore(url.href);
+    try {
+      store.settledFeed!.subscribe(
+        () => {},
+        () => {},
+      );
+      await eventually(() => store.settledFeed!.live, 5_000, 'the feed to come up');
+      await store.ping();
+      frozen = true;
+      const started = Date.now();
+      await store.close();
+      assert.ok(Date.now() - started < 3_000, `closed after ${Date.now() - started} ms`);
+    } finally {
+      for (const s of pairs) s.destroy();
+      await new Promise((resolve) => relay.close(resolve));
+    }
   });
 });

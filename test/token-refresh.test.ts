@@ -8,7 +8,7 @@ import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { ConnectionService } from '../src/connect/connections.js';
 import { Sealer } from '../src/crypto/index.js';
 import { createLogger } from '../src/log.js';
-import { ProviderError, type Provider, type ProviderTokens } from '../src/providers/provider.js';
+import { ProviderError, type ProviderTokens } from '../src/providers/provider.js';
 import { openSqliteStore, type Store } from '../src/store/index.js';
 import { randomBytes } from 'node:crypto';
 import { Browser, textOf } from './support/browser.js';
@@ -16,6 +16,7 @@ import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
 import { freePort } from './support/idp.js';
 import { startMultiStack, type MultiStack } from './support/multi.js';
 import { readConnection, seedConnection } from './support/seed.js';
+import { scriptedProvider } from './support/scripted-provider.js';
 import { startStack, type Stack } from './support/stack.js';
 
 const GITHUB_APP = { standIn: { kind: 'github-app' as const, accessTokenTtlSeconds: 3600 }, env: { GITHUB_APP_TYPE: 'github-app' } };
@@ -149,26 +150,6 @@ describe('expiring GitHub App tokens across two processes on one database', () =
 });
 
 /** A provider whose refresh we script, to drive the race paths deterministically. */
-function scriptedProvider(refresh: (tokens: ProviderTokens) => Promise<ProviderTokens>): Provider {
-  return {
-    id: 'github',
-    displayName: 'GitHub',
-    sandbox: false,
-    scopes: [],
-    defaultScopes: [],
-    scopesApply: false,
-    authorizationOrigin: 'https://github.test',
-    refreshSkewMs: 60_000,
-    prepare: async () => undefined,
-    missingScopes: () => [],
-    scopesToRequest: (asked) => asked,
-    buildAuthorizationUrl: () => Promise.reject(new Error('unused')),
-    completeAuthorization: () => Promise.reject(new Error('unused')),
-    refresh,
-    revoke: async () => ({ revoked: true }),
-  };
-}
-
 describe('refresh races in the token service (two store handles on one file, like two processes)', () => {
   let dir: string;
   let stores: Store[];

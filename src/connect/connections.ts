@@ -3,7 +3,7 @@ import type { Principal } from '../auth/principal.js';
 import { randomId, SealError, type Sealer } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
-import type { ConnectionRow, Store } from '../store/index.js';
+import { StoreUnavailableError, type AuditEvent, type ConnectionRow, type Store } from '../store/index.js';
 
 type Owner = { issuer: string; subject: string };
 
@@ -44,6 +44,7 @@ export interface ConnectionServiceOptions {
  */
 export class ConnectionService {
   readonly #inflight = new Map<string, Promise<Usable>>();
+  #closing = false;
   readonly #leaseMs: number;
   readonly #waitMs: number;
   readonly #pollMs: number;
@@ -139,21 +140,27 @@ export class ConnectionService {
     const key = `${owner.issuer}\0${owner.subject}\0${provider.id}`;
     let flight = this.#inflight.get(key);
     if (!flight) {
+      // Shutting down: a refresh started now might not be stored before the database closes.
+      if (this.#closing) throw new ProviderError('unavailable', `This server is restarting; try again in a moment.`, 'refresh refused during shutdown');
       flight = this.#refreshAcrossProcesses(owner, provider).finally(() => this.#inflight.delete(key));
       this.#inflight.set(key, flight);
     }
     return flight;
   }
 
-  /** Resolves when every refresh this process started has been stored (or failed), for shutdown. */
+  /**
+   * Refuses new refreshes and resolves when every refresh this process started has been stored
+   * (or failed), for shutdown.
+   */
   async drain(): Promise<void> {
-    await Promise.allSettled([...this.#inflight.values()]);
+    this.#closing = true;
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight.values()]);
   }
 
   /** The provider rejected the stored token (HTTP 401): keep the row, ask the user again. */
   async markReauthRequired(owner: Owner, provider: string, reason: string): Promise<void> {
     if (await this.store.connections.markReauthRequired(owner, provider, reason)) {
-      await this.store.audit.record('reauth_required', owner, provider, reason);
+      await this.#audit('reauth_required', owner, provider, reason);
       this.log.info('connection_reauth_required', { provider, reason });
     }
   }
@@ -198,7 +205,7 @@ export class ConnectionService {
       next = await provider.refresh(latest.tokens);
     } catch (err) {
       const code = err instanceof ProviderError ? err.code : 'unknown';
-      await this.store.audit.record('refresh_failed', owner, provider.id, code);
+      await this.#audit('refresh_failed', owner, provider.id, code);
       if (code !== 'invalid_grant') throw err;
       // A lost race looks exactly like a dead token: re-read before judging, and never delete.
       const reread = await this.open(owner, provider.id);
@@ -210,22 +217,45 @@ export class ConnectionService {
     // The old refresh token is already dead upstream: store the new pair before anything uses it.
     const sealed = this.#seal(owner, provider.id, next);
     const write = { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') };
-    let stored = await this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write);
+    let stored = await this.#whileStoreComesBack(() => this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write));
     if (!stored) {
       // The row changed under us. If it still holds the same tokens (re-encrypted by rotate-keys),
       // our new pair is the only live one: write it over the re-encrypted copy.
-      const now = await this.open(owner, provider.id);
+      const now = await this.#whileStoreComesBack(() => this.open(owner, provider.id));
       if (now && now.tokens.refreshToken === latest.tokens.refreshToken && now.tokens.accessToken === latest.tokens.accessToken) {
-        stored = await this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write);
+        stored = await this.#whileStoreComesBack(() => this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write));
       }
     }
     if (!stored) this.log.warn('refresh_write_conflict', { provider: provider.id });
     else {
-      await this.store.audit.record('connection_refreshed', owner, provider.id);
+      await this.#audit('connection_refreshed', owner, provider.id);
       this.log.info('connection_refreshed', { provider: provider.id });
     }
     const current = await this.open(owner, provider.id);
     return current ? { kind: 'ok', connection: current } : { kind: 'none' };
+  }
+
+  /**
+   * Runs a store write that must not be lost — the provider already rotated the tokens it holds —
+   * retrying while the database is away, for as long as the lease we hold lasts (it is renewed
+   * meanwhile, so nobody else refreshes with the dead refresh token).
+   */
+  async #whileStoreComesBack<T>(write: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.#leaseMs;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
+      try {
+        return await write();
+      } catch (err) {
+        if (!(err instanceof StoreUnavailableError) || Date.now() + delay > deadline) throw err;
+        this.log.warn('refresh_write_retry', { delayMs: delay });
+        await sleep(delay);
+      }
+    }
+  }
+
+  /** The audit trail is a record, not a gate: a failed write is logged and the call goes on. */
+  async #audit(event: AuditEvent, owner: Owner, provider: string, detail?: string): Promise<void> {
+    await this.store.audit.record(event, owner, provider, detail).catch((err: unknown) => this.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
   }
 
   /** Revokes upstream where the provider allows it, then deletes locally whatever the provider said. */
@@ -245,7 +275,7 @@ export class ConnectionService {
       }
     }
     const deleted = await this.store.connections.delete(owner, provider.id);
-    if (deleted) await this.store.audit.record('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
+    if (deleted) await this.#audit('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
     return { deleted, revoked, ...(revokeError ? { revokeError } : {}) };
   }
 }

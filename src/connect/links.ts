@@ -32,7 +32,8 @@ export class ConnectLinks {
       issuer: principal.issuer,
       subject: principal.subject,
       provider,
-      client_name: clientName?.slice(0, 200) ?? null,
+      // Client-chosen text: no control characters (PostgreSQL refuses NUL; pages need none of them).
+      client_name: clientName?.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 200) || null,
       scopes: scopes?.length ? scopes.join(' ') : null,
       expires_at: Date.now() + this.ttlSeconds * 1000,
     });

@@ -7,8 +7,8 @@ import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
-import { ProviderError, type Provider } from '../providers/provider.js';
-import type { ConnectionRow, PendingConnection, Store } from '../store/index.js';
+import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
+import { StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import type { ConnectionService } from './connections.js';
 import type { ConnectLinks } from './links.js';
@@ -225,9 +225,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         : renderMessage(res, page, 502, 'Connection not completed', `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`);
     }
 
+    let exchanged: ProviderTokens | undefined;
     try {
       const requested = scopesForAuthorization(pending, provider, await connections.find(principal, provider.id));
       const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: requested });
+      exchanged = tokens;
       // The connection and the settled link land together: a crash leaves neither half.
       const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse' });
       void watcher.notify(pending.id);
@@ -242,6 +244,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login, sandbox: provider.sandbox });
     } catch (err) {
       await settle(pending, 'failed').catch(() => undefined);
+      if (err instanceof StoreUnavailableError && exchanged) {
+        // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
+        // so let the provider forget the token it just issued rather than leave it orphaned.
+        void provider.revoke(exchanged, 'token').catch(() => undefined);
+        throw new BrokerError(503, 'temporarily_unavailable', `${provider.displayName} approved, but this service could not save the connection because its database is unavailable. Nothing was connected: ask your assistant to try again in a moment; it will give you a new link.`, {
+          heading: 'Connection not saved',
+        });
+      }
       if (!(err instanceof ProviderError)) throw err;
       log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
       throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, `${err.message} Nothing was connected; ask your assistant to try again.`, {

@@ -51,6 +51,10 @@ export function createApp(deps: AppDeps): express.Express {
   const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
   const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
 
+  // Probes first: platforms send them by pod IP or to the bare port, with any Host; they reveal nothing.
+  app.get('/healthz', (_req, res) => void res.set('Cache-Control', 'no-store').json({ status: 'ok' }));
+  app.get('/readyz', readiness(deps.store));
+
   app.use(hostGuard(hosts));
   app.use(
     securityHeaders({
@@ -80,8 +84,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.all('/mcp', originGuard(hosts), mcp);
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
-  app.get('/healthz', (_req, res) => void res.json({ status: 'ok' }));
-  app.get('/readyz', readiness(deps.store));
 
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.

@@ -70,6 +70,11 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     }
     if (outcome === 'aborted') return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
     const current = await deps.store.pending.byId(pending.id);
+    if (outcome !== 'completed' && current?.status === 'completed') {
+      // Completed, but the wake-up never came (a lost NOTIFY, a clock far off): the store decides.
+      ({ usable, missing } = await check());
+      if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
+    }
     // Not opened yet: ask again with the same link. A link already used to start an authorization
     // cannot be opened again, so a user who gave up at the provider gets a fresh one (the old flow
     // may still finish, and the next repeat then finds the connection); settled or expired: fresh.

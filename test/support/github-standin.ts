@@ -32,6 +32,8 @@ export interface StandInFaults {
   api?: 401 | 403 | 429 | 500;
   /** Delays the answer to every refresh request by this many ms (the rotation happens on arrival). */
   refreshDelayMs?: number;
+  /** The same for the code exchange; the code is spent (and the token issued) on arrival. */
+  exchangeDelayMs?: number;
 }
 
 export interface StandInIssue {
@@ -174,6 +176,7 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
       delete faults.token;
       delete faults.api;
       delete faults.refreshDelayMs;
+      delete faults.exchangeDelayMs;
       Object.assign(faults, next);
     },
     users,

@@ -30,6 +30,8 @@ export interface SandboxFaults {
    * refresh itself (burning the old pair, storing the new one) happens when the request arrives.
    */
   refreshDelayMs?: number;
+  /** The same for the code exchange (grant_type=authorization_code): the code is spent on arrival. */
+  exchangeDelayMs?: number;
 }
 
 /** 'oauth-app': gho_ tokens that never expire, with scopes. 'github-app': user-to-server tokens. */
@@ -336,7 +338,7 @@ ${hidden}  <label for="login">Sign in as</label>
         if (wantsJson) res.json(fields);
         else res.type('application/x-www-form-urlencoded; charset=utf-8').send(new URLSearchParams(Object.entries(fields).map(([k, v]) => [k, String(v)])).toString());
       };
-      const delay = isRefresh ? faults.refreshDelayMs ?? 0 : 0;
+      const delay = (isRefresh ? faults.refreshDelayMs : grantType === 'authorization_code' ? faults.exchangeDelayMs : 0) ?? 0;
       if (delay > 0) setTimeout(send, delay).unref();
       else send();
     };

@@ -26,6 +26,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
   await migrate(url, { connectTimeoutMs, onError });
   const pool = createPool(url, { poolMax, statementTimeoutMs, connectTimeoutMs, onError });
+  // Readiness probes get a connection of their own: a saturated pool is load, not an outage.
+  const probe = createPool(url, { poolMax: 1, statementTimeoutMs, connectTimeoutMs, onError });
   const settledFeed = new PostgresSettledFeed(url, { connectTimeoutMs, onError });
   let closing: Promise<void> | undefined;
 
@@ -37,7 +39,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       withTransaction(pool, (q) => fn(repositoriesOver(q))).catch((err: unknown) => {
         throw classify(err);
       }),
-    ping: () => ping(pool),
-    close: () => (closing ??= Promise.all([settledFeed.close(), pool.end()]).then(() => undefined)),
+    ping: () => ping(probe),
+    close: () => (closing ??= Promise.all([settledFeed.close(), pool.end(), probe.end()]).then(() => undefined)),
   };
 }

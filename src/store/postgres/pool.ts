@@ -40,6 +40,7 @@ export function createPool(url: string, options: PoolOptions): pg.Pool {
     // The client-side guard for when the server cannot even answer with a timeout error.
     query_timeout: options.statementTimeoutMs + 1_000,
     keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     application_name: APPLICATION_NAME,
     types: int8AsNumber,
   });
@@ -50,10 +51,16 @@ export function createPool(url: string, options: PoolOptions): pg.Pool {
   return pool;
 }
 
-/** `SELECT 1`, rejecting after `timeoutMs` even while a connection attempt is still hanging. */
+/**
+ * Whether the server answers and takes writes (a standby, or a demoted primary after a failover,
+ * answers but refuses every write), rejecting after `timeoutMs` even while a connection attempt is
+ * still hanging. Give it a pool of its own: a busy main pool must not look like a dead database.
+ */
 export async function ping(pool: pg.Pool, timeoutMs = 2_000): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const query = pool.query('SELECT 1');
+  const query = pool.query<{ recovery: boolean }>('SELECT pg_is_in_recovery() AS recovery').then((r) => {
+    if (r.rows[0]?.recovery) throw new Error('the database is read-only (in recovery)');
+  });
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`postgres did not answer within ${timeoutMs} ms`)), timeoutMs);
   });

@@ -5,6 +5,10 @@ import { APPLICATION_NAME, describeError, type ErrorReporter } from './pool.js';
 
 const FIRST_RETRY_MS = 250;
 const MAX_RETRY_MS = 5_000;
+/** A LISTEN connection can die without a word (a half-open socket): ask it something this often. */
+const HEARTBEAT_MS = 15_000;
+const HEARTBEAT_TIMEOUT_MS = 5_000;
+const CLOSE_TIMEOUT_MS = 1_000;
 
 interface Subscriber {
   onSettled: (pendingId: string) => void;
@@ -27,6 +31,7 @@ export class PostgresSettledFeed implements SettledFeed {
   #closed = false;
   #retryMs = FIRST_RETRY_MS;
   #retryTimer: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
 
   constructor(url: string, options: { connectTimeoutMs: number; onError: ErrorReporter }) {
     this.#url = url;
@@ -53,15 +58,22 @@ export class PostgresSettledFeed implements SettledFeed {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#retryTimer);
+    clearInterval(this.#heartbeat);
     this.#live = false;
     const client = this.#client;
     this.#client = undefined;
-    if (client) await client.end().catch(() => {});
+    if (client) await endWithin(client, CLOSE_TIMEOUT_MS);
   }
 
   async #connect(): Promise<void> {
     if (this.#closed) return;
-    const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: this.#connectTimeoutMs, keepAlive: true, application_name: APPLICATION_NAME });
+    const client = new pg.Client({
+      connectionString: this.#url,
+      connectionTimeoutMillis: this.#connectTimeoutMs,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      application_name: APPLICATION_NAME,
+    });
     // Kept from the start so that `close()` also ends a connection still being opened.
     this.#client = client;
     let lost = false;
@@ -70,7 +82,8 @@ export class PostgresSettledFeed implements SettledFeed {
       if (lost) return;
       lost = true;
       if (this.#client === client) this.#client = undefined;
-      client.end().catch(() => {});
+      clearInterval(this.#heartbeat);
+      void endWithin(client, CLOSE_TIMEOUT_MS);
       if (this.#closed) return;
       this.#onError('postgres_listen_connection_lost', err === undefined ? { message: 'connection ended' } : describeError(err));
       this.#setLive(false);
@@ -92,6 +105,17 @@ export class PostgresSettledFeed implements SettledFeed {
     }
     if (lost || this.#closed) return;
     this.#retryMs = FIRST_RETRY_MS;
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = setInterval(() => {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`LISTEN connection did not answer within ${HEARTBEAT_TIMEOUT_MS} ms`)), HEARTBEAT_TIMEOUT_MS);
+      });
+      Promise.race([client.query('SELECT 1'), timeout])
+        .catch((err: unknown) => onLost(err))
+        .finally(() => clearTimeout(timer));
+    }, HEARTBEAT_MS);
+    this.#heartbeat.unref();
     this.#setLive(true);
   }
 
@@ -109,4 +133,20 @@ export class PostgresSettledFeed implements SettledFeed {
       this.#onError('settled_feed_subscriber_threw', describeError(err));
     }
   }
+}
+
+/**
+ * Ends the connection politely, or — when the peer does not answer within `ms` (a blackholed
+ * network) — drops the socket, so that shutdown never waits on TCP's own timeouts.
+ */
+async function endWithin(client: pg.Client, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const ended = client.end().catch(() => {});
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+  });
+  if ((await Promise.race([ended, timedOut])) === 'timeout') {
+    (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+  }
+  clearTimeout(timer);
 }

@@ -1,9 +1,11 @@
 import { StoreUnavailableError } from '../errors.js';
 
 // Node socket errors, and PostgreSQL SQLSTATEs meaning "not now": connection exceptions (08…),
-// too many connections, admin/crash shutdown, cannot connect now, statement timeout.
+// too many connections, disk full, out of memory, admin/crash shutdown, cannot connect now,
+// statement timeout, a read-only server (a demoted primary or a standby after failover), and the
+// serialization failures and deadlocks a retry resolves.
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN']);
-const SQLSTATES = new Set(['53300', '57P01', '57P02', '57P03', '57014']);
+const SQLSTATES = new Set(['53300', '53100', '53200', '57P01', '57P02', '57P03', '57014', '25006', '40001', '40P01']);
 // pg-pool and pg raise these as plain Errors without a code.
 const MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection terminated unexpectedly/i;
 

@@ -38,7 +38,7 @@ export function openSqliteStore(path: string): SqliteStore {
     ...repositories(db, gate),
     transaction: (fn) =>
       gate.exclusive(async () => {
-        db.exec('BEGIN IMMEDIATE');
+        await insideTransaction.run(() => db.exec('BEGIN IMMEDIATE'));
         try {
           const result = await fn(inTx);
           db.exec('COMMIT');
