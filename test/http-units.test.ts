@@ -202,6 +202,18 @@ describe('the SQLite store', () => {
       assert.equal(await a.pending.byId(inside), undefined, 'the transaction wrote nothing');
     });
 
+    it('shares rate-limit windows between processes: hits from two handles add up, a finished window starts again', async () => {
+      const key = `rl-${randomUUID()}`;
+      const t0 = 5_000_000;
+      assert.deepEqual(await a.rateLimits.hit(key, 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
+      assert.deepEqual(await b.rateLimits.hit(key, 60_000, t0 + 10), { hits: 2, resetAt: t0 + 60_000 });
+      await b.rateLimits.undo(key);
+      assert.equal((await a.rateLimits.hit(key, 60_000, t0 + 20)).hits, 2);
+      assert.deepEqual(await a.rateLimits.hit(key, 60_000, t0 + 60_000), { hits: 1, resetAt: t0 + 120_000 });
+      await a.rateLimits.reset(key);
+      assert.equal((await b.rateLimits.hit(key, 60_000, t0 + 60_001)).hits, 1);
+    });
+
     it('says the database is away (StoreUnavailableError) when another process holds the write lock past busy_timeout', async () => {
       const locker = openDatabase(path);
       a.db.pragma('busy_timeout = 50');

@@ -507,3 +507,29 @@ describe('three instances, the database lost during the code exchange', () => {
     assertNoGitHubToken([page.html, ...out.brokers.map((b) => b.output())]);
   });
 });
+
+describe('three instances, one rate limit', () => {
+  let out: ScaleOut;
+  before(async () => {
+    out = await startScaleOut({ env: { RATE_LIMIT_PER_MINUTE: '5' } });
+  });
+  after(() => out?.close());
+
+  it('counts a client once across every instance: the sixth sign-in in a minute is refused wherever it lands', { timeout: 30_000 }, async () => {
+    const { proxy } = out;
+    const from = proxy.hits.length;
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await fetch(`${proxy.url}/auth/login`, { redirect: 'manual' });
+      statuses.push(res.status);
+      await res.body?.cancel();
+    }
+    const served = new Set(proxy.hits.slice(from).map((h) => h.backend));
+    assert.equal(served.size, INSTANCES, 'the six requests were spread over the three instances');
+    assert.deepEqual(statuses.slice(0, 5).filter((s) => s === 429), [], `the first five pass: ${statuses}`);
+    assert.equal(statuses[5], 429, `the sixth is refused although its instance saw only two: ${statuses}`);
+    const rows = await sql<{ key_hash: string; hits: number }>(out.databaseUrl, 'SELECT key_hash, hits FROM rate_limit_windows');
+    assert.ok(rows.length > 0);
+    assert.ok(rows.every((r) => /^[A-Za-z0-9_-]{43}$/.test(r.key_hash) && !r.key_hash.includes('127.0.0.1')), 'only keyed hashes, never an address');
+  });
+});

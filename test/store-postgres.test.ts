@@ -109,7 +109,7 @@ describe('migrations', () => {
     const tables = await sql<{ table_name: string }>(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name");
     assert.deepEqual(
       tables.map((t) => t.table_name),
-      ['audit_events', 'browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'refresh_leases', 'schema_migrations'],
+      ['audit_events', 'browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'rate_limit_windows', 'refresh_leases', 'schema_migrations'],
     );
     const seq = await sql<{ data_type: string; column_default: string }>(url, "SELECT data_type, column_default FROM information_schema.columns WHERE table_name = 'connections' AND column_name = 'seq'");
     assert.equal(seq[0]?.data_type, 'bigint');
@@ -283,6 +283,20 @@ describe('repositories', () => {
       ].sort((x, y) => x.id.localeCompare(y.id)),
     );
     assert.deepEqual(await store.pending.settledAmong([]), []);
+  });
+
+  test('rate limits: hits count within a window opened by the first hit, a finished window starts again, undo and reset', async () => {
+    const key = `rl-${Math.random()}`;
+    const t0 = 1_000_000;
+    assert.deepEqual(await store.rateLimits.hit(key, 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
+    assert.deepEqual(await store.rateLimits.hit(key, 60_000, t0 + 59_999), { hits: 2, resetAt: t0 + 60_000 });
+    const concurrent = await Promise.all(Array.from({ length: 10 }, () => store.rateLimits.hit(key, 60_000, t0 + 1)));
+    assert.deepEqual(concurrent.map((r) => r.hits).sort((x, y) => x - y), [3, 4, 5, 6, 7, 8, 9, 10, 11, 12], 'no hit is lost under concurrency');
+    await store.rateLimits.undo(key);
+    assert.equal((await store.rateLimits.hit(key, 60_000, t0 + 2)).hits, 12);
+    assert.deepEqual(await store.rateLimits.hit(key, 60_000, t0 + 60_000), { hits: 1, resetAt: t0 + 120_000 }, 'a new window at the end of the old one');
+    await store.rateLimits.reset(key);
+    assert.equal((await store.rateLimits.hit(key, 60_000, t0 + 60_001)).hits, 1);
   });
 
   test('settledSince reports settlements at or after a time, and nothing open or claimed', async () => {

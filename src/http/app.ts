@@ -87,9 +87,10 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.
-  app.use('/auth', pageRateLimit(config.rateLimitPerMinute, page));
-  app.use(/^\/connect\/[^/]+\/callback$/, pageRateLimit(config.rateLimitPerMinute, page));
-  app.use(/^\/connect\/[^/]+$/, pageRateLimit(config.rateLimitPerMinute, page));
+  const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
+  app.use('/auth', pageRateLimit('sign-in', config.rateLimitPerMinute, page, deps.store, limitKey));
+  app.use(/^\/connect\/[^/]+\/callback$/, pageRateLimit('callback', config.rateLimitPerMinute, page, deps.store, limitKey));
+  app.use(/^\/connect\/[^/]+$/, pageRateLimit('connect', config.rateLimitPerMinute, page, deps.store, limitKey));
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
     if (!originGuardOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {

@@ -130,7 +130,7 @@ export interface PendingConnectionRepository {
    * polling waiter asks, at a cost that grows with recent settlements, not with the calls held.
    */
   settledSince(since: number): Promise<Array<{ id: string; status: SettledStatus }>>;
-  /** Removes expired pending connections, flows, sign-ins and sessions; returns how many rows went. */
+  /** Removes expired pending connections, flows, sign-ins, sessions and rate-limit windows; returns how many rows went. */
   prune(now?: number): Promise<number>;
 }
 
@@ -176,6 +176,18 @@ export interface AuditRepository {
   list(filter?: { issuer?: string; subject?: string; event?: AuditEvent }): Promise<AuditRow[]>;
 }
 
+/** Hit counters for rate limits, shared by every instance. Keys arrive already hashed. */
+export interface RateLimitRepository {
+  /**
+   * Counts one hit for `keyHash` in its current window (opened by the first hit, `windowMs` long)
+   * and returns the count so far and when the window closes.
+   */
+  hit(keyHash: string, windowMs: number, now?: number): Promise<{ hits: number; resetAt: number }>;
+  /** Takes one hit back (for limiters that do not count some outcomes). */
+  undo(keyHash: string): Promise<void>;
+  reset(keyHash: string): Promise<void>;
+}
+
 export interface Repositories {
   sessions: SessionRepository;
   loginTransactions: LoginTransactionRepository;
@@ -184,6 +196,7 @@ export interface Repositories {
   connections: ConnectionRepository;
   leases: RefreshLeaseRepository;
   audit: AuditRepository;
+  rateLimits: RateLimitRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

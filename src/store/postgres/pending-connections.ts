@@ -78,6 +78,7 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
       n += (await q.query('DELETE FROM oauth_flows WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM login_transactions WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM browser_sessions WHERE expires_at < $1', [now])).rowCount ?? 0;
+      n += (await q.query('DELETE FROM rate_limit_windows WHERE window_start < $1', [now - DAY_MS])).rowCount ?? 0;
       return n;
     });
   }

@@ -4,6 +4,7 @@ import { PgConnectionRepository } from './connections.js';
 import { PgLoginTransactionRepository } from './login-transactions.js';
 import { PgOAuthFlowRepository } from './oauth-flows.js';
 import { PgPendingConnectionRepository } from './pending-connections.js';
+import { PgRateLimitRepository } from './rate-limits.js';
 import type { Queryable } from './queryable.js';
 import { PgRefreshLeaseRepository } from './refresh-leases.js';
 import { PgSessionRepository } from './sessions.js';
@@ -19,5 +20,6 @@ export function repositoriesOver(q: Queryable): Repositories {
     connections: guarded(new PgConnectionRepository(q)),
     leases: guarded(new PgRefreshLeaseRepository(q)),
     audit: guarded(new PgAuditRepository(q)),
+    rateLimits: guarded(new PgRateLimitRepository(q)),
   };
 }

@@ -6,6 +6,7 @@ import { insideTransaction, TransactionGate, type Runner } from './gate.js';
 import { SqliteLoginTransactionRepository } from './login-transactions.js';
 import { SqliteOAuthFlowRepository } from './oauth-flows.js';
 import { SqlitePendingConnectionRepository } from './pending-connections.js';
+import { SqliteRateLimitRepository } from './rate-limits.js';
 import { SqliteRefreshLeaseRepository } from './refresh-leases.js';
 import { SqliteSessionRepository } from './sessions.js';
 
@@ -24,6 +25,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     connections: new SqliteConnectionRepository(db, runner),
     leases: new SqliteRefreshLeaseRepository(db, runner),
     audit: new SqliteAuditRepository(db, runner),
+    rateLimits: new SqliteRateLimitRepository(db, runner),
   };
 }
 

@@ -83,6 +83,7 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
         n += this.db.prepare('DELETE FROM oauth_flows WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM login_transactions WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM browser_sessions WHERE expires_at < ?').run(now).changes;
+        n += this.db.prepare('DELETE FROM rate_limit_windows WHERE window_start < ?').run(now - 86_400_000).changes;
         return n;
       })(),
     );
