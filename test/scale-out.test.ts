@@ -7,8 +7,12 @@
 //      refresh at GitHub;
 //   4. SIGKILLing the instance that answered the first call loses nothing;
 //   5. a PostgreSQL restart mid-flow is survived: /readyz goes 503 and comes back by itself, a call
-//      during the outage gets a clean answer, LISTEN reconnects and the flow finishes.
+//      during the outage gets a clean answer, LISTEN reconnects and the flow finishes;
+//   6. the official SDK client does the whole story in both protocol eras through the proxy;
+//   7. a callback that cannot save (database gone after the code exchange) says so and revokes;
+//   8. a rate limit holds across the instances.
 // No GitHub token ever shows up in a reply, a page, a URL or a broker's output.
+import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,7 +21,7 @@ import type { ProviderTokens } from '../src/providers/provider.js';
 import { Browser, textOf, type Page } from './support/browser.js';
 import type { StandInOptions } from './support/github-standin.js';
 import { freePort } from './support/idp.js';
-import { envelope, rawCall, resultText } from './support/mcp.js';
+import { envelope, legacyClient, modernClient, rawCall, resultText } from './support/mcp.js';
 import { startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
 import { startPostgres, type PgServer } from './support/postgres.js';
 import { authorizeAtGitHub, connectRequest, firstCall, GITHUB_TOKEN_SHAPE, repeatCall, STACK_TRACE, upToGitHub, type RawReply } from './support/reliability-flow.js';
@@ -301,6 +305,72 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
     assertCreated(reply, 'octo-org/scale');
     assert.equal(stack.github.issues.filter((i) => i.title === args.title && i.author === 'hubot').length, 1);
     assertNoGitHubToken([reply.text, connected.html, ...brokers.map((x) => x.output())]);
+  });
+});
+
+describe('three instances behind a round-robin proxy: the official MCP client in both protocol eras', () => {
+  let out: ScaleOut;
+  before(async () => {
+    out = await startScaleOut();
+  });
+  after(() => out?.close());
+
+  it('2026-07-28: the SDK client follows the URL elicitation, the browser connects, and its repeat creates the issue, spread over the instances', { timeout: 30_000 }, async () => {
+    const { proxy, stack } = out;
+    const from = proxy.hits.length;
+    const seen: string[] = [];
+    const client = await modernClient({
+      url: out.mcpUrl,
+      token: await stack.token('gus'),
+      onUrl: async (url) => {
+        seen.push(url);
+        const page = await completeConnect(new Browser(), url, 'gus');
+        assert.match(textOf(page.html), /Connected as @octocat/);
+        return { action: 'accept' };
+      },
+    });
+    try {
+      const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'sdk', title: 'From the SDK, across instances' } });
+      assert.equal(result.isError, undefined, resultText(result));
+      assert.equal((result.structuredContent as { status: string }).status, 'created');
+    } finally {
+      await client.close();
+    }
+    assert.equal(seen.length, 1);
+    assert.equal(new URL(seen[0]!).origin, stack.publicUrl);
+    const mcpHits = proxy.hits.slice(from).filter((h) => h.path === '/mcp');
+    assert.ok(new Set(mcpHits.map((h) => h.backend)).size >= 2, `the client's requests reached several instances: ${JSON.stringify(mcpHits)}`);
+    assert.equal(new Set(proxy.hits.slice(from).map((h) => h.backend)).size, INSTANCES);
+  });
+
+  it('2025-11-25: the SDK client gets -32042 with our link from one instance, and after the browser step its retry creates the issue on another', { timeout: 30_000 }, async () => {
+    const { proxy, stack } = out;
+    const token = await stack.token('hal');
+    const args = { owner: 'octo-org', repo: 'sdk', title: 'From a 2025-11-25 client, across instances' };
+    const client = await legacyClient({ url: out.mcpUrl, token });
+    try {
+      const from = proxy.hits.length;
+      const error = await client.callTool({ name: 'github_create_issue', arguments: args }).then(
+        () => assert.fail('expected -32042'),
+        (err: unknown) => err,
+      );
+      assert.ok(error instanceof UrlElicitationRequiredError, `got ${String(error)}`);
+      assert.equal(error.code, -32042);
+      const first = proxy.hits.slice(from).filter((h) => h.path === '/mcp').at(-1)!.backend;
+      const link = error.elicitations[0]!.url;
+      assert.equal(new URL(link).origin, stack.publicUrl);
+      const page = await completeConnect(new Browser(), link, 'hal');
+      assert.match(textOf(page.html), /Connected as @octocat/);
+      await steerTo(proxy, (first + 1) % INSTANCES);
+      const retryFrom = proxy.hits.length;
+      const result = await client.callTool({ name: 'github_create_issue', arguments: args });
+      assert.equal(result.isError, undefined, resultText(result));
+      assert.equal((result.structuredContent as { status: string }).status, 'created');
+      assert.notEqual(answeredBy(proxy, 'POST', '/mcp', retryFrom).backend, first, 'the retry landed on another instance');
+    } finally {
+      await client.close();
+    }
+    assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 1);
   });
 });
 
