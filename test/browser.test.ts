@@ -403,7 +403,9 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     const tab = await openTab({ width, height: 740 });
     const { page } = tab;
     await page.goto(link);
-    // The IdP's user name field has autofocus: type and press Enter, no mouse.
+    // The IdP's user name field has autofocus: type and press Enter, no mouse. Keys pressed before
+    // the browser has applied autofocus would go nowhere, so wait for it (as a person would see it).
+    await page.waitForFunction(() => document.activeElement?.id === 'login');
     await page.keyboard.type('grace');
     await arriveAfter(tab, () => page.keyboard.press('Enter'), consentPage);
     await checkPage(tab, { status: 200, heading: 'Connect your GitHub account' });
