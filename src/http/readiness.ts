@@ -4,7 +4,7 @@ import type { Store } from '../store/index.js';
 const READY_TIMEOUT_MS = 2_000;
 
 /**
- * `/readyz`: ready while the store answers. A load balancer stops sending traffic to an instance
+ * `/readyz`: ready while the store answers and takes writes. A load balancer stops sending traffic to an instance
  * whose database is away, and resumes by itself once it is back (the pool reconnects on demand).
  */
 export function readiness(store: Store) {

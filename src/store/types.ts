@@ -120,7 +120,7 @@ export interface PendingConnectionRepository {
   claim(id: string, now?: number): Promise<boolean>;
   /**
    * Settles a pending connection once (later calls change nothing and return false) and, on a
-   * store that can push, tells every instance listening (see `Store.onSettled`).
+   * store that can push, tells every instance listening (see `Store.settledFeed`).
    */
   settle(id: string, status: SettledStatus, reason?: string): Promise<boolean>;
   /** Of `ids`, the ones that are settled, with their status. */
@@ -201,7 +201,7 @@ export interface Repositories {
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */
 export interface SettledFeed {
-  /** True while pushes arrive; when false, waiters must poll `settledAmong`. */
+  /** True while pushes arrive; when false, waiters poll `settledSince` (what settled since their last look). */
   readonly live: boolean;
   /**
    * Calls `onSettled` for each pending connection settled by any instance, and `onLive` whenever
