@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import { CompletionWatcher } from '../src/connect/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
 import { safeReturnPath } from '../src/http/return-to.js';
-import { canonicalJson } from '../src/mcp/call-scope.js';
+import { canonicalJson, withCallScope } from '../src/mcp/call-scope.js';
+import { createToolStateCodec } from '../src/mcp/request-state.js';
 import { openSqliteStore, StoreUnavailableError, type SqliteStore, type Store } from '../src/store/index.js';
 import { migrate, openDatabase } from '../src/store/sqlite/database.js';
 
@@ -89,6 +91,27 @@ describe('canonicalJson (the digest that binds requestState to tool arguments)',
     assert.equal(canonicalJson({}), '{}');
     assert.equal(canonicalJson(null), 'null');
     assert.equal(canonicalJson('x'), '"x"');
+  });
+});
+
+describe('requestState binding', () => {
+  const codec = createToolStateCodec(randomBytes(32), 600);
+  const principal = { issuer: 'https://idp.example.com', subject: 'alice' };
+  const call = { method: 'tools/call', params: { name: 'github_create_issue', arguments: { title: 'x' } } };
+  const ctxFor = (authInfo: AuthInfo, method = 'tools/call') => ({ http: { authInfo }, mcpReq: { method } }) as unknown as ServerContext;
+  const verified = { token: 't', clientId: 'c', scopes: [], extra: { principal } } as AuthInfo;
+
+  it('round-trips for the same principal and call', async () => {
+    const ctx = ctxFor(withCallScope(verified, call));
+    assert.deepEqual(await codec.verify(await codec.mint({ kind: 'connect', pid: 'p1' }, ctx), ctx), { kind: 'connect', pid: 'p1' });
+  });
+
+  it('fails closed instead of binding to less: no verified principal, no call scope, or a call scope of another method (a batch)', async () => {
+    await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withCallScope({ ...verified, extra: {} }, call))));
+    await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(verified)));
+    await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withCallScope(verified, [call]))));
+    const state = await codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withCallScope(verified, call)));
+    await assert.rejects(async () => codec.verify(state, ctxFor(withCallScope(verified, [call]))));
   });
 });
 
