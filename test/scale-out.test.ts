@@ -80,6 +80,23 @@ async function startScaleOut(options: { holdSeconds?: number; standIn?: StandInO
   }
 }
 
+/**
+ * Gives a describe block its own three instances (fresh database, proxy): started before its
+ * tests, stopped after them. The database is started again first, in case a test failed while it
+ * had stopped it.
+ */
+function scaleOutPerSuite(options: Parameters<typeof startScaleOut>[0] = {}): () => ScaleOut {
+  let out: ScaleOut | undefined;
+  before(async () => {
+    out = await startScaleOut(options);
+  });
+  after(async () => {
+    await server?.start();
+    await out?.close();
+  });
+  return () => out!;
+}
+
 /** Runs one statement on a connection of its own, to look at the database from outside. */
 async function sql<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
   const client = new pg.Client({ connectionString: url });
@@ -197,13 +214,10 @@ async function seedExpired(out: ScaleOut, sub: string, login: string): Promise<v
 }
 
 describe('three instances behind a round-robin proxy: the connect story', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut();
-  });
-  after(() => out?.close());
+  const scaleOut = scaleOutPerSuite();
 
   it('completes with every step on a different instance than the step before, and creates the issue once', { timeout: 30_000 }, async (t) => {
+    const out = scaleOut();
     const { proxy, stack } = out;
     const args = { owner: 'octo-org', repo: 'scale', title: 'Filed across three instances' };
     const token = await stack.token('alice');
@@ -270,6 +284,7 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
   });
 
   it('releases a repeat held on one instance within a second of the callback landing on another (LISTEN/NOTIFY)', { timeout: 30_000 }, async (t) => {
+    const out = scaleOut();
     const { proxy, stack, brokers } = out;
     // Each instance LISTENs on a connection of its own, so the held call is woken by a push, not by polling.
     await eventually('every instance to LISTEN', 5_000, async () => ((await listeners(out.databaseUrl)) === INSTANCES ? true : undefined));
@@ -309,13 +324,10 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
 });
 
 describe('three instances behind a round-robin proxy: the official MCP client in both protocol eras', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut();
-  });
-  after(() => out?.close());
+  const scaleOut = scaleOutPerSuite();
 
   it('2026-07-28: the SDK client follows the URL elicitation, the browser connects, and its repeat creates the issue, spread over the instances', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
     const { proxy, stack } = out;
     const from = proxy.hits.length;
     const seen: string[] = [];
@@ -344,6 +356,7 @@ describe('three instances behind a round-robin proxy: the official MCP client in
   });
 
   it('2025-11-25: the SDK client gets -32042 with our link from one instance, and after the browser step its retry creates the issue on another', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
     const { proxy, stack } = out;
     const token = await stack.token('hal');
     const args = { owner: 'octo-org', repo: 'sdk', title: 'From a 2025-11-25 client, across instances' };
@@ -375,13 +388,10 @@ describe('three instances behind a round-robin proxy: the official MCP client in
 });
 
 describe('three instances, one expiring GitHub App token', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut(GITHUB_APP);
-  });
-  after(() => out?.close());
+  const scaleOut = scaleOutPerSuite(GITHUB_APP);
 
   it('refreshes exactly once at GitHub for 50 concurrent calls spread over the three instances, and all 50 succeed', { timeout: 30_000 }, async (t) => {
+    const out = scaleOut();
     const { proxy, stack } = out;
     await seedExpired(out, 'dave', 'octocat');
     // Slow GitHub's refresh answer down so that the other calls really arrive while it is in flight.
@@ -408,13 +418,10 @@ describe('three instances, one expiring GitHub App token', () => {
 });
 
 describe('three instances, one killed mid-flow', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut();
-  });
-  after(() => out?.close());
+  const scaleOut = scaleOutPerSuite();
 
   it('loses nothing when the instance that answered the first call is SIGKILLed', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
     const { proxy, stack, brokers } = out;
     const args = { owner: 'octo-org', repo: 'scale', title: 'Survives a dead instance' };
     const token = await stack.token('carol');
@@ -446,16 +453,10 @@ describe('three instances, one killed mid-flow', () => {
 });
 
 describe('three instances, PostgreSQL restarted mid-flow', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut();
-  });
-  after(async () => {
-    await server?.start(); // in case the test failed during the outage
-    await out?.close();
-  });
+  const scaleOut = scaleOutPerSuite();
 
   it('goes not-ready during the outage, answers calls cleanly, recovers by itself, and finishes the flow', { timeout: 30_000 }, async (t) => {
+    const out = scaleOut();
     const { proxy, stack, brokers } = out;
     const args = { owner: 'octo-org', repo: 'scale', title: 'Survives a database restart' };
     const token = await stack.token('erin');
@@ -536,16 +537,10 @@ describe('three instances, PostgreSQL restarted mid-flow', () => {
 });
 
 describe('three instances, the database lost during the code exchange', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut();
-  });
-  after(async () => {
-    await server?.start(); // in case the test failed during the outage
-    await out?.close();
-  });
+  const scaleOut = scaleOutPerSuite();
 
   it('answers the callback with a clear 503, revokes the token it could not keep, and a new link then works', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
     const { stack } = out;
     const args = { owner: 'octo-org', repo: 'scale', title: 'Saved after a failed save' };
     const token = await stack.token('fay');
@@ -579,13 +574,10 @@ describe('three instances, the database lost during the code exchange', () => {
 });
 
 describe('three instances, one rate limit', () => {
-  let out: ScaleOut;
-  before(async () => {
-    out = await startScaleOut({ env: { RATE_LIMIT_PER_MINUTE: '5' } });
-  });
-  after(() => out?.close());
+  const scaleOut = scaleOutPerSuite({ env: { RATE_LIMIT_PER_MINUTE: '5' } });
 
   it('counts a client once across every instance: the sixth sign-in in a minute is refused wherever it lands', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
     const { proxy } = out;
     const from = proxy.hits.length;
     const statuses: number[] = [];
