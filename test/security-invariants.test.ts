@@ -420,6 +420,11 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), before.exchanges, 'the code was not exchanged');
     const row = readDb(stack, (db) => db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3-dave'").get()) as { n: number };
     assert.equal(row.n, 0);
+
+    // The refusal consumed nothing: the browser that started the flow still completes it.
+    const done = await started.open(callback);
+    assert.equal(done.status, 200, textOf(done.html));
+    assert.match(textOf(done.html), /Connected as @octocat/);
   });
 
   it('refuses a forged callback with a random or missing state with 400 and stores nothing', async () => {
@@ -625,6 +630,29 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
     token = await stack.token('sec6-alice');
   });
   after(() => stack?.close());
+
+  it('refuses a sign-in callback opened in another browser with 400 and consumes nothing: the real browser still signs in', async () => {
+    const browser = new Browser();
+    const login = await browser.open(`${stack.publicUrl}/auth/login`);
+    const { action, body } = formBody(login, { fields: { login: 'sec6-bea' } });
+    // Follow the IdP's redirects up to, not into, our /auth/callback.
+    let current = action;
+    let res = await browser.request(action, { method: 'POST', body });
+    for (let hops = 0; ; hops++) {
+      const location = res.headers.get('location');
+      assert.ok(location && hops < 15, `expected a redirect towards /auth/callback from ${current} (${res.status})`);
+      await res.body?.cancel();
+      current = new URL(location, current).href;
+      if (new URL(current).origin === stack.publicUrl && new URL(current).pathname === '/auth/callback') break;
+      res = await browser.request(current);
+    }
+    const stranger = await new Browser().open(current);
+    assert.equal(stranger.status, 400);
+    const { page } = await follow(browser, current);
+    assert.equal(page.url, `${stack.publicUrl}/connections`);
+    assert.equal(page.status, 200);
+    assert.match(textOf(page.html), /sec6-bea/);
+  });
 
   for (const returnTo of ['https://evil.example/', '//evil.example', '/\\evil.example', 'javascript:alert(1)', '///evil.example', 'https:evil.example']) {
     it(`lands on our own origin after sign-in when returnTo is ${JSON.stringify(returnTo)}`, async () => {

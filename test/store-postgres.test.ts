@@ -197,9 +197,10 @@ describe('repositories', () => {
     assert.ok(await store.sessions.find('s-keep'), 'the delete was rolled back with the failed insert');
   });
 
-  test('login transactions and OAuth flows are taken exactly once, even under concurrency', async () => {
+  test('login transactions and OAuth flows are taken exactly once, and only by the session that started them', async () => {
     await store.loginTransactions.put({ state_hash: 'st-1', session_hash: 'sh', code_verifier: 'cv', nonce: 'n', return_to: '/connections', expires_at: Date.now() + HOUR });
-    const takes = await Promise.all(Array.from({ length: 10 }, () => store.loginTransactions.take('st-1')));
+    assert.equal(await store.loginTransactions.take('st-1', 'another-browser'), undefined, 'another session consumes nothing');
+    const takes = await Promise.all(Array.from({ length: 10 }, () => store.loginTransactions.take('st-1', 'sh')));
     const got = takes.filter((t) => t !== undefined);
     assert.equal(got.length, 1);
     assert.equal(got[0]!.return_to, '/connections');
@@ -209,14 +210,14 @@ describe('repositories', () => {
     await store.pending.create(pending);
     const flow = { state_hash: 'of-1', pending_id: pending.id, session_hash: 'sh', code_verifier: 'cv', expires_at: Date.now() + HOUR };
     await store.oauthFlows.put(flow);
-    assert.deepEqual(await store.oauthFlows.peek('of-1'), flow);
-    assert.deepEqual(await store.oauthFlows.peek('of-1'), flow, 'peek does not consume');
-    const flowTakes = await Promise.all(Array.from({ length: 10 }, () => store.oauthFlows.take('of-1')));
+    assert.equal(await store.oauthFlows.take('of-1', 'another-browser'), undefined);
+    assert.equal(await store.oauthFlows.take('of-1', 'another-browser'), undefined, 'another session consumes nothing');
+    const flowTakes = await Promise.all(Array.from({ length: 10 }, () => store.oauthFlows.take('of-1', 'sh')));
     assert.deepEqual(
       flowTakes.filter((t) => t !== undefined),
       [flow],
     );
-    assert.equal(await store.oauthFlows.peek('of-1'), undefined);
+    assert.equal(await store.oauthFlows.take('of-1', 'sh'), undefined);
   });
 
   test('pending: create, look up, newest in flight', async () => {
@@ -485,11 +486,11 @@ describe('repositories', () => {
     assert.equal(await db.pending.prune(now), 4);
     assert.equal(await db.pending.byId(old.id), undefined);
     assert.ok(await db.pending.byId(recent.id), 'expired less than a day ago: kept for late waiters');
-    assert.equal(await db.oauthFlows.peek('f-cascade'), undefined);
-    assert.equal(await db.oauthFlows.peek('f-expired'), undefined);
-    assert.ok(await db.oauthFlows.peek('f-live'));
-    assert.equal(await db.loginTransactions.take('l-expired'), undefined);
-    assert.ok(await db.loginTransactions.take('l-live'));
+    assert.equal(await db.oauthFlows.take('f-cascade', 's'), undefined);
+    assert.equal(await db.oauthFlows.take('f-expired', 's'), undefined);
+    assert.ok(await db.oauthFlows.take('f-live', 's'));
+    assert.equal(await db.loginTransactions.take('l-expired', 's'), undefined);
+    assert.ok(await db.loginTransactions.take('l-live', 's'));
     assert.ok(await db.sessions.find('b-live'));
     assert.equal(await db.pending.prune(now), 0, 'nothing left to prune');
   });

@@ -79,9 +79,11 @@ export function authRoutes(deps: AuthRouteDeps): Router {
 
   router.get('/auth/callback', async (req, res) => {
     const state = typeof req.query.state === 'string' ? req.query.state : undefined;
-    const tx = state ? await store.loginTransactions.take(sha256Hex(state)) : undefined;
     const session = res.locals.session;
-    if (!tx || !state || tx.expires_at < Date.now() || !session || session.idHash !== tx.session_hash) {
+    // Only the browser session that started this sign-in can take it: from another browser the
+    // callback URL consumes nothing, and the real user's callback still works.
+    const tx = state && session ? await store.loginTransactions.take(sha256Hex(state), session.idHash) : undefined;
+    if (!tx || !state || tx.expires_at < Date.now()) {
       throw new BrokerError(400, 'invalid_sign_in', 'This sign-in link is not valid any more. Please start again from the page you were on.', {
         heading: 'Sign-in could not be completed',
         action: { href: '/connections', label: 'Go to connected accounts' },

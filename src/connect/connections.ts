@@ -5,7 +5,11 @@ import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
 import { StoreUnavailableError, type AuditEvent, type ConnectionRow, type Store } from '../store/index.js';
 
-type Owner = { issuer: string; subject: string };
+/**
+ * Whose tokens: always a {@link Principal} (made only from a verified token or session), so no
+ * caller can hand this service an issuer/subject taken from input.
+ */
+type Owner = Principal;
 
 export interface OpenConnection {
   row: ConnectionRow;
@@ -17,6 +21,27 @@ export type Usable =
   | { kind: 'ok'; connection: OpenConnection }
   | { kind: 'reauth_required'; row: ConnectionRow }
   | { kind: 'none' };
+
+/** A connection as people and models see it (no tokens): the `/connections` page and `list_connections`. */
+export interface ConnectionSummary {
+  provider: string;
+  login: string;
+  scopes: string[];
+  connectedAt: string;
+  lastUsedAt: string | null;
+  status: ConnectionRow['status'];
+}
+
+export function summarizeConnection(row: ConnectionRow): ConnectionSummary {
+  return {
+    provider: row.provider,
+    login: row.account_login,
+    scopes: row.scopes.split(' ').filter(Boolean),
+    connectedAt: new Date(row.created_at).toISOString(),
+    lastUsedAt: row.last_used_at ? new Date(row.last_used_at).toISOString() : null,
+    status: row.status,
+  };
+}
 
 export interface DisconnectOutcome {
   /** A connection existed and was deleted locally. */

@@ -10,7 +10,7 @@ import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
 import { StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
-import type { ConnectionService } from './connections.js';
+import { summarizeConnection, type ConnectionService } from './connections.js';
 import type { ConnectLinks } from './links.js';
 
 const FLOW_TTL_MS = 10 * 60 * 1000;
@@ -112,14 +112,15 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const provider = providerFor(req);
     const handle = single(req.query.req);
     const pending = await loadLink(handle, provider);
-    if (!requireOwner(res, pending, provider, req.originalUrl)) return;
+    const viewer = requireOwner(res, pending, provider, req.originalUrl);
+    if (!viewer) return;
     // The consent form's redirect goes to the provider's authorization endpoint: know it before
     // this page's CSP is written (discovery, for OIDC providers).
     await provider.prepare().catch((err: unknown) => {
       throw unavailable(err, provider);
     });
     allowFormAction(res, provider.authorizationOrigin);
-    const existing = await connections.find(pending, provider.id);
+    const existing = await connections.find(viewer, provider.id);
     const asked = askedScopes(pending, provider);
     renderPage(res, page, 'consent', {
       title: `Connect ${provider.displayName}`,
@@ -138,7 +139,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     deps.requireCsrf(req, res);
     const handle = single(req.body?.handle);
     const pending = await loadLink(handle, provider);
-    if (!requireOwner(res, pending, provider, `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`)) return;
+    const viewer = requireOwner(res, pending, provider, `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`);
+    if (!viewer) return;
     const decision = single(req.body?.decision);
     if (decision === 'cancel') {
       await settle(pending, 'cancelled');
@@ -155,7 +157,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
         state,
         codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-        scopes: scopesForAuthorization(pending, provider, await connections.find(pending, provider.id)),
+        scopes: scopesForAuthorization(pending, provider, await connections.find(viewer, provider.id)),
       });
     } catch (err) {
       throw unavailable(err, provider);
@@ -190,30 +192,27 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         heading: 'Connection not completed',
         action: { href: '/connections', label: 'See your connected accounts' },
       });
-    // The state is tied to the browser session that started it: another browser holding the
-    // callback URL is refused without consuming the flow, so the real user's callback still works.
+    // The state is tied to the browser session that started it: only that session can take the
+    // flow (taking deletes it, so a replay finds nothing), and another browser holding the callback
+    // URL consumes nothing, so the real user's callback still works.
     const session = res.locals.session;
-    const stateHash = state ? sha256Hex(state) : undefined;
-    const peeked = stateHash ? await store.oauthFlows.peek(stateHash) : undefined;
-    if (peeked && (!session || session.idHash !== peeked.session_hash)) {
-      log.warn('connect_callback_foreign_session', { provider: provider.id, pending: peeked.pending_id });
+    const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash) : undefined;
+    if (!flow) {
+      if (state) log.warn('connect_callback_refused', { provider: provider.id, signedIn: !!session?.principal });
       throw invalid();
     }
-    // Taking the flow deletes it: a replayed callback finds nothing.
-    const flow = stateHash ? await store.oauthFlows.take(stateHash) : undefined;
-    if (!flow) throw invalid();
     const pending = await store.pending.byId(flow.pending_id);
     if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
     if (flow.expires_at <= Date.now()) {
       await settle(pending, 'failed');
       throw invalid();
     }
-    // The state is tied to the browser session that started it, and that session to the principal.
-    if (!session || session.idHash !== flow.session_hash || !session.principal || !samePrincipal(session.principal, pending)) {
+    // The session that started the flow must still be the link's principal.
+    const principal = session?.principal;
+    if (!principal || !samePrincipal(principal, pending)) {
       log.warn('connect_callback_foreign_session', { provider: provider.id, pending: pending.id });
       throw invalid();
     }
-    const principal = session.principal;
 
     const error = single(req.query.error);
     if (error) {
@@ -266,15 +265,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const rows = await connections.list(viewer);
     renderPage(res, page, 'connections', {
       title: 'Connected accounts',
-      connections: rows.map((r) => ({
-        providerId: r.provider,
-        providerName: providers.get(r.provider)?.displayName ?? r.provider,
-        login: r.account_login,
-        scopes: r.scopes ? r.scopes.split(' ') : [],
-        connectedAt: new Date(r.created_at).toISOString(),
-        lastUsedAt: r.last_used_at ? new Date(r.last_used_at).toISOString() : null,
-        status: r.status,
-      })),
+      connections: rows.map((r) => ({ ...summarizeConnection(r), providerId: r.provider, providerName: providers.get(r.provider)?.displayName ?? r.provider })),
       available: [...providers.values()].map((p) => ({ id: p.id, displayName: p.displayName, connected: rows.some((r) => r.provider === p.id) })),
     });
   });

@@ -95,15 +95,18 @@ export interface SessionRepository {
 /** OIDC sign-ins in progress; each one can be taken exactly once. */
 export interface LoginTransactionRepository {
   put(t: LoginTransaction): Promise<void>;
-  /** Deletes and returns the transaction, so a replayed callback finds nothing. */
-  take(stateHash: string): Promise<LoginTransaction | undefined>;
+  /**
+   * Deletes and returns the transaction if `sessionHash` (the browser's) started it, so a replayed
+   * callback finds nothing and one from another browser consumes nothing.
+   */
+  take(stateHash: string, sessionHash: string): Promise<LoginTransaction | undefined>;
 }
 
 /** Provider authorizations in progress; each `state` can be taken exactly once. */
 export interface OAuthFlowRepository {
   put(flow: OAuthFlow): Promise<void>;
-  peek(stateHash: string): Promise<OAuthFlow | undefined>;
-  take(stateHash: string): Promise<OAuthFlow | undefined>;
+  /** Like {@link LoginTransactionRepository.take}: only by the browser session that started it. */
+  take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined>;
 }
 
 /** Connections asked for and not yet settled. */

@@ -1,6 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { principalOf, type ToolDeps } from '../context.js';
+import { summarizeConnection } from '../../connect/connections.js';
 
 const outputSchema = z.object({
   connections: z.array(
@@ -28,14 +29,7 @@ export function registerListConnections(server: McpServer, deps: ToolDeps): void
     },
     async (_args, ctx) => {
       const rows = await deps.connections.list(principalOf(ctx));
-      const connections = rows.map((r) => ({
-        provider: r.provider,
-        login: r.account_login,
-        scopes: r.scopes ? r.scopes.split(' ') : [],
-        connectedAt: new Date(r.created_at).toISOString(),
-        lastUsedAt: r.last_used_at ? new Date(r.last_used_at).toISOString() : null,
-        status: r.status,
-      }));
+      const connections = rows.map(summarizeConnection);
       const manageUrl = new URL('/connections', deps.publicUrl).href;
       const text = connections.length
         ? `Linked accounts:\n${connections.map((c) => `- ${deps.providers.get(c.provider)?.displayName ?? c.provider}: @${c.login} (scopes: ${c.scopes.join(', ') || 'none'})${c.status === 'reauth_required' ? ' — needs reconnecting' : ''}`).join('\n')}\nManage them at ${manageUrl}`

@@ -15,8 +15,8 @@ export class PgLoginTransactionRepository implements LoginTransactionRepository 
     ]);
   }
 
-  async take(stateHash: string): Promise<LoginTransaction | undefined> {
-    const r = await this.q.query<LoginTransaction>('DELETE FROM login_transactions WHERE state_hash = $1 RETURNING *', [stateHash]);
+  async take(stateHash: string, sessionHash: string): Promise<LoginTransaction | undefined> {
+    const r = await this.q.query<LoginTransaction>('DELETE FROM login_transactions WHERE state_hash = $1 AND session_hash = $2 RETURNING *', [stateHash, sessionHash]);
     return r.rows[0];
   }
 }

@@ -14,13 +14,8 @@ export class PgOAuthFlowRepository implements OAuthFlowRepository {
     ]);
   }
 
-  async peek(stateHash: string): Promise<OAuthFlow | undefined> {
-    const r = await this.q.query<OAuthFlow>('SELECT * FROM oauth_flows WHERE state_hash = $1', [stateHash]);
-    return r.rows[0];
-  }
-
-  async take(stateHash: string): Promise<OAuthFlow | undefined> {
-    const r = await this.q.query<OAuthFlow>('DELETE FROM oauth_flows WHERE state_hash = $1 RETURNING *', [stateHash]);
+  async take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined> {
+    const r = await this.q.query<OAuthFlow>('DELETE FROM oauth_flows WHERE state_hash = $1 AND session_hash = $2 RETURNING *', [stateHash, sessionHash]);
     return r.rows[0];
   }
 }

@@ -17,7 +17,9 @@ export class SqliteLoginTransactionRepository implements LoginTransactionReposit
     );
   }
 
-  take(stateHash: string): Promise<LoginTransaction | undefined> {
-    return this.gate.run(() => this.db.prepare('DELETE FROM login_transactions WHERE state_hash = ? RETURNING *').get(stateHash) as LoginTransaction | undefined);
+  take(stateHash: string, sessionHash: string): Promise<LoginTransaction | undefined> {
+    return this.gate.run(
+      () => this.db.prepare('DELETE FROM login_transactions WHERE state_hash = ? AND session_hash = ? RETURNING *').get(stateHash, sessionHash) as LoginTransaction | undefined,
+    );
   }
 }

@@ -17,11 +17,7 @@ export class SqliteOAuthFlowRepository implements OAuthFlowRepository {
     );
   }
 
-  peek(stateHash: string): Promise<OAuthFlow | undefined> {
-    return this.gate.run(() => this.db.prepare('SELECT * FROM oauth_flows WHERE state_hash = ?').get(stateHash) as OAuthFlow | undefined);
-  }
-
-  take(stateHash: string): Promise<OAuthFlow | undefined> {
-    return this.gate.run(() => this.db.prepare('DELETE FROM oauth_flows WHERE state_hash = ? RETURNING *').get(stateHash) as OAuthFlow | undefined);
+  take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined> {
+    return this.gate.run(() => this.db.prepare('DELETE FROM oauth_flows WHERE state_hash = ? AND session_hash = ? RETURNING *').get(stateHash, sessionHash) as OAuthFlow | undefined);
   }
 }
