@@ -242,7 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       authMethod: authMethod(e.OIDC_CLIENT_AUTH_METHOD),
     },
     github,
-    providers: loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType, githubClientId: github.clientId, githubClientSecret: github.clientSecret }),
+    providers: loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType }),
     sharedAccountPolicy: oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse'),
     brokerSecret,
     tokenEncryptionKey: tokenKeys[0]!.key,

@@ -47,7 +47,7 @@ function validate(input: ProviderDefinitionInput, where: string): ProviderDefini
  * replace a preset of the same id). GitHub is always on; any other provider is on when its
  * `<ID>_CLIENT_ID` and `<ID>_CLIENT_SECRET` are set, and a provider declared in the file must have them.
  */
-export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext & { githubClientId: string; githubClientSecret: string }): ConfiguredProvider[] {
+export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext): ConfiguredProvider[] {
   const definitions = new Map<string, { definition: ProviderDefinition; fromFile: boolean }>();
   for (const input of builtInDefinitions(ctx)) definitions.set(input.id, { definition: validate(input, `built-in provider ${input.id}`), fromFile: false });
   if (env.PROVIDERS_FILE) {
@@ -59,8 +59,8 @@ export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext & { git
   const configured: ConfiguredProvider[] = [];
   for (const { definition, fromFile } of definitions.values()) {
     const prefix = envPrefix(definition.id);
-    const clientId = definition.id === 'github' ? ctx.githubClientId : env[`${prefix}_CLIENT_ID`];
-    const clientSecret = definition.id === 'github' ? ctx.githubClientSecret : env[`${prefix}_CLIENT_SECRET`];
+    const clientId = env[`${prefix}_CLIENT_ID`];
+    const clientSecret = env[`${prefix}_CLIENT_SECRET`];
     if (!clientId || !clientSecret) {
       if (fromFile) throw new ConfigError(`${prefix}_CLIENT_ID and ${prefix}_CLIENT_SECRET are required for provider "${definition.id}" from PROVIDERS_FILE`);
       continue;

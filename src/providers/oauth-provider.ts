@@ -35,14 +35,12 @@ export class OAuthProvider implements Provider {
   /** The issuer's origin until discovery names the authorization endpoint (then that one). */
   authorizationOrigin: string;
   readonly refreshSkewMs: number;
-  readonly definition: ProviderDefinition;
   readonly #options: OAuthProviderOptions;
   #config: Promise<oidc.Configuration> | undefined;
 
   constructor(options: OAuthProviderOptions) {
     const d = options.definition;
     this.#options = options;
-    this.definition = d;
     this.id = d.id;
     this.sandbox = options.sandbox ?? false;
     this.displayName = this.sandbox ? `${d.displayName} (sandbox)` : d.displayName;
@@ -53,10 +51,6 @@ export class OAuthProvider implements Provider {
     this.refreshSkewMs = d.refresh.skewSeconds * 1000;
   }
 
-  /** The client id at the provider (public; used in GitHub's revocation path). */
-  get clientId(): string {
-    return this.#options.clientId;
-  }
 
   #configuration(): Promise<oidc.Configuration> {
     this.#config ??= this.#build().catch((err: unknown) => {
