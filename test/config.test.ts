@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
 import { ConfigError, loadConfig } from '../src/config/env.js';
+import { allowedHostnames } from '../src/http/app.js';
 import { freePort } from './support/idp.js';
 
 const REQUIRED = [
@@ -163,6 +165,18 @@ describe('loadConfig: URLs must be https unless they point at loopback', () => {
       assert.equal(loadConfig(validEnv({ [name]: 'http://localhost:8080' })).github[key].href, 'http://localhost:8080/');
     });
   }
+});
+
+describe('the host names the Host/Origin guards accept', () => {
+  it('accepts an IPv6 loopback PUBLIC_URL and IPv6 ALLOWED_HOSTS in the form the guards compare (bracketed)', () => {
+    const hosts = allowedHostnames(loadConfig(validEnv({ PUBLIC_URL: 'http://[::1]:3000', ALLOWED_HOSTS: '2001:db8::1' })));
+    assert.ok(validateHostHeader('[::1]:3000', hosts).ok);
+    assert.ok(validateOriginHeader('http://[::1]:3000', hosts).ok);
+    assert.ok(validateHostHeader('[2001:db8::1]:443', hosts).ok);
+    assert.ok(validateHostHeader('localhost:3000', hosts).ok, 'loopback names for a loopback PUBLIC_URL');
+    assert.equal(validateHostHeader('evil.example:3000', hosts).ok, false);
+    assert.equal(validateOriginHeader('http://[::2]:3000', hosts).ok, false);
+  });
 });
 
 describe('loadConfig: defaults', () => {

@@ -11,7 +11,7 @@ import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from '../crypto/index.js';
 import { BrokerError } from './errors.js';
 import { errorHandler } from './error-handler.js';
-import { hostGuard, originGuard } from './host-guard.js';
+import { formOriginOk, hostGuard, originGuard } from './host-guard.js';
 import { mcpEndpoint } from './mcp-endpoint.js';
 import type { PageContext } from './render.js';
 import { pageRateLimit } from './rate-limits.js';
@@ -31,10 +31,14 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page'> 
   mount?: (app: express.Express) => void;
 }
 
-/** Host names this service answers to: PUBLIC_URL's, ALLOWED_HOSTS, and loopback names when local. */
+/**
+ * Host names this service answers to: PUBLIC_URL's, ALLOWED_HOSTS, and loopback names when local.
+ * IPv6 literals in brackets, as the SDK's Host/Origin validators compare them.
+ */
 export function allowedHostnames(config: Config): string[] {
-  const names = new Set([config.publicUrl.hostname.replace(/^\[|\]$/g, ''), ...config.allowedHosts]);
-  if (isLoopbackHostname(config.publicUrl.hostname)) for (const n of ['localhost', '127.0.0.1', '::1']) names.add(n);
+  const bracketed = (h: string) => (h.includes(':') && !h.startsWith('[') ? `[${h}]` : h);
+  const names = new Set([config.publicUrl.hostname, ...config.allowedHosts.map(bracketed)]);
+  if (isLoopbackHostname(config.publicUrl.hostname)) for (const n of ['localhost', '127.0.0.1', '[::1]']) names.add(n);
   return [...names];
 }
 
@@ -93,7 +97,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(/^\/connect\/[^/]+$/, pageRateLimit('connect', config.rateLimitPerMinute, page, deps.store, limitKey));
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
-    if (!originGuardOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
+    if (!formOriginOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
       throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });
     }
   };
@@ -105,16 +109,4 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
   app.use(errorHandler(page, log));
   return app;
-}
-
-function originGuardOk(req: Request, hosts: string[]): boolean {
-  const origin = req.headers.origin;
-  if (origin === undefined) return true;
-  // Privacy settings can still make a browser send `Origin: null`; trust its Fetch Metadata then.
-  if (origin === 'null') return req.headers['sec-fetch-site'] === 'same-origin';
-  try {
-    return hosts.includes(new URL(origin).hostname.replace(/^\[|\]$/g, ''));
-  } catch {
-    return false;
-  }
 }

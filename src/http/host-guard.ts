@@ -1,5 +1,5 @@
 import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
-import type { RequestHandler, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 
 /** 403 as a JSON-RPC error on /mcp, as plain JSON elsewhere. */
 function refuse(res: Response, path: string, error: string, message: string): void {
@@ -22,4 +22,13 @@ export function originGuard(allowedHostnames: string[]): RequestHandler {
     if (result.ok) next();
     else refuse(res, req.path, 'invalid_origin', result.message);
   };
+}
+
+/**
+ * The same Origin check for our own forms (pages), where privacy settings can make a browser send
+ * `Origin: null` for a same-origin POST: trust its Fetch Metadata then.
+ */
+export function formOriginOk(req: Request, allowedHostnames: string[]): boolean {
+  if (req.headers.origin === 'null') return req.headers['sec-fetch-site'] === 'same-origin';
+  return validateOriginHeader(req.headers.origin, allowedHostnames).ok;
 }
