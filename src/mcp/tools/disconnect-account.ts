@@ -1,4 +1,4 @@
-import { inputRequired, inputResponse, type McpServer } from '@modelcontextprotocol/server';
+import { acceptedContent, inputRequired, inputResponse, type McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { clientCapabilities, principalOf, supportsFormElicitation, type RequestFacts, type ToolDeps } from '../context.js';
 import { nothingDone, toolError } from '../results.js';
@@ -38,7 +38,7 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
       const state = ctx.mcpReq.requestState<{ kind: string }>();
       const answer = inputResponse(ctx.mcpReq.inputResponses, CONFIRM_KEY);
       if (state?.kind === 'confirm_disconnect' && answer.kind === 'elicit') {
-        const confirmed = answer.action === 'accept' && confirmSchema.safeParse(answer.content).data?.confirm === true;
+        const confirmed = acceptedContent(ctx.mcpReq.inputResponses, CONFIRM_KEY, confirmSchema)?.confirm === true;
         if (!confirmed) {
           return nothingDone(`Nothing was disconnected: @${existing.account_login} on ${provider.displayName} stays linked.`, { status: 'kept', provider: provider.id });
         }
