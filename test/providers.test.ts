@@ -257,6 +257,12 @@ describe('the provider catalog configuration', () => {
     assert.deepEqual(ids, ['github', 'google', 'notion']);
   });
 
+  it('retries a just-issued token refused with 401 only where the provider says tokens replicate late (GitHub)', () => {
+    const byId = new Map(loadConfig({ ...base(), GOOGLE_CLIENT_ID: 'x', GOOGLE_CLIENT_SECRET: 'y' }).providers.map((p) => [p.definition.id, p.definition]));
+    assert.equal(byId.get('github')!.freshTokenRetryMs, 1_500);
+    assert.equal(byId.get('google')!.freshTokenRetryMs, 0, 'others answer a 401 at once');
+  });
+
   it('switches GitHub to GitHub App user tokens (no scopes) with GITHUB_APP_TYPE', () => {
     const github = loadConfig({ ...base(), GITHUB_APP_TYPE: 'github-app' }).providers[0]!.definition;
     assert.equal(github.scopesApply, false);

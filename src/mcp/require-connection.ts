@@ -139,7 +139,7 @@ export async function withConnection(
   }
   if (!gate.ok) return gate.result;
   try {
-    const result = await actTolerantOfReplicationLag(gate.connection, gate.principal, act);
+    const result = await actTolerantOfReplicationLag(provider, gate.connection, gate.principal, act);
     // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
     const lastUsed = gate.connection.row.last_used_at;
     if (lastUsed === null || Date.now() - lastUsed > 60_000) void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
@@ -155,22 +155,22 @@ export async function withConnection(
 }
 
 /**
- * GitHub replicates new tokens asynchronously: a token minted or refreshed seconds ago can be
- * refused once with 401. Retry such a fresh token once after a short pause before calling it dead.
+ * A token minted or refreshed in the last minute may be refused once with 401 while it replicates
+ * (the provider's `freshTokenRetryMs`, set for GitHub): retry such a fresh token once before
+ * calling it dead.
  */
-async function actTolerantOfReplicationLag<T>(connection: OpenConnection, principal: Principal, act: (c: OpenConnection, p: Principal) => Promise<T>): Promise<T> {
+async function actTolerantOfReplicationLag<T>(provider: Provider, connection: OpenConnection, principal: Principal, act: (c: OpenConnection, p: Principal) => Promise<T>): Promise<T> {
   try {
     return await act(connection, principal);
   } catch (err) {
     const fresh = Date.now() - connection.row.updated_at < FRESH_TOKEN_MS;
-    if (!(err instanceof ProviderError && err.code === 'unauthorized' && fresh)) throw err;
-    await sleep(REPLICATION_RETRY_MS);
+    if (!(err instanceof ProviderError && err.code === 'unauthorized' && fresh && provider.freshTokenRetryMs > 0)) throw err;
+    await sleep(provider.freshTokenRetryMs);
     return act(connection, principal);
   }
 }
 
 const FRESH_TOKEN_MS = 60_000;
-const REPLICATION_RETRY_MS = 1_500;
 
 async function ownPending(deps: ToolDeps, id: string, principal: Principal, provider: Provider): Promise<PendingConnection | undefined> {
   const row = await deps.store.pending.byId(id);

@@ -73,6 +73,11 @@ export const providerDefinitionSchema = z
       .default({ skewSeconds: 120, rotates: false }),
     /** Token endpoint errors arrive as HTTP 200 with an `error` member (GitHub). */
     tokenErrorsAsHttp200: z.boolean().default(false),
+    /**
+     * New tokens replicate asynchronously (GitHub): one minted or refreshed in the last minute may
+     * be refused once with 401. Wait this long and try once more before calling it dead; 0 = never.
+     */
+    freshTokenRetryMs: z.number().int().min(0).max(10_000).default(0),
     /** Documentation only: whether our test suite exercises it against a stand-in. */
     status: z.enum(['tested', 'untested']).default('untested'),
     docs: z.string().optional(),

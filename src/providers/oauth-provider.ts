@@ -35,6 +35,7 @@ export class OAuthProvider implements Provider {
   /** The issuer's origin until discovery names the authorization endpoint (then that one). */
   authorizationOrigin: string;
   readonly refreshSkewMs: number;
+  readonly freshTokenRetryMs: number;
   readonly #options: OAuthProviderOptions;
   #config: Promise<oidc.Configuration> | undefined;
 
@@ -49,6 +50,7 @@ export class OAuthProvider implements Provider {
     this.scopesApply = d.scopesApply;
     this.authorizationOrigin = new URL(d.kind === 'oidc' ? d.issuer! : d.authorizationEndpoint!).origin;
     this.refreshSkewMs = d.refresh.skewSeconds * 1000;
+    this.freshTokenRetryMs = d.freshTokenRetryMs;
   }
 
 
@@ -233,10 +235,10 @@ export class OAuthProvider implements Provider {
           this.displayName,
         );
         let res = await call();
-        // A token minted a moment ago may not have replicated yet (GitHub): one short retry.
-        if (res.status === 401) {
+        // The token was minted a moment ago and may not have replicated yet.
+        if (res.status === 401 && this.freshTokenRetryMs > 0) {
           await res.body?.cancel();
-          await sleep(1_000);
+          await sleep(this.freshTokenRetryMs);
           res = await call();
         }
         const body = await readJson(res, this.displayName);

@@ -42,6 +42,7 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       revocation: { kind: 'github-grant', apiUrl: ctx.githubApiUrl.href },
       refresh: { skewSeconds: 300, rotates: true },
       tokenErrorsAsHttp200: true,
+      freshTokenRetryMs: 1_500,
       status: 'tested',
       docs: 'https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps',
     },

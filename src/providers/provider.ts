@@ -63,6 +63,8 @@ export interface Provider {
   prepare(): Promise<void>;
   /** Refresh this long before a token expires. */
   readonly refreshSkewMs: number;
+  /** How long to wait before one retry of a fresh token the provider refused with 401; 0 = no retry. */
+  readonly freshTokenRetryMs: number;
   /** The scopes in `required` that `granted` does not cover (taking broader scopes into account). */
   missingScopes(granted: string[], required: string[]): string[];
   /** What to send in the authorization request when adding `asked` to an existing grant of `granted`. */

@@ -11,6 +11,7 @@ export function scriptedProvider(refresh: (tokens: ProviderTokens) => Promise<Pr
     scopesApply: false,
     authorizationOrigin: 'https://github.test',
     refreshSkewMs: 60_000,
+    freshTokenRetryMs: 0,
     prepare: async () => undefined,
     missingScopes: () => [],
     scopesToRequest: (asked) => asked,
