@@ -1,7 +1,7 @@
 import { OAuthError, OAuthErrorCode, type AuthInfo, type OAuthTokenVerifier } from '@modelcontextprotocol/server';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { OidcClient } from './oidc-client.js';
-import { principalFromVerifiedClaims, type Principal } from './principal.js';
+import { displayNameFrom, principalFromVerifiedClaims, type Principal } from './principal.js';
 
 /** The identity provider could not be reached to check a token (not the caller's fault). */
 export class IdentityProviderUnavailable extends Error {
@@ -65,19 +65,11 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
       }
       throw new OAuthError(OAuthErrorCode.InvalidToken, describe(err));
     }
-    const principal = principalFromVerifiedClaims(issuer, payload.sub!, nameFrom(payload));
+    const principal = principalFromVerifiedClaims(issuer, payload.sub!, displayNameFrom(payload));
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
     const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
     return { token, clientId, scopes, expiresAt: payload.exp!, resource: new URL(this.audience), extra: { principal } };
   }
-}
-
-function nameFrom(payload: JWTPayload): string | undefined {
-  for (const key of ['preferred_username', 'name', 'email']) {
-    const v = payload[key];
-    if (typeof v === 'string' && v) return v;
-  }
-  return undefined;
 }
 
 function describe(err: unknown): string {

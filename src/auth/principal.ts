@@ -17,6 +17,15 @@ export function principalFromVerifiedClaims(issuer: string, subject: string, nam
   return { issuer, subject, name: name || subject } as Principal;
 }
 
+/** The name to show for a principal, from its verified claims (access token or ID token). */
+export function displayNameFrom(claims: Record<string, unknown>): string | undefined {
+  for (const key of ['preferred_username', 'name', 'email']) {
+    const v = claims[key];
+    if (typeof v === 'string' && v) return v;
+  }
+  return undefined;
+}
+
 export function samePrincipal(a: { issuer: string; subject: string }, b: { issuer: string; subject: string }): boolean {
   return a.issuer === b.issuer && a.subject === b.subject;
 }

@@ -7,7 +7,7 @@ import { safeReturnPath } from '../http/return-to.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/index.js';
 import type { OidcClient } from './oidc-client.js';
-import { principalFromVerifiedClaims } from './principal.js';
+import { displayNameFrom, principalFromVerifiedClaims } from './principal.js';
 import type { Sessions } from './sessions.js';
 
 const LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -34,13 +34,18 @@ export function authRoutes(deps: AuthRouteDeps): Router {
   const redirectUri = new URL('/auth/callback', publicUrl).href;
   const router = Router();
 
-  async function startSignIn(res: Response, returnTo: string, forceLogin: boolean): Promise<void> {
-    const config = await idp.configuration().catch((err: unknown) => {
+  /** The IdP's discovered configuration, or a 503 page saying sign-in is unavailable. */
+  function idpConfiguration(): Promise<oidc.Configuration> {
+    return idp.configuration().catch((err: unknown) => {
       throw new BrokerError(503, 'idp_unavailable', 'The sign-in service cannot be reached right now. Please try again in a moment.', {
         heading: 'Sign-in is unavailable',
         detail: err instanceof Error ? err.message : String(err),
       });
     });
+  }
+
+  async function startSignIn(res: Response, returnTo: string, forceLogin: boolean): Promise<void> {
+    const config = await idpConfiguration();
     const session = await sessions.ensure(res);
     const state = randomHandle();
     const nonce = randomHandle();
@@ -102,12 +107,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
         action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
       });
     }
-    const config = await idp.configuration().catch((err: unknown) => {
-      throw new BrokerError(503, 'idp_unavailable', 'The sign-in service cannot be reached right now. Please try again in a moment.', {
-        heading: 'Sign-in is unavailable',
-        detail: err instanceof Error ? err.message : String(err),
-      });
-    });
+    const config = await idpConfiguration();
     let claims: oidc.IDToken | undefined;
     try {
       const tokens = await oidc.authorizationCodeGrant(config, new URL(req.originalUrl, publicUrl), {
@@ -125,7 +125,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       });
     }
     if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
-    const name = [claims.preferred_username, claims.name, claims.email].find((v): v is string => typeof v === 'string' && v.length > 0);
+    const name = displayNameFrom(claims);
     const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
     await sessions.signIn(res, principal);
     log.info('signed_in');
