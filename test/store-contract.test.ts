@@ -1,0 +1,837 @@
+// One repository contract, run against both stores: SQLite (temp files) and PostgreSQL (a
+// throwaway cluster, see support/postgres.ts). Everything here is what `src/store/types.ts`
+// promises, so a difference between the two stores fails here. What only one store has (the
+// TransactionGate, busy_timeout, the pool, LISTEN/NOTIFY, outages) stays in http-units.test.ts
+// and store-postgres.test.ts.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { StoreUnavailableError } from '../src/store/errors.js';
+import { openPostgresStore } from '../src/store/postgres/index.js';
+import { openSqliteStore } from '../src/store/sqlite/index.js';
+import type { LoginTransaction, NewConnection, OAuthFlow, Owner, PendingConnection, Store } from '../src/store/types.js';
+import { startPostgres } from './support/postgres.js';
+
+const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
+const BOB: Owner = { issuer: 'https://idp.example.com', subject: 'bob' };
+const CAROL: Owner = { issuer: 'https://idp.example.com', subject: 'carol' };
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+/** Where a store under test keeps its databases. */
+interface Backend {
+  /** A new, empty database; each call of the `open` it returns is one more instance on it. */
+  database(): Promise<() => Promise<Store>>;
+  destroy(): Promise<void>;
+}
+
+type NewPending = Parameters<Store['pending']['create']>[0];
+
+let nextId = 0;
+function pendingRow(owner: Owner, overrides: Partial<NewPending> = {}): NewPending {
+  const id = overrides.id ?? `pc-${++nextId}`;
+  return { id, link_hash: `link-${id}`, issuer: owner.issuer, subject: owner.subject, provider: 'github', client_name: 'Claude', scopes: 'repo', expires_at: Date.now() + HOUR, ...overrides };
+}
+
+function connection(owner: Owner, provider: string, overrides: Partial<NewConnection> = {}): NewConnection {
+  return { ...owner, provider, account_id: `acct-${owner.subject}`, account_login: owner.subject, scopes: 'repo', key_id: 'k1', sealed_tokens: `sealed-${owner.subject}-${provider}-1`, ...overrides };
+}
+
+function loginTransaction(stateHash: string, overrides: Partial<LoginTransaction> = {}): LoginTransaction {
+  return { state_hash: stateHash, session_hash: 'browser-1', code_verifier: `cv-${stateHash}`, nonce: `n-${stateHash}`, return_to: '/connections', expires_at: Date.now() + HOUR, ...overrides };
+}
+
+function oauthFlow(stateHash: string, pendingId: string, overrides: Partial<OAuthFlow> = {}): OAuthFlow {
+  return { state_hash: stateHash, pending_id: pendingId, session_hash: 'browser-1', code_verifier: `cv-${stateHash}`, expires_at: Date.now() + HOUR, ...overrides };
+}
+
+/** A time a store stamped with Date.now() lies between the instants the test took around the call. */
+function assertStamped(at: number | null | undefined, from: number, to: number, what: string): void {
+  assert.equal(typeof at, 'number', what);
+  assert.ok(at! >= from && at! <= to, `${what}: ${at} not within [${from}, ${to}]`);
+}
+
+/** A constraint violation is a bug to report, not "the database is away". */
+function constraintError(err: unknown): boolean {
+  return err instanceof Error && !(err instanceof StoreUnavailableError) && /unique|duplicate key|foreign key/i.test(err.message);
+}
+
+function byId<T extends { id: string }>(rows: T[]): T[] {
+  return [...rows].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+}
+
+function repositoryContract(name: string, skip: string | false, start: () => Promise<Backend>): void {
+  describe(`repository contract: ${name}`, { skip }, () => {
+    let backend: Backend;
+    const opened: Store[] = [];
+
+    before(async () => {
+      backend = await start();
+    });
+
+    after(async () => {
+      await Promise.all(opened.map((s) => s.close()));
+      await backend?.destroy();
+    });
+
+    /** Two instances (two processes of one machine, or two broker instances) on a new database. */
+    async function fresh(): Promise<[Store, Store]> {
+      const open = await backend.database();
+      const a = await open();
+      opened.push(a);
+      const b = await open();
+      opened.push(b);
+      return [a, b];
+    }
+
+    describe('sessions', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('create stores an anonymous session that find returns, from any instance, until expires_at', async () => {
+        const t0 = Date.now();
+        await a.sessions.create('s-anon', t0 + HOUR);
+        const t1 = Date.now();
+        const row = await a.sessions.find('s-anon');
+        assert.ok(row);
+        assertStamped(row.created_at, t0, t1, 'created_at');
+        assert.deepEqual(row, { id_hash: 's-anon', issuer: null, subject: null, display_name: null, created_at: row.created_at, expires_at: t0 + HOUR });
+        assert.deepEqual(await b.sessions.find('s-anon'), row, 'another instance reads the same row');
+        assert.deepEqual(await a.sessions.find('s-anon', t0 + HOUR - 1), row, 'still valid 1 ms before expires_at');
+        assert.equal(await a.sessions.find('s-anon', t0 + HOUR), undefined, 'expired at expires_at');
+        assert.equal(await a.sessions.find('s-unknown'), undefined);
+      });
+
+      test('rotateSignedIn replaces the old id with a new one carrying the principal (no fixation)', async () => {
+        const t0 = Date.now();
+        await a.sessions.create('s-before', t0 + HOUR);
+        await a.sessions.rotateSignedIn('s-before', 's-alice', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR);
+        const t1 = Date.now();
+        assert.equal(await b.sessions.find('s-before'), undefined, 'the old id is gone');
+        const row = await b.sessions.find('s-alice');
+        assert.ok(row);
+        assertStamped(row.created_at, t0, t1, 'created_at');
+        assert.deepEqual(row, { id_hash: 's-alice', issuer: ALICE.issuer, subject: ALICE.subject, display_name: 'Alice', created_at: row.created_at, expires_at: t0 + 2 * HOUR });
+
+        await a.sessions.rotateSignedIn(undefined, 's-bob', { ...BOB, name: 'Bob' }, t0 + HOUR);
+        assert.equal((await b.sessions.find('s-bob'))?.subject, 'bob', 'without an old id it only creates');
+        assert.equal((await b.sessions.find('s-alice'))?.subject, 'alice', 'and leaves other sessions alone');
+      });
+
+      test('rotateSignedIn is atomic: when the new id is taken it fails with a constraint error (not an outage) and the old session stays', async () => {
+        await a.sessions.create('s-keep', Date.now() + HOUR);
+        await a.sessions.create('s-taken', Date.now() + HOUR);
+        await assert.rejects(a.sessions.rotateSignedIn('s-keep', 's-taken', { ...BOB, name: 'Bob' }, Date.now() + HOUR), constraintError);
+        assert.equal((await b.sessions.find('s-keep'))?.id_hash, 's-keep', 'the delete was rolled back with the failed insert');
+        assert.equal((await b.sessions.find('s-taken'))?.subject, null, 'the taken id is unchanged');
+        await a.ping();
+      });
+
+      test('create refuses an id already in use', async () => {
+        await a.sessions.create('s-dup', Date.now() + HOUR);
+        await assert.rejects(b.sessions.create('s-dup', Date.now() + 2 * HOUR), constraintError);
+      });
+
+      test('delete removes only that session, and deleting an unknown id changes nothing', async () => {
+        await a.sessions.create('s-gone', Date.now() + HOUR);
+        await a.sessions.create('s-stays', Date.now() + HOUR);
+        await b.sessions.delete('s-gone');
+        await b.sessions.delete('s-never-was');
+        assert.equal(await a.sessions.find('s-gone'), undefined);
+        assert.equal((await a.sessions.find('s-stays'))?.id_hash, 's-stays');
+      });
+    });
+
+    describe('login transactions', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('take returns the row put, exactly once among concurrent takes, and only to the session that started it', async () => {
+        const t = loginTransaction('lt-1');
+        await a.loginTransactions.put(t);
+        assert.equal(await b.loginTransactions.take('lt-1', 'browser-2'), undefined, 'another browser consumes nothing');
+        assert.equal(await b.loginTransactions.take('lt-unknown', 'browser-1'), undefined);
+        const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).loginTransactions.take('lt-1', 'browser-1')));
+        assert.deepEqual(
+          takes.filter((x) => x !== undefined),
+          [t],
+        );
+        assert.equal(await a.loginTransactions.take('lt-1', 'browser-1'), undefined, 'a replayed callback finds nothing');
+      });
+
+      test('take hands back an expired transaction too (the caller checks expires_at) and consumes it', async () => {
+        const t = loginTransaction('lt-expired', { expires_at: Date.now() - 1 });
+        await a.loginTransactions.put(t);
+        assert.deepEqual(await b.loginTransactions.take('lt-expired', 'browser-1'), t);
+        assert.equal(await a.loginTransactions.take('lt-expired', 'browser-1'), undefined);
+      });
+
+      test('put refuses a second transaction with the same state', async () => {
+        await a.loginTransactions.put(loginTransaction('lt-dup'));
+        await assert.rejects(b.loginTransactions.put(loginTransaction('lt-dup', { session_hash: 'browser-2' })), constraintError);
+        assert.equal(await a.loginTransactions.take('lt-dup', 'browser-2'), undefined, 'the second put wrote nothing');
+        assert.equal((await a.loginTransactions.take('lt-dup', 'browser-1'))?.session_hash, 'browser-1');
+      });
+    });
+
+    describe('OAuth flows', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('take returns the flow put, exactly once among concurrent takes, and only to the session that started it', async () => {
+        const pending = pendingRow(ALICE);
+        await a.pending.create(pending);
+        const flow = oauthFlow('of-1', pending.id);
+        await a.oauthFlows.put(flow);
+        assert.equal(await b.oauthFlows.take('of-1', 'browser-2'), undefined, 'another browser consumes nothing');
+        assert.equal(await b.oauthFlows.take('of-1', 'browser-2'), undefined);
+        const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).oauthFlows.take('of-1', 'browser-1')));
+        assert.deepEqual(
+          takes.filter((x) => x !== undefined),
+          [flow],
+        );
+        assert.equal(await a.oauthFlows.take('of-1', 'browser-1'), undefined, 'a replayed callback finds nothing');
+      });
+
+      test('take hands back an expired flow too (the caller checks expires_at) and consumes it', async () => {
+        const pending = pendingRow(ALICE);
+        await a.pending.create(pending);
+        const flow = oauthFlow('of-expired', pending.id, { expires_at: Date.now() - 1 });
+        await a.oauthFlows.put(flow);
+        assert.deepEqual(await b.oauthFlows.take('of-expired', 'browser-1'), flow);
+        assert.equal(await a.oauthFlows.take('of-expired', 'browser-1'), undefined);
+      });
+
+      test('put refuses a flow for an unknown pending connection, and a second flow with the same state', async () => {
+        await assert.rejects(a.oauthFlows.put(oauthFlow('of-orphan', 'pc-does-not-exist')), constraintError);
+        assert.equal(await a.oauthFlows.take('of-orphan', 'browser-1'), undefined);
+
+        const pending = pendingRow(ALICE);
+        await a.pending.create(pending);
+        await a.oauthFlows.put(oauthFlow('of-dup', pending.id));
+        await assert.rejects(b.oauthFlows.put(oauthFlow('of-dup', pending.id, { session_hash: 'browser-2' })), constraintError);
+        assert.equal(await a.oauthFlows.take('of-dup', 'browser-2'), undefined, 'the second put wrote nothing');
+        assert.equal((await a.oauthFlows.take('of-dup', 'browser-1'))?.session_hash, 'browser-1');
+      });
+    });
+
+    describe('pending connections', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('create stores an open row (created_at = updated_at, no outcome) that byId and byLinkHash return exactly', async () => {
+        const row = pendingRow(ALICE, { client_name: null, scopes: null });
+        const t0 = Date.now();
+        await a.pending.create(row);
+        const t1 = Date.now();
+        const stored = await b.pending.byId(row.id);
+        assert.ok(stored);
+        assertStamped(stored.created_at, t0, t1, 'created_at');
+        const expected: PendingConnection = { ...row, status: 'open', outcome_reason: null, created_at: stored.created_at, updated_at: stored.created_at };
+        assert.deepEqual(stored, expected);
+        assert.deepEqual(await b.pending.byLinkHash(row.link_hash), expected);
+
+        const withText = pendingRow(ALICE, { client_name: 'Claude Desktop', scopes: 'repo read:org' });
+        await a.pending.create(withText);
+        assert.deepEqual([(await b.pending.byId(withText.id))?.client_name, (await b.pending.byId(withText.id))?.scopes], ['Claude Desktop', 'repo read:org']);
+        assert.equal(await b.pending.byId('pc-unknown'), undefined);
+        assert.equal(await b.pending.byLinkHash('link-unknown'), undefined);
+      });
+
+      test('create refuses a duplicate id and a duplicate link hash', async () => {
+        const row = pendingRow(ALICE);
+        await a.pending.create(row);
+        await assert.rejects(b.pending.create({ ...row, link_hash: `${row.link_hash}-other` }), constraintError);
+        await assert.rejects(b.pending.create({ ...row, id: `${row.id}-other` }), constraintError);
+        assert.equal(await a.pending.byId(`${row.id}-other`), undefined);
+        assert.equal(await a.pending.byLinkHash(`${row.link_hash}-other`), undefined);
+      });
+
+      test('latestInFlight is the newest unexpired, unsettled row of that owner for that provider', async () => {
+        const provider = 'linear';
+        const older = pendingRow(BOB, { provider });
+        await a.pending.create(older);
+        await sleep(3);
+        const newer = pendingRow(BOB, { provider });
+        await a.pending.create(newer);
+        await a.pending.create(pendingRow(BOB, { provider: 'gitlab' }));
+        await a.pending.create(pendingRow(CAROL, { provider }));
+
+        assert.equal((await b.pending.latestInFlight(BOB, provider))?.id, newer.id);
+        assert.equal(await a.pending.claim(newer.id), true);
+        assert.deepEqual(await b.pending.latestInFlight(BOB, provider), await b.pending.byId(newer.id), 'an authorizing row is still in flight, returned whole');
+        assert.equal(await a.pending.settle(newer.id, 'cancelled'), true);
+        assert.equal((await b.pending.latestInFlight(BOB, provider))?.id, older.id, 'settled rows are not in flight');
+        assert.equal((await b.pending.latestInFlight(BOB, provider, older.expires_at - 1))?.id, older.id);
+        assert.equal(await b.pending.latestInFlight(BOB, provider, older.expires_at), undefined, 'expired at expires_at');
+        assert.equal(await b.pending.latestInFlight(ALICE, provider), undefined, 'another owner’s rows are not mine');
+        assert.equal(await b.pending.latestInFlight({ issuer: 'https://other.example', subject: 'bob' }, provider), undefined, 'the issuer is part of the owner');
+        assert.equal(await b.pending.latestInFlight(BOB, 'atlassian'), undefined);
+      });
+
+      test('claim moves an open link to authorizing exactly once among 20 concurrent claims from two instances', async () => {
+        const row = pendingRow(ALICE);
+        await a.pending.create(row);
+        const at = Date.now() + 5;
+        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).pending.claim(row.id, at)));
+        assert.equal(results.filter(Boolean).length, 1);
+        const claimed = await b.pending.byId(row.id);
+        assert.deepEqual([claimed?.status, claimed?.updated_at, claimed?.outcome_reason], ['authorizing', at, null]);
+        assert.equal(await a.pending.claim(row.id), false, 'a used link cannot be claimed again');
+        assert.equal(await a.pending.claim('pc-unknown'), false);
+      });
+
+      test('claim refuses an expired link (at expires_at) and a settled one, changing nothing', async () => {
+        const row = pendingRow(ALICE, { expires_at: Date.now() + 1_000 });
+        await a.pending.create(row);
+        const was = await a.pending.byId(row.id);
+        assert.equal(await a.pending.claim(row.id, row.expires_at), false);
+        assert.equal(await a.pending.claim(row.id, row.expires_at + 1_000), false);
+        assert.deepEqual(await b.pending.byId(row.id), was);
+        assert.equal(await a.pending.claim(row.id, row.expires_at - 1), true, 'still claimable 1 ms before');
+
+        const cancelled = pendingRow(ALICE);
+        await a.pending.create(cancelled);
+        assert.equal(await a.pending.settle(cancelled.id, 'cancelled'), true);
+        assert.equal(await b.pending.claim(cancelled.id), false);
+        assert.equal((await a.pending.byId(cancelled.id))?.status, 'cancelled');
+      });
+
+      test('settle changes an open or authorizing row once, with its reason; later settles change nothing', async () => {
+        const open = pendingRow(ALICE);
+        const authorizing = pendingRow(ALICE);
+        await a.pending.create(open);
+        await a.pending.create(authorizing);
+        assert.equal(await a.pending.claim(authorizing.id), true);
+
+        const t0 = Date.now();
+        assert.equal(await a.pending.settle(open.id, 'denied', 'access_denied'), true, 'an open (never claimed) link settles too, e.g. a cancel on the consent page');
+        const t1 = Date.now();
+        const denied = await b.pending.byId(open.id);
+        assert.deepEqual([denied?.status, denied?.outcome_reason], ['denied', 'access_denied']);
+        assertStamped(denied?.updated_at, t0, t1, 'updated_at');
+        assert.equal(await a.pending.settle(open.id, 'completed'), false);
+        assert.equal(await b.pending.settle(open.id, 'failed', 'other'), false);
+        assert.deepEqual(await a.pending.byId(open.id), denied, 'nothing changed');
+
+        const concurrent = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).pending.settle(authorizing.id, i < 5 ? 'completed' : 'failed')));
+        assert.equal(concurrent.filter(Boolean).length, 1, 'an authorizing row settles exactly once');
+        const settled = await a.pending.byId(authorizing.id);
+        assert.equal(settled?.status, concurrent.indexOf(true) < 5 ? 'completed' : 'failed');
+        assert.equal(settled?.outcome_reason, null, 'no reason given, none stored');
+        assert.equal(await a.pending.settle('pc-unknown', 'failed'), false);
+      });
+
+      test('settledAmong reports only the settled ones of the ids asked, with their status', async () => {
+        const [open, claimed, completed, denied] = [pendingRow(ALICE), pendingRow(ALICE), pendingRow(ALICE), pendingRow(BOB)];
+        for (const r of [open, claimed, completed, denied]) await a.pending.create(r);
+        await a.pending.claim(claimed.id);
+        await a.pending.settle(completed.id, 'completed');
+        await a.pending.settle(denied.id, 'denied', 'access_denied');
+        assert.deepEqual(
+          byId(await b.pending.settledAmong([open.id, claimed.id, completed.id, denied.id, 'pc-unknown'])),
+          byId([
+            { id: completed.id, status: 'completed' },
+            { id: denied.id, status: 'denied' },
+          ]),
+        );
+        assert.deepEqual(await b.pending.settledAmong([completed.id]), [{ id: completed.id, status: 'completed' }]);
+        assert.deepEqual(await b.pending.settledAmong([open.id, claimed.id]), []);
+        assert.deepEqual(await b.pending.settledAmong([]), []);
+      });
+
+      test('settledSince reports rows settled at or after a time (by updated_at), never open or claimed ones', async () => {
+        const [open, claimed, settled] = [pendingRow(CAROL), pendingRow(CAROL), pendingRow(CAROL)];
+        for (const r of [open, claimed, settled]) await a.pending.create(r);
+        await a.pending.claim(claimed.id);
+        await a.pending.settle(settled.id, 'cancelled');
+        const at = (await a.pending.byId(settled.id))!.updated_at;
+        const ours = (rows: Array<{ id: string }>) => rows.filter((r) => [open.id, claimed.id, settled.id].includes(r.id));
+        assert.deepEqual(ours(await b.pending.settledSince(0)), [{ id: settled.id, status: 'cancelled' }]);
+        assert.deepEqual(ours(await b.pending.settledSince(at)), [{ id: settled.id, status: 'cancelled' }], 'at the settlement time itself');
+        assert.deepEqual(ours(await b.pending.settledSince(at + 1)), [], 'not after it');
+      });
+
+      test('prune removes expired rows (pending ones a day late, their flows with them) and returns how many went', async () => {
+        const [db, other] = await fresh();
+        const now = Date.now();
+        const old = pendingRow(ALICE, { expires_at: now - DAY - 1 });
+        const recent = pendingRow(ALICE, { expires_at: now - HOUR });
+        await db.pending.create(old);
+        await db.pending.create(recent);
+        // Goes with `old` through ON DELETE CASCADE, so it is not counted on its own.
+        await db.oauthFlows.put(oauthFlow('f-cascade', old.id, { expires_at: now + HOUR }));
+        await db.oauthFlows.put(oauthFlow('f-expired', recent.id, { expires_at: now - 1 }));
+        await db.oauthFlows.put(oauthFlow('f-live', recent.id, { expires_at: now + HOUR }));
+        await db.loginTransactions.put(loginTransaction('l-expired', { expires_at: now - 1 }));
+        await db.loginTransactions.put(loginTransaction('l-live', { expires_at: now + HOUR }));
+        await db.sessions.create('b-expired', now - 1);
+        await db.sessions.create('b-live', now + HOUR);
+        await db.rateLimits.hit('rl-stale', 60_000, now - DAY - 1);
+        await db.rateLimits.hit('rl-recent', 60_000, now - HOUR);
+
+        assert.equal(await db.pending.prune(now), 5);
+        assert.equal(await other.pending.byId(old.id), undefined);
+        assert.equal((await other.pending.byId(recent.id))?.id, recent.id, 'expired less than a day ago: kept for late waiters');
+        assert.equal(await other.oauthFlows.take('f-cascade', 'browser-1'), undefined);
+        assert.equal(await other.oauthFlows.take('f-expired', 'browser-1'), undefined);
+        assert.equal((await other.oauthFlows.take('f-live', 'browser-1'))?.state_hash, 'f-live');
+        assert.equal(await other.loginTransactions.take('l-expired', 'browser-1'), undefined);
+        assert.equal((await other.loginTransactions.take('l-live', 'browser-1'))?.state_hash, 'l-live');
+        assert.equal((await other.sessions.find('b-live'))?.id_hash, 'b-live');
+        assert.deepEqual(await other.rateLimits.hit('rl-stale', 60_000, now), { hits: 1, resetAt: now + 60_000 }, 'the stale window is gone');
+        assert.deepEqual(await other.rateLimits.hit('rl-recent', 60_000, now - HOUR + 1), { hits: 2, resetAt: now - HOUR + 60_000 }, 'the recent one is kept');
+        assert.equal(await db.pending.prune(now), 0, 'nothing left to prune');
+      });
+    });
+
+    describe('connections', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('save inserts an active row that find returns whole (no store-specific columns such as seq)', async () => {
+        const t0 = Date.now();
+        await a.connections.save(connection(ALICE, 'github'));
+        const t1 = Date.now();
+        const row = await b.connections.find(ALICE, 'github');
+        assert.ok(row);
+        assertStamped(row.created_at, t0, t1, 'created_at');
+        assert.deepEqual(row, { ...connection(ALICE, 'github'), created_at: row.created_at, updated_at: row.created_at, last_used_at: null, status: 'active', status_reason: null });
+        assert.equal(await b.connections.find(ALICE, 'gitlab'), undefined);
+        assert.equal(await b.connections.find({ issuer: 'https://other.example', subject: 'alice' }, 'github'), undefined, 'the issuer is part of the owner');
+      });
+
+      test('save again replaces the row, keeping created_at and making it active again', async () => {
+        await a.connections.save(connection(BOB, 'github'));
+        const first = (await a.connections.find(BOB, 'github'))!;
+        assert.equal(await a.connections.markReauthRequired(BOB, 'github', 'invalid_grant'), true);
+        await a.connections.touch(BOB, 'github', 1_700_000_000_000);
+        await sleep(3);
+        const next = connection(BOB, 'github', { account_id: 'acct-bob-2', account_login: 'bob-renamed', scopes: 'repo user', key_id: 'k2', sealed_tokens: 'sealed-2' });
+        await b.connections.save(next);
+        const again = (await a.connections.find(BOB, 'github'))!;
+        assert.ok(again.updated_at > first.updated_at, 'updated_at moves');
+        assert.deepEqual(again, { ...next, created_at: first.created_at, updated_at: again.updated_at, last_used_at: 1_700_000_000_000, status: 'active', status_reason: null });
+      });
+
+      test('list returns the owner’s connections in byte order of provider, and nobody else’s', async () => {
+        const dave: Owner = { issuer: ALICE.issuer, subject: 'dave' };
+        for (const provider of ['linear', 'Zendesk', 'atlassian', 'github']) await a.connections.save(connection(dave, provider));
+        await a.connections.save(connection({ issuer: 'https://other.example', subject: 'dave' }, 'gitlab'));
+        const rows = await b.connections.list(dave);
+        assert.deepEqual(
+          rows.map((r) => r.provider),
+          ['Zendesk', 'atlassian', 'github', 'linear'],
+        );
+        assert.deepEqual(rows[2], await b.connections.find(dave, 'github'), 'rows are whole, as find returns them');
+        assert.deepEqual(await b.connections.list({ issuer: ALICE.issuer, subject: 'nobody' }), []);
+      });
+
+      test('replaceTokens is a compare-and-swap on the sealed value: exactly one of 10 concurrent writers wins', async () => {
+        const erin: Owner = { issuer: ALICE.issuer, subject: 'erin' };
+        await a.connections.save(connection(erin, 'github', { sealed_tokens: 'v1' }));
+        await a.connections.markReauthRequired(erin, 'github', 'expired');
+        const was = (await a.connections.find(erin, 'github'))!;
+        await sleep(3);
+        const writers = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).connections.replaceTokens(erin, 'github', 'v1', { key_id: 'k2', sealed_tokens: `v2-${i}`, scopes: 'repo user' })),
+        );
+        assert.equal(writers.filter(Boolean).length, 1);
+        const row = (await a.connections.find(erin, 'github'))!;
+        assert.ok(row.updated_at > was.updated_at);
+        assert.deepEqual(row, { ...was, key_id: 'k2', sealed_tokens: `v2-${writers.indexOf(true)}`, scopes: 'repo user', updated_at: row.updated_at, status: 'active', status_reason: null });
+        assert.equal(await b.connections.replaceTokens(erin, 'github', 'v1', { key_id: 'k1', sealed_tokens: 'stale', scopes: 'repo' }), false, 'a slower writer with the old value loses');
+        assert.equal(await b.connections.replaceTokens(CAROL, 'github', 'v1', { key_id: 'k1', sealed_tokens: 'x', scopes: 'repo' }), false, 'no such connection');
+        assert.deepEqual(await a.connections.find(erin, 'github'), row);
+      });
+
+      test('markReauthRequired marks an active row once, keeping the row and its account binding', async () => {
+        const frank: Owner = { issuer: ALICE.issuer, subject: 'frank' };
+        await a.connections.save(connection(frank, 'github'));
+        const was = (await a.connections.find(frank, 'github'))!;
+        await sleep(3);
+        assert.equal(await b.connections.markReauthRequired(frank, 'github', 'invalid_grant'), true);
+        const marked = (await a.connections.find(frank, 'github'))!;
+        assert.ok(marked.updated_at > was.updated_at);
+        assert.deepEqual(marked, { ...was, status: 'reauth_required', status_reason: 'invalid_grant', updated_at: marked.updated_at });
+        assert.equal(await b.connections.markReauthRequired(frank, 'github', 'again'), false, 'only an active row is marked');
+        assert.deepEqual(await a.connections.find(frank, 'github'), marked, 'the first reason stays');
+        assert.equal(await b.connections.markReauthRequired(frank, 'gitlab', 'x'), false, 'no such connection');
+      });
+
+      test('othersWithAccount lists the other principals linked to the same upstream account of that provider', async () => {
+        await a.connections.save(connection(CAROL, 'gitlab', { account_id: 'shared' }));
+        await a.connections.save(connection(BOB, 'gitlab', { account_id: 'shared' }));
+        await a.connections.save(connection({ issuer: 'https://other.example', subject: 'carol' }, 'gitlab', { account_id: 'shared' }));
+        await a.connections.save(connection(ALICE, 'gitlab', { account_id: 'other' }));
+        await a.connections.save(connection(ALICE, 'bitbucket', { account_id: 'shared' }));
+        const others = await b.connections.othersWithAccount(CAROL, 'gitlab', 'shared');
+        assert.deepEqual(
+          others.map((c) => `${c.issuer} ${c.subject}`).sort(),
+          ['https://idp.example.com bob', 'https://other.example carol'],
+          'not carol herself, and a same-named subject of another issuer is someone else',
+        );
+        assert.deepEqual(others.find((c) => c.subject === 'bob'), await b.connections.find(BOB, 'gitlab'), 'rows are whole');
+        assert.deepEqual(await b.connections.othersWithAccount(CAROL, 'github', 'shared'), [], 'another provider’s account of the same id is another account');
+        assert.deepEqual(await b.transaction((tx) => tx.connections.othersWithAccount(ALICE, 'gitlab', 'other')), [], 'inside a transaction too');
+      });
+
+      test('touch sets last_used_at (and nothing else); on a missing connection it changes nothing', async () => {
+        const gina: Owner = { issuer: ALICE.issuer, subject: 'gina' };
+        await a.connections.save(connection(gina, 'github'));
+        const was = (await a.connections.find(gina, 'github'))!;
+        await b.connections.touch(gina, 'github', 1_700_000_000_123);
+        assert.deepEqual(await a.connections.find(gina, 'github'), { ...was, last_used_at: 1_700_000_000_123 });
+        const t0 = Date.now();
+        await b.connections.touch(gina, 'github');
+        assertStamped((await a.connections.find(gina, 'github'))?.last_used_at, t0, Date.now(), 'last_used_at defaults to now');
+        await b.connections.touch(gina, 'gitlab', 1);
+        assert.equal(await a.connections.find(gina, 'gitlab'), undefined);
+      });
+
+      test('delete removes that one connection once', async () => {
+        const hank: Owner = { issuer: ALICE.issuer, subject: 'hank' };
+        await a.connections.save(connection(hank, 'github'));
+        await a.connections.save(connection(hank, 'gitlab'));
+        assert.equal(await b.connections.delete(hank, 'github'), true);
+        assert.equal(await b.connections.delete(hank, 'github'), false);
+        assert.equal(await a.connections.find(hank, 'github'), undefined);
+        assert.deepEqual(
+          (await a.connections.list(hank)).map((c) => c.provider),
+          ['gitlab'],
+        );
+      });
+
+      test('re-sealing: sealedUnderOtherKeys pages in seq order, reseal is a compare-and-swap, countByKey counts', async () => {
+        const [db, other] = await fresh();
+        const users = Array.from({ length: 6 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `u${i}` }));
+        for (const [i, owner] of users.entries()) await db.connections.save(connection(owner, 'github', { key_id: i === 2 ? 'k2' : i === 5 ? 'K0' : 'k1' }));
+        // Saving again (an upsert) keeps a row's place in the order.
+        await db.connections.save(connection(users[0]!, 'github', { sealed_tokens: 'sealed-u0-again' }));
+
+        const page1 = await other.connections.sealedUnderOtherKeys('k2', 0, 2);
+        assert.deepEqual(
+          page1.map((r) => r.subject),
+          ['u0', 'u1'],
+        );
+        assert.ok(page1.every((r) => Number.isSafeInteger(r.seq) && r.seq > 0));
+        assert.ok(page1[0]!.seq < page1[1]!.seq);
+        const { seq, ...u0 } = page1[0]!;
+        assert.ok(seq > 0);
+        assert.deepEqual(u0, await other.connections.find(users[0]!, 'github'), 'besides seq, the row is whole');
+        const page2 = await other.connections.sealedUnderOtherKeys('k2', page1[1]!.seq, 10);
+        assert.deepEqual(
+          page2.map((r) => r.subject),
+          ['u3', 'u4', 'u5'],
+        );
+        assert.deepEqual(await other.connections.sealedUnderOtherKeys('k2', page2[2]!.seq, 10), [], 'past the last row');
+
+        assert.deepEqual(await other.connections.countByKey(), [
+          { key_id: 'K0', n: 1 },
+          { key_id: 'k1', n: 4 },
+          { key_id: 'k2', n: 1 },
+        ]);
+
+        const target = page1[0]!;
+        assert.equal(await db.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed' }), true);
+        assert.equal(await other.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed-again' }), false, 'the row changed since it was read');
+        assert.deepEqual(await other.connections.find(target, 'github'), { ...u0, key_id: 'k2', sealed_tokens: 'resealed' }, 'only the key and the sealed value change (not updated_at)');
+        assert.equal(await db.connections.reseal({ ...u0, subject: 'nobody' }, { key_id: 'k2', sealed_tokens: 'x' }), false, 'no such row');
+        assert.deepEqual(await other.connections.countByKey(), [
+          { key_id: 'K0', n: 1 },
+          { key_id: 'k1', n: 3 },
+          { key_id: 'k2', n: 2 },
+        ]);
+        assert.deepEqual(
+          (await other.connections.sealedUnderOtherKeys('k2', 0, 10)).map((r) => r.subject),
+          ['u1', 'u3', 'u4', 'u5'],
+        );
+        assert.deepEqual(await (await fresh())[0].connections.countByKey(), [], 'an empty table counts nothing');
+      });
+    });
+
+    describe('refresh leases', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('one holder at a time; renew only while held; release only by the holder; expiry frees it', async () => {
+        const t = Date.now();
+        const acquire = (holder: string, at: number) => (holder === 'a' ? a : b).leases.acquire(ALICE, 'lease-p', holder, 1_000, at);
+        assert.equal(await acquire('a', t), true);
+        assert.equal(await acquire('a', t + 1), false, 'not even its holder takes it twice');
+        assert.equal(await acquire('b', t + 500), false, 'held by a');
+        assert.equal(await b.leases.renew(ALICE, 'lease-p', 'b', 1_000, t + 500), false, 'b does not hold it');
+        assert.equal(await a.leases.renew(ALICE, 'lease-p', 'a', 1_000, t + 500), true, 'now expires at t + 1500');
+        assert.equal(await acquire('b', t + 1_499), false, 'the renewal pushed the expiry out');
+        assert.equal(await a.leases.renew(ALICE, 'lease-p', 'a', 1_000, t + 1_500), false, 'a lease cannot be renewed once expired');
+        assert.equal(await acquire('b', t + 1_500), true, 'free at its expiry');
+        assert.equal(await a.leases.renew(ALICE, 'lease-p', 'a', 1_000, t + 1_600), false, 'a lost it');
+
+        await a.leases.release(ALICE, 'lease-p', 'a');
+        assert.equal(await a.leases.acquire(ALICE, 'lease-p', 'c', 1_000, t + 1_600), false, 'a release by a non-holder frees nothing');
+        await b.leases.release(ALICE, 'lease-p', 'b');
+        assert.equal(await a.leases.acquire(ALICE, 'lease-p', 'c', 1_000, t + 1_600), true, 'free once its holder released it');
+      });
+
+      test('a lease is per owner and provider', async () => {
+        const t = Date.now();
+        assert.equal(await a.leases.acquire(BOB, 'github', 'h1', 30_000, t), true);
+        assert.equal(await b.leases.acquire(BOB, 'gitlab', 'h2', 30_000, t), true, 'another provider');
+        assert.equal(await b.leases.acquire(CAROL, 'github', 'h3', 30_000, t), true, 'another owner');
+        assert.equal(await b.leases.acquire({ issuer: 'https://other.example', subject: 'bob' }, 'github', 'h4', 30_000, t), true, 'another issuer');
+        assert.equal(await b.leases.acquire(BOB, 'github', 'h5', 30_000, t), false);
+      });
+
+      test('exactly one of ten concurrent acquirers on two instances gets the lease', async () => {
+        const racers = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).leases.acquire(CAROL, 'lease-race', `h${i}`, 30_000)));
+        assert.equal(racers.filter(Boolean).length, 1);
+        const winner = `h${racers.indexOf(true)}`;
+        assert.equal(await a.leases.renew(CAROL, 'lease-race', winner, 30_000), true, 'held by the one that won');
+      });
+    });
+
+    describe('audit', () => {
+      test('record keeps event, owner, provider and detail (cut to 200 characters); list returns them in order, with optional filters', async () => {
+        const [a, b] = await fresh();
+        const t0 = Date.now();
+        await a.audit.record('connection_created', ALICE, 'github');
+        await b.audit.record('refresh_failed', ALICE, 'github', 'x'.repeat(500));
+        await a.audit.record('connection_created', BOB, 'linear', 'first');
+        await b.audit.record('keys_rotated', undefined, undefined, '3');
+        await a.audit.record('connection_created', { issuer: 'https://other.example', subject: 'alice' }, 'github', 'elsewhere');
+        const t1 = Date.now();
+
+        const all = await b.audit.list();
+        assert.deepEqual(
+          all.map((r) => [r.event, r.issuer, r.subject, r.provider, r.detail]),
+          [
+            ['connection_created', ALICE.issuer, 'alice', 'github', null],
+            ['refresh_failed', ALICE.issuer, 'alice', 'github', 'x'.repeat(200)],
+            ['connection_created', BOB.issuer, 'bob', 'linear', 'first'],
+            ['keys_rotated', null, null, null, '3'],
+            ['connection_created', 'https://other.example', 'alice', 'github', 'elsewhere'],
+          ],
+        );
+        for (const [i, r] of all.entries()) {
+          assert.ok(Number.isSafeInteger(r.id) && (i === 0 || r.id > all[i - 1]!.id), 'ids are numbers, increasing');
+          assertStamped(r.at, t0, t1, 'at');
+        }
+        assert.deepEqual(Object.keys(all[0]!).sort(), ['at', 'detail', 'event', 'id', 'issuer', 'provider', 'subject']);
+
+        assert.deepEqual(
+          (await a.audit.list({ issuer: ALICE.issuer, subject: 'alice' })).map((r) => r.event),
+          ['connection_created', 'refresh_failed'],
+        );
+        assert.deepEqual(
+          (await a.audit.list({ subject: 'alice' })).map((r) => r.detail),
+          [null, 'x'.repeat(200), 'elsewhere'],
+        );
+        assert.deepEqual(
+          (await a.audit.list({ issuer: 'https://other.example' })).map((r) => r.detail),
+          ['elsewhere'],
+        );
+        assert.deepEqual(
+          (await a.audit.list({ event: 'connection_created' })).map((r) => r.subject),
+          ['alice', 'bob', 'alice'],
+        );
+        assert.deepEqual(
+          (await a.audit.list({ subject: 'bob', event: 'connection_created' })).map((r) => r.detail),
+          ['first'],
+        );
+        assert.deepEqual(await a.audit.list({ subject: 'bob', event: 'refresh_failed' }), []);
+        assert.deepEqual(await a.audit.list({}), all);
+      });
+    });
+
+    describe('rate limits', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('hits count, across instances, within a window opened by the first hit; a finished window starts again at the next hit', async () => {
+        const t0 = 1_000_000;
+        assert.deepEqual(await a.rateLimits.hit('rl-window', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
+        assert.deepEqual(await b.rateLimits.hit('rl-window', 60_000, t0 + 10), { hits: 2, resetAt: t0 + 60_000 });
+        assert.deepEqual(await a.rateLimits.hit('rl-window', 60_000, t0 + 59_999), { hits: 3, resetAt: t0 + 60_000 });
+        assert.deepEqual(await b.rateLimits.hit('rl-window', 60_000, t0 + 60_000), { hits: 1, resetAt: t0 + 120_000 }, 'a new window at the end of the old one');
+        assert.deepEqual(await a.rateLimits.hit('rl-window', 60_000, t0 + 200_000), { hits: 1, resetAt: t0 + 260_000 }, 'a window opened late starts at its first hit');
+        assert.deepEqual(await a.rateLimits.hit('rl-other', 60_000, t0 + 200_001), { hits: 1, resetAt: t0 + 260_001 }, 'keys count apart');
+      });
+
+      test('no hit is lost among 20 concurrent hits from two instances', async () => {
+        const t0 = 2_000_000;
+        const hits = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).rateLimits.hit('rl-race', 60_000, t0 + i)));
+        assert.deepEqual(
+          hits.map((r) => r.hits).sort((x, y) => x - y),
+          Array.from({ length: 20 }, (_, i) => i + 1),
+        );
+        assert.ok(hits.every((r) => r.resetAt === hits.find((h) => h.hits === 1)!.resetAt), 'one window for all of them');
+      });
+
+      test('undo takes one hit back and never below zero; reset forgets the key; both ignore unknown keys', async () => {
+        const t0 = 3_000_000;
+        await a.rateLimits.hit('rl-undo', 60_000, t0);
+        await a.rateLimits.hit('rl-undo', 60_000, t0 + 1);
+        await b.rateLimits.undo('rl-undo');
+        assert.deepEqual(await a.rateLimits.hit('rl-undo', 60_000, t0 + 2), { hits: 2, resetAt: t0 + 60_000 }, 'the undone hit no longer counts; the window stays');
+        await b.rateLimits.undo('rl-undo');
+        await b.rateLimits.undo('rl-undo');
+        await b.rateLimits.undo('rl-undo');
+        assert.deepEqual(await a.rateLimits.hit('rl-undo', 60_000, t0 + 3), { hits: 1, resetAt: t0 + 60_000 }, 'undone down to zero, not below');
+
+        await b.rateLimits.reset('rl-undo');
+        assert.deepEqual(await a.rateLimits.hit('rl-undo', 60_000, t0 + 4), { hits: 1, resetAt: t0 + 4 + 60_000 }, 'after a reset the next hit opens a new window');
+        await b.rateLimits.undo('rl-never-hit');
+        await b.rateLimits.reset('rl-never-hit');
+        assert.deepEqual(await a.rateLimits.hit('rl-never-hit', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
+      });
+    });
+
+    describe('transactions', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('commits every write at once: none is visible to another instance before, all are after, and the result comes back', async () => {
+        const row = pendingRow(BOB, { provider: 'tx-commit' });
+        let seenBefore: unknown = 'not looked';
+        const result = await a.transaction(async (tx) => {
+          await tx.pending.create(row);
+          await tx.connections.save(connection(BOB, 'tx-commit'));
+          assert.equal((await tx.pending.byId(row.id))?.status, 'open', 'the transaction sees its own writes');
+          seenBefore = [await b.pending.byId(row.id), await b.connections.find(BOB, 'tx-commit')];
+          return tx.pending.claim(row.id);
+        });
+        assert.equal(result, true);
+        assert.deepEqual(seenBefore, [undefined, undefined], 'nothing visible outside before commit');
+        assert.equal((await b.pending.byId(row.id))?.status, 'authorizing');
+        assert.equal((await b.connections.find(BOB, 'tx-commit'))?.sealed_tokens, 'sealed-bob-tx-commit-1');
+      });
+
+      test('a throw rolls back every write of every repository, and the error comes out unchanged', async () => {
+        const t = Date.now();
+        const existing = pendingRow(ALICE, { provider: 'tx-existing' });
+        await a.pending.create(existing);
+        await a.connections.save(connection(ALICE, 'tx-existing', { sealed_tokens: 'v1' }));
+        await a.oauthFlows.put(oauthFlow('tx-flow-existing', existing.id));
+        await a.sessions.create('tx-session-old', t + HOUR);
+        await a.rateLimits.hit('tx-rl', 60_000, t);
+        const snapshot = async () => ({
+          pending: await b.pending.byId(existing.id),
+          connections: await b.connections.list(ALICE),
+          audit: await b.audit.list(),
+          oldSession: await b.sessions.find('tx-session-old'),
+        });
+        const was = await snapshot();
+
+        const created = pendingRow(ALICE, { provider: 'tx-rollback' });
+        const boom = new Error('boom');
+        await assert.rejects(
+          a.transaction(async (tx) => {
+            await tx.pending.create(created);
+            assert.equal(await tx.pending.claim(existing.id), true);
+            assert.equal(await tx.pending.settle(created.id, 'completed'), true);
+            await tx.connections.save(connection(ALICE, 'tx-rollback'));
+            assert.equal(await tx.connections.replaceTokens(ALICE, 'tx-existing', 'v1', { key_id: 'k2', sealed_tokens: 'v2', scopes: 'all' }), true);
+            await tx.connections.touch(ALICE, 'tx-existing', 42);
+            await tx.audit.record('connection_created', ALICE, 'tx-rollback');
+            await tx.sessions.rotateSignedIn('tx-session-old', 'tx-session-new', { ...ALICE, name: 'A' }, t + HOUR);
+            await tx.loginTransactions.put(loginTransaction('tx-login'));
+            await tx.oauthFlows.put(oauthFlow('tx-flow', created.id));
+            assert.equal((await tx.oauthFlows.take('tx-flow-existing', 'browser-1'))?.pending_id, existing.id);
+            assert.equal(await tx.leases.acquire(ALICE, 'tx-existing', 'tx-holder', 30_000, t), true);
+            assert.equal((await tx.rateLimits.hit('tx-rl', 60_000, t + 1)).hits, 2);
+            assert.equal((await tx.pending.byId(created.id))?.status, 'completed', 'the transaction sees its own writes');
+            throw boom;
+          }),
+          (err) => err === boom,
+        );
+
+        assert.deepEqual(await snapshot(), was);
+        assert.equal(await b.pending.byId(created.id), undefined);
+        assert.equal(await b.sessions.find('tx-session-new'), undefined);
+        assert.equal(await b.loginTransactions.take('tx-login', 'browser-1'), undefined);
+        assert.equal(await b.oauthFlows.take('tx-flow', 'browser-1'), undefined);
+        assert.equal((await b.oauthFlows.take('tx-flow-existing', 'browser-1'))?.pending_id, existing.id, 'a take inside is undone too');
+        assert.equal(await b.leases.acquire(ALICE, 'tx-existing', 'other-holder', 30_000, t), true, 'the lease taken inside was never held');
+        assert.equal((await b.rateLimits.hit('tx-rl', 60_000, t + 2)).hits, 2, 'the hit inside did not count');
+      });
+
+      test('a failing statement (a duplicate key) rolls back the writes before it, and the store goes on working', async () => {
+        const dup = pendingRow(BOB, { provider: 'tx-dup' });
+        await assert.rejects(
+          a.transaction(async (tx) => {
+            await tx.connections.save(connection(BOB, 'tx-dup'));
+            await tx.pending.create(dup);
+            await tx.pending.create(dup);
+          }),
+          constraintError,
+        );
+        assert.equal(await b.connections.find(BOB, 'tx-dup'), undefined);
+        assert.equal(await b.pending.byId(dup.id), undefined);
+        await a.pending.create(dup);
+        assert.equal((await b.pending.byId(dup.id))?.id, dup.id);
+        await a.ping();
+      });
+
+      test('of 10 users linking one upstream account at once, each checking othersWithAccount first, exactly one is saved', async () => {
+        const owners = Array.from({ length: 10 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `racer-${i}` }));
+        const outcomes = await Promise.all(
+          // One instance: on SQLite a second handle in the same process would block the thread in
+          // busy_timeout while the first awaits inside its transaction (two processes do not).
+          owners.map((owner) =>
+            a.transaction(async (tx) => {
+              if ((await tx.connections.othersWithAccount(owner, 'github', 'shared-42')).length > 0) return 'refused';
+              await sleep(20); // widen the window between the check and the write
+              await tx.connections.save(connection(owner, 'github', { account_id: 'shared-42' }));
+              return 'saved';
+            }),
+          ),
+        );
+        assert.equal(outcomes.filter((o) => o === 'saved').length, 1, outcomes.join(','));
+        const holders = await Promise.all(owners.map((o) => a.connections.find(o, 'github')));
+        assert.equal(holders.filter(Boolean).length, 1);
+      });
+    });
+  });
+}
+
+repositoryContract('SQLite', false, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'broker-contract-'));
+  let n = 0;
+  return {
+    async database() {
+      const path = join(dir, `contract-${++n}.db`);
+      return async () => openSqliteStore(path);
+    },
+    async destroy() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+/** Whether Debian's PostgreSQL server binaries are here (support/postgres.ts starts a cluster from them). */
+function hasInitdb(): boolean {
+  const root = '/usr/lib/postgresql';
+  return existsSync(root) && readdirSync(root).some((v) => existsSync(join(root, v, 'bin', 'initdb')));
+}
+
+repositoryContract('PostgreSQL', hasInitdb() ? false : 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half', async () => {
+  const server = await startPostgres();
+  return {
+    async database() {
+      const url = await server.createDatabase();
+      return () => openPostgresStore(url);
+    },
+    destroy: () => server.destroy(),
+  };
+});
