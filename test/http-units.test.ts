@@ -174,38 +174,9 @@ describe('the SQLite store', () => {
     });
   });
 
-  describe('PendingConnectionStore', () => {
-    it('claims an open link exactly once, even when claimed concurrently (and from another handle)', async () => {
-      const id = await pendingRow(a);
-      const results = await Promise.all([a.pending.claim(id), a.pending.claim(id), b.pending.claim(id)]);
-      assert.deepEqual(results.filter(Boolean).length, 1);
-      assert.equal((await b.pending.byId(id))!.status, 'authorizing');
-    });
-
-    it('does not claim an expired link', async () => {
-      const id = await pendingRow(a, 1_000);
-      assert.equal(await a.pending.claim(id, Date.now() + 2_000), false);
-      assert.equal((await a.pending.byId(id))!.status, 'open');
-    });
-
-    it('settles once: the first settle reports the change, later ones change neither the status nor the answer', async () => {
-      const id = await pendingRow(a);
-      assert.equal(await a.pending.claim(id), true);
-      assert.deepEqual(await b.pending.settledAmong([id]), []);
-      assert.equal(await a.pending.settle(id, 'completed'), true);
-      assert.deepEqual(await b.pending.settledAmong([id, randomUUID()]), [{ id, status: 'completed' }]);
-      assert.equal(await a.pending.settle(id, 'failed'), false);
-      assert.equal(await b.pending.settle(id, 'cancelled'), false);
-      assert.equal((await a.pending.byId(id))!.status, 'completed');
-    });
-
-    it('settles an open (never claimed) link too, e.g. a cancel on the consent page', async () => {
-      const id = await pendingRow(a);
-      assert.equal(await a.pending.settle(id, 'cancelled'), true);
-      assert.equal((await a.pending.byId(id))!.status, 'cancelled');
-      assert.equal(await a.pending.claim(id), false, 'a settled link cannot be claimed');
-    });
-
+  // The repository contract (claims, settling, rate-limit windows, settledSince…) is in
+  // store-contract.test.ts; what stays here is SQLite's own: the gate and another process's lock.
+  describe('the transaction gate and the write lock', () => {
     it('keeps other statements out of an open transaction, and a rollback undoes only its own writes', async () => {
       const outside = await pendingRow(a);
       const inside = randomUUID();
@@ -223,18 +194,6 @@ describe('the SQLite store', () => {
       assert.equal(await outsideSettled, true);
       assert.equal((await a.pending.byId(outside))!.status, 'cancelled', 'the statement issued during the transaction survived its rollback');
       assert.equal(await a.pending.byId(inside), undefined, 'the transaction wrote nothing');
-    });
-
-    it('shares rate-limit windows between processes: hits from two handles add up, a finished window starts again', async () => {
-      const key = `rl-${randomUUID()}`;
-      const t0 = 5_000_000;
-      assert.deepEqual(await a.rateLimits.hit(key, 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
-      assert.deepEqual(await b.rateLimits.hit(key, 60_000, t0 + 10), { hits: 2, resetAt: t0 + 60_000 });
-      await b.rateLimits.undo(key);
-      assert.equal((await a.rateLimits.hit(key, 60_000, t0 + 20)).hits, 2);
-      assert.deepEqual(await a.rateLimits.hit(key, 60_000, t0 + 60_000), { hits: 1, resetAt: t0 + 120_000 });
-      await a.rateLimits.reset(key);
-      assert.equal((await b.rateLimits.hit(key, 60_000, t0 + 60_001)).hits, 1);
     });
 
     it('says the database is away (StoreUnavailableError) when another process holds the write lock past busy_timeout', async () => {
@@ -285,16 +244,6 @@ describe('the SQLite store', () => {
       } finally {
         watcher.close();
       }
-    });
-
-    it('settledSince reports rows settled at or after a time, never open or claimed ones', async () => {
-      const since = Date.now();
-      const [open, claimed, settled] = [await pendingRow(a), await pendingRow(a), await pendingRow(a)];
-      await a.pending.claim(claimed);
-      await b.pending.settle(settled, 'denied');
-      const seen = (await a.pending.settledSince(since)).filter((r) => [open, claimed, settled].includes(r.id));
-      assert.deepEqual(seen, [{ id: settled, status: 'denied' }]);
-      assert.deepEqual((await a.pending.settledSince(Date.now() + 60_000)).length, 0);
     });
 
     it('still releases a waiter when a push channel says it is live but delivers nothing (a silently dead LISTEN)', async () => {
