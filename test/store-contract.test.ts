@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { StoreUnavailableError } from '../src/store/errors.js';
 import { openPostgresStore } from '../src/store/postgres/index.js';
 import { openSqliteStore } from '../src/store/sqlite/index.js';
@@ -513,7 +514,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       test('re-sealing: sealedUnderOtherKeys pages in seq order, reseal is a compare-and-swap, countByKey counts', async () => {
         const [db, other] = await fresh();
         const users = Array.from({ length: 6 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `u${i}` }));
-        for (const [i, owner] of users.entries()) await db.connections.save(connection(owner, 'github', { key_id: i === 2 ? 'k2' : i === 5 ? 'K0' : 'k1' }));
+        for (const [i, owner] of users.entries()) await db.connections.save(connection(owner, 'github', { key_id: i === 2 ? 'k2' : i === 5 ? 'Z9' : 'k1' }));
         // Saving again (an upsert) keeps a row's place in the order.
         await db.connections.save(connection(users[0]!, 'github', { sealed_tokens: 'sealed-u0-again' }));
 
@@ -535,7 +536,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.deepEqual(await other.connections.sealedUnderOtherKeys('k2', page2[2]!.seq, 10), [], 'past the last row');
 
         assert.deepEqual(await other.connections.countByKey(), [
-          { key_id: 'K0', n: 1 },
+          { key_id: 'Z9', n: 1 },
           { key_id: 'k1', n: 4 },
           { key_id: 'k2', n: 1 },
         ]);
@@ -546,7 +547,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.deepEqual(await other.connections.find(target, 'github'), { ...u0, key_id: 'k2', sealed_tokens: 'resealed' }, 'only the key and the sealed value change (not updated_at)');
         assert.equal(await db.connections.reseal({ ...u0, subject: 'nobody' }, { key_id: 'k2', sealed_tokens: 'x' }), false, 'no such row');
         assert.deepEqual(await other.connections.countByKey(), [
-          { key_id: 'K0', n: 1 },
+          { key_id: 'Z9', n: 1 },
           { key_id: 'k1', n: 3 },
           { key_id: 'k2', n: 2 },
         ]);
@@ -825,11 +826,26 @@ function hasInitdb(): boolean {
   return existsSync(root) && readdirSync(root).some((v) => existsSync(join(root, v, 'bin', 'initdb')));
 }
 
+/** PostgreSQL 15 is the first that creates a database with an ICU collation. */
+async function serverVersion(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return Number((await client.query<{ server_version_num: string }>('SHOW server_version_num')).rows[0]!.server_version_num);
+  } finally {
+    await client.end();
+  }
+}
+
 repositoryContract('PostgreSQL', hasInitdb() ? false : 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half', async () => {
   const server = await startPostgres();
+  // A language collation, as production databases often have ('Z' sorts after 'a'): the store
+  // must still order as SQLite does, in byte order.
+  const options = (await serverVersion(server.url)) >= 150_000 ? { icuLocale: 'en-US' } : {};
   return {
     async database() {
-      const url = await server.createDatabase();
+      const url = await server.createDatabase(undefined, options);
       return () => openPostgresStore(url);
     },
     destroy: () => server.destroy(),

@@ -16,8 +16,11 @@ const USER = 'broker';
 export interface PgServer {
   url: string;
   port: number;
-  /** Creates a fresh database and returns its URL. */
-  createDatabase(name?: string): Promise<string>;
+  /**
+   * Creates a fresh database and returns its URL. `icuLocale` gives it that ICU collation (as a
+   * production database created with, say, en_US.UTF-8 has) instead of the cluster's byte order.
+   */
+  createDatabase(name?: string, options?: { icuLocale?: string }): Promise<string>;
   /** Fast shutdown (SIGINT: clients are disconnected), resolving once the server has exited. */
   stop(): Promise<void>;
   /** Starts the server again on the same port and data directory. */
@@ -130,12 +133,13 @@ export async function startPostgres(): Promise<PgServer> {
   return {
     url: urlFor('postgres'),
     port,
-    async createDatabase(name = `broker_test_${++counter}_${randomBytes(3).toString('hex')}`) {
+    async createDatabase(name = `broker_test_${++counter}_${randomBytes(3).toString('hex')}`, options = {}) {
       const client = new pg.Client({ connectionString: urlFor('postgres') });
       client.on('error', () => {});
       await client.connect();
       try {
-        await client.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
+        const icu = options.icuLocale === undefined ? '' : ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${options.icuLocale.replaceAll("'", "''")}'`;
+        await client.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"${icu}`);
       } finally {
         await client.end();
       }
