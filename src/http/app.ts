@@ -1,4 +1,4 @@
-import express, { type Request, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHostname, type Config } from '../config/env.js';
 import { authRoutes } from '../auth/routes.js';
@@ -20,7 +20,7 @@ import { noStore, securityHeaders } from './security-headers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page'> {
+export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' | 'limits'> {
   config: Config;
   sessions: Sessions;
   idp: OidcClient;
@@ -50,6 +50,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('view engine', 'ejs');
   app.set('views', `${ROOT}views`);
   app.set('query parser', 'simple');
+  // One spelling per route: `/Connect/x` or `/connect/x/` would otherwise reach a handler past any
+  // path-matched middleware (rate limits, guards) that spells it the documented way.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
 
   const hosts = allowedHostnames(config);
   const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
@@ -90,11 +94,11 @@ export function createApp(deps: AppDeps): express.Express {
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
 
   app.use(noStore);
-  // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.
+  // Separate budgets, so a burst of callbacks cannot lock a user out of signing in. The routers
+  // attach them to their routes, so whatever spelling reaches a handler is counted.
   const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
-  app.use('/auth', pageRateLimit('sign-in', config.rateLimitPerMinute, page, deps.store, limitKey));
-  app.use(/^\/connect\/[^/]+\/callback$/, pageRateLimit('callback', config.rateLimitPerMinute, page, deps.store, limitKey));
-  app.use(/^\/connect\/[^/]+$/, pageRateLimit('connect', config.rateLimitPerMinute, page, deps.store, limitKey));
+  const limit = (name: string): RequestHandler => pageRateLimit(name, config.rateLimitPerMinute, page, deps.store, limitKey);
+  const limits = { signIn: limit('sign-in'), connect: limit('connect'), callback: limit('callback') };
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
     if (!formOriginOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
@@ -102,8 +106,8 @@ export function createApp(deps: AppDeps): express.Express {
     }
   };
   const returnToSealer = new Sealer([deriveKey(config.brokerSecret, 'sign-in-return')]);
-  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer }));
-  app.use(connectRoutes({ ...deps, page, requireCsrf }));
+  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer, rateLimit: limits.signIn }));
+  app.use(connectRoutes({ ...deps, page, requireCsrf, limits: { connect: limits.connect, callback: limits.callback } }));
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
