@@ -179,6 +179,21 @@ describe('the host names the Host/Origin guards accept', () => {
   });
 });
 
+describe('MCP_ACCESS_TOKEN_TYPES', () => {
+  it('defaults to at+jwt (RFC 9068), and takes a comma-separated list, lowercased', () => {
+    assert.deepEqual(loadConfig(validEnv()).accessTokenTypes, ['at+jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: '' })).accessTokenTypes, ['at+jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'JWT' })).accessTokenTypes, ['jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' at+jwt , application/JWT ' })).accessTokenTypes, ['at+jwt', 'application/jwt']);
+  });
+
+  it('refuses a list with no value or with something that is not a typ', () => {
+    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' , ' }), 'MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
+    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at+jwt;JWT' }), 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at+jwt;jwt")');
+    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at jwt' }), 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at jwt")');
+  });
+});
+
 describe('loadConfig: defaults', () => {
   it('defaults HOST, PORT, DATABASE_PATH, GitHub URLs, hold, link lifetime and audience', () => {
     const config = loadConfig(validEnv());

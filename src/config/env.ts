@@ -16,6 +16,8 @@ export interface Config {
   audience: string;
   /** Scopes every MCP access token must carry, advertised in the resource metadata and 401 challenges. */
   mcpScopes: string[];
+  /** JOSE `typ` values an MCP access token may carry (lowercase), `at+jwt` (RFC 9068) by default. */
+  accessTokenTypes: string[];
   /** The store: PostgreSQL when `url` is set (shared by every instance), else SQLite at `path`. */
   database: { url: string | undefined; path: string; poolMax: number; statementTimeoutMs: number };
   /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
@@ -82,6 +84,7 @@ const rawSchema = z.object({
   PUBLIC_URL: z.string(),
   MCP_AUDIENCE: z.string().optional(),
   MCP_SCOPES: z.string().optional(),
+  MCP_ACCESS_TOKEN_TYPES: z.string().optional(),
   DATABASE_PATH: z.string().optional(),
   DATABASE_URL: z.string().optional(),
   DATABASE_POOL_MAX: z.string().optional(),
@@ -175,6 +178,17 @@ function parseKeyRing(ring: string | undefined, single: string | undefined): Arr
   return keys;
 }
 
+/** Comma-separated JOSE `typ` values (media types, `application/` optional), `at+jwt` when unset. */
+function accessTokenTypes(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return ['at+jwt'];
+  const types = value.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
+  if (types.length === 0) throw new ConfigError('MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
+  for (const t of types) {
+    if (!/^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]+)?$/.test(t)) throw new ConfigError(`MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "${t}")`);
+  }
+  return types;
+}
+
 function authMethod(value: string | undefined): 'client_secret_basic' | 'client_secret_post' {
   if (value === undefined || value === '' || value === 'client_secret_basic') return 'client_secret_basic';
   if (value === 'client_secret_post') return value;
@@ -228,6 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpUrl,
     audience,
     mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
+    accessTokenTypes: accessTokenTypes(e.MCP_ACCESS_TOKEN_TYPES),
     database: {
       url: parseDatabaseUrl(e.DATABASE_URL),
       path: e.DATABASE_PATH?.trim() || './data/broker.db',
