@@ -38,8 +38,10 @@ export interface Config {
   providerTimeoutMs: number;
   /** Lifetime of a connect link. */
   connectLinkTtlSeconds: number;
-  /** Host names accepted in `Host`/`Origin` besides PUBLIC_URL's own. */
+  /** Host names accepted in `Host` besides PUBLIC_URL's own. */
   allowedHosts: string[];
+  /** Origins (`scheme://host[:port]`, serialized) accepted in `Origin` besides PUBLIC_URL's own. */
+  allowedOrigins: string[];
   productName: string;
   /** Optional operator logo shown in the page header (https URL, or loopback http in development). */
   logoUrl: URL | undefined;
@@ -107,6 +109,7 @@ const rawSchema = z.object({
   CONNECT_LINK_TTL_SECONDS: z.string().optional(),
   PROVIDER_TIMEOUT_SECONDS: z.string().optional(),
   ALLOWED_HOSTS: z.string().optional(),
+  ALLOWED_ORIGINS: z.string().optional(),
   PRODUCT_NAME: z.string().optional(),
   LOGO_URL: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: z.string().optional(),
@@ -189,6 +192,18 @@ function accessTokenTypes(value: string | undefined): string[] {
   return types;
 }
 
+/** ALLOWED_ORIGINS: comma-separated `scheme://host[:port]`, https unless loopback, nothing else. */
+function parseOrigins(value: string | undefined): string[] {
+  const origins: string[] = [];
+  for (const entry of (value ?? '').split(',').map((o) => o.trim()).filter(Boolean)) {
+    const url = /^https?:\/\/[^/?#@\\]+$/i.test(entry) ? URL.parse(entry) : null;
+    if (!url) throw new ConfigError(`ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`);
+    if (url.protocol === 'http:' && !isLoopbackHostname(url.hostname)) throw new ConfigError(`ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "${entry}")`);
+    origins.push(url.origin);
+  }
+  return origins;
+}
+
 function authMethod(value: string | undefined): 'client_secret_basic' | 'client_secret_post' {
   if (value === undefined || value === '' || value === 'client_secret_basic') return 'client_secret_basic';
   if (value === 'client_secret_post') return value;
@@ -266,6 +281,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providerTimeoutMs: Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000),
     connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),
     allowedHosts,
+    allowedOrigins: parseOrigins(e.ALLOWED_ORIGINS),
     productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
     logoUrl: e.LOGO_URL ? parseUrl('LOGO_URL', e.LOGO_URL, { allowPath: true }) : undefined,
     rateLimitPerMinute: integer('RATE_LIMIT_PER_MINUTE', e.RATE_LIMIT_PER_MINUTE, 60, 0, 100_000),

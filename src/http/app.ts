@@ -32,14 +32,27 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
 }
 
 /**
- * Host names this service answers to: PUBLIC_URL's, ALLOWED_HOSTS, and loopback names when local.
- * IPv6 literals in brackets, as the SDK's Host/Origin validators compare them.
+ * Host names this service answers to (in `Host`): PUBLIC_URL's, ALLOWED_HOSTS, and loopback names
+ * when local. IPv6 literals in brackets, as the SDK's Host validator compares them.
  */
 export function allowedHostnames(config: Config): string[] {
   const bracketed = (h: string) => (h.includes(':') && !h.startsWith('[') ? `[${h}]` : h);
   const names = new Set([config.publicUrl.hostname, ...config.allowedHosts.map(bracketed)]);
   if (isLoopbackHostname(config.publicUrl.hostname)) for (const n of ['localhost', '127.0.0.1', '[::1]']) names.add(n);
   return [...names];
+}
+
+/**
+ * Origins whose pages may post our forms and call /mcp: PUBLIC_URL's, ALLOWED_ORIGINS, and for a
+ * loopback PUBLIC_URL the loopback names with its scheme and port (browsers use any of them).
+ */
+export function allowedOrigins(config: Config): Set<string> {
+  const origins = new Set([config.publicUrl.origin, ...config.allowedOrigins]);
+  if (isLoopbackHostname(config.publicUrl.hostname)) {
+    const port = config.publicUrl.port ? `:${config.publicUrl.port}` : '';
+    for (const name of ['localhost', '127.0.0.1', '[::1]']) origins.add(`${config.publicUrl.protocol}//${name}${port}`);
+  }
+  return origins;
 }
 
 export function createApp(deps: AppDeps): express.Express {
@@ -56,6 +69,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('strict routing', true);
 
   const hosts = allowedHostnames(config);
+  const origins = allowedOrigins(config);
   const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
   const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
 
@@ -89,7 +103,7 @@ export function createApp(deps: AppDeps): express.Express {
     { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, requiredScopes: config.mcpScopes, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
     config.publicUrl,
   );
-  app.all('/mcp', originGuard(hosts), mcp);
+  app.all('/mcp', originGuard(origins), mcp);
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
 
@@ -101,7 +115,7 @@ export function createApp(deps: AppDeps): express.Express {
   const limits = { signIn: limit('sign-in'), connect: limit('connect'), callback: limit('callback') };
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
-    if (!formOriginOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
+    if (!formOriginOk(req, origins) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
       throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });
     }
   };
