@@ -49,7 +49,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   );
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
-  const verifier = new AccessTokenVerifier(idp, config.audience);
+  const verifier = new AccessTokenVerifier(idp, config.audience, config.accessTokenTypes);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
   const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds);
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });

@@ -6,9 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
+import { validateHostHeader } from '@modelcontextprotocol/server';
 import { ConfigError, loadConfig } from '../src/config/env.js';
-import { allowedHostnames } from '../src/http/app.js';
+import { allowedHostnames, allowedOrigins } from '../src/http/app.js';
+import { originAllowed } from '../src/http/host-guard.js';
 import { freePort } from './support/idp.js';
 
 const REQUIRED = [
@@ -167,15 +168,59 @@ describe('loadConfig: URLs must be https unless they point at loopback', () => {
   }
 });
 
-describe('the host names the Host/Origin guards accept', () => {
-  it('accepts an IPv6 loopback PUBLIC_URL and IPv6 ALLOWED_HOSTS in the form the guards compare (bracketed)', () => {
+describe('the host names the Host guard accepts', () => {
+  it('accepts an IPv6 loopback PUBLIC_URL and IPv6 ALLOWED_HOSTS in the form the guard compares (bracketed)', () => {
     const hosts = allowedHostnames(loadConfig(validEnv({ PUBLIC_URL: 'http://[::1]:3000', ALLOWED_HOSTS: '2001:db8::1' })));
     assert.ok(validateHostHeader('[::1]:3000', hosts).ok);
-    assert.ok(validateOriginHeader('http://[::1]:3000', hosts).ok);
     assert.ok(validateHostHeader('[2001:db8::1]:443', hosts).ok);
     assert.ok(validateHostHeader('localhost:3000', hosts).ok, 'loopback names for a loopback PUBLIC_URL');
     assert.equal(validateHostHeader('evil.example:3000', hosts).ok, false);
-    assert.equal(validateOriginHeader('http://[::2]:3000', hosts).ok, false);
+  });
+});
+
+describe('the origins the Origin checks accept (ALLOWED_ORIGINS)', () => {
+  it("accepts in production exactly PUBLIC_URL's origin and the listed ones: another port or scheme on the same host is another site", () => {
+    const origins = allowedOrigins(loadConfig(validEnv({ ALLOWED_HOSTS: 'broker.internal', ALLOWED_ORIGINS: 'https://assistant.example.com, https://App.Example.com:8443' })));
+    assert.deepEqual([...origins].sort(), ['https://app.example.com:8443', 'https://assistant.example.com', 'https://broker.example.com']);
+    for (const origin of ['https://broker.example.com', 'https://assistant.example.com', 'https://app.example.com:8443', 'HTTPS://BROKER.EXAMPLE.COM', undefined]) {
+      assert.ok(originAllowed(origin, origins), String(origin));
+    }
+    for (const origin of ['http://broker.example.com', 'https://broker.example.com:1234', 'https://broker.example.com:443', 'https://broker.example.com/', 'https://broker.internal', 'https://app.example.com', 'http://localhost:3000', 'null']) {
+      assert.equal(originAllowed(origin, origins), false, origin);
+    }
+  });
+
+  it("adds the loopback names with PUBLIC_URL's scheme and port for a loopback PUBLIC_URL (IPv6 bracketed), and no other port", () => {
+    for (const publicUrl of ['http://127.0.0.1:3000', 'http://localhost:3000', 'http://[::1]:3000']) {
+      const origins = allowedOrigins(loadConfig(validEnv({ PUBLIC_URL: publicUrl })));
+      assert.deepEqual([...origins].sort(), ['http://127.0.0.1:3000', 'http://[::1]:3000', 'http://localhost:3000'], publicUrl);
+      for (const other of ['http://localhost:8080', 'https://localhost:3000', 'http://127.0.0.2:3000', 'http://localhost']) assert.equal(originAllowed(other, origins), false, other);
+    }
+  });
+
+  it('refuses an ALLOWED_ORIGINS entry that is not exactly scheme://host[:port], or http:// off loopback', () => {
+    const notAnOrigin = (entry: string) => `ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`;
+    for (const entry of ['https://app.example.com/', 'https://app.example.com/path', 'https://app.example.com?x=1', 'https://app.example.com#x', 'https://user@app.example.com', 'app.example.com', 'ftp://app.example.com', 'https://', 'https://app.example.com:99999', '*']) {
+      refuses(validEnv({ ALLOWED_ORIGINS: `https://ok.example.com,${entry}` }), notAnOrigin(entry));
+    }
+    refuses(validEnv({ ALLOWED_ORIGINS: 'http://app.example.com' }), 'ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "http://app.example.com")');
+    assert.deepEqual(loadConfig(validEnv({ ALLOWED_ORIGINS: 'http://localhost:6274,https://app.example.com:443' })).allowedOrigins, ['http://localhost:6274', 'https://app.example.com']);
+    assert.deepEqual(loadConfig(validEnv()).allowedOrigins, []);
+  });
+});
+
+describe('MCP_ACCESS_TOKEN_TYPES', () => {
+  it('defaults to at+jwt (RFC 9068), and takes a comma-separated list, lowercased', () => {
+    assert.deepEqual(loadConfig(validEnv()).accessTokenTypes, ['at+jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: '' })).accessTokenTypes, ['at+jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'JWT' })).accessTokenTypes, ['jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' at+jwt , application/JWT ' })).accessTokenTypes, ['at+jwt', 'application/jwt']);
+  });
+
+  it('refuses a list with no value or with something that is not a typ', () => {
+    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' , ' }), 'MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
+    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at+jwt;JWT' }), 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at+jwt;jwt")');
+    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at jwt' }), 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at jwt")');
   });
 });
 

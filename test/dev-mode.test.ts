@@ -129,6 +129,7 @@ describe('npm run dev refuses unsafe settings', () => {
 
   it('refuses to be reachable under a non-loopback name (ALLOWED_HOSTS, MCP_AUDIENCE, TRUST_PROXY)', async () => {
     await assert.rejects(startDevBroker({ ALLOWED_HOSTS: 'localhost,broker.public.example' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /ALLOWED_HOSTS must list only loopback names/.test(err.message));
+    await assert.rejects(startDevBroker({ ALLOWED_ORIGINS: 'http://localhost:6274,https://assistant.example' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /ALLOWED_ORIGINS must list only loopback origins/.test(err.message));
     await assert.rejects(startDevBroker({ MCP_AUDIENCE: 'https://broker.public.example/mcp' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /MCP_AUDIENCE/.test(err.message));
     await assert.rejects(startDevBroker({ TRUST_PROXY: '1' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /TRUST_PROXY/.test(err.message));
   });

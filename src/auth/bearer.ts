@@ -1,5 +1,5 @@
 import { OAuthError, OAuthErrorCode, type AuthInfo, type OAuthTokenVerifier } from '@modelcontextprotocol/server';
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from 'jose';
 import type { OidcClient } from './oidc-client.js';
 import { displayNameFrom, principalFromVerifiedClaims, type Principal } from './principal.js';
 
@@ -9,8 +9,26 @@ export class IdentityProviderUnavailable extends Error {
 }
 
 /**
+ * Signature algorithms an access token may use: public-key ones only. jose then takes a key from the
+ * JWKS only where its `kty` (and its `alg`, when the JWK declares one) fits the token's `alg`.
+ */
+const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+/** How far in the future an `iat` may lie (clock skew between the IdP and us). */
+const MAX_IAT_SKEW_SECONDS = 60;
+
+/** A JOSE `typ` as RFC 7515 compares media types: case-insensitive, `application/` optional. */
+export function normalizeTokenType(typ: string): string {
+  const lower = typ.toLowerCase();
+  return lower.startsWith('application/') ? lower.slice('application/'.length) : lower;
+}
+
+/**
  * Verifies MCP access tokens: JWTs signed by a key in the IdP's JWKS, issued by exactly that IdP,
  * for this resource, unexpired. The principal is (`iss`, `sub`) of the verified token.
+ *
+ * Only access tokens: the `typ` header must be one of `acceptedTypes` (RFC 9068's `at+jwt` by
+ * default) and a `nonce` claim is refused, since an ID token for a client whose `client_id` is this
+ * resource is otherwise a validly signed JWT with the right `iss`, `aud` and `sub`.
  */
 export class AccessTokenVerifier implements OAuthTokenVerifier {
   #jwks: ReturnType<typeof createRemoteJWKSet> | undefined;
@@ -26,10 +44,15 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
   readonly #verified = new Map<string, AuthInfo>();
   static readonly MAX_REMEMBERED = 10_000;
 
+  readonly #acceptedTypes: ReadonlySet<string>;
+
   constructor(
     private readonly idp: OidcClient,
     private readonly audience: string,
-  ) {}
+    acceptedTypes: readonly string[] = ['at+jwt'],
+  ) {
+    this.#acceptedTypes = new Set(acceptedTypes.map(normalizeTokenType));
+  }
 
   async #keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
     if (this.#jwks) return this.#jwks;
@@ -57,18 +80,36 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     const keys = await this.#keys();
     const issuer = await this.idp.issuer();
     let payload: JWTPayload;
+    let header: JWTHeaderParameters;
     try {
-      ({ payload } = await jwtVerify(token, keys, { issuer, audience: this.audience, requiredClaims: ['sub', 'exp'], clockTolerance: 5 }));
+      ({ payload, protectedHeader: header } = await jwtVerify(token, keys, {
+        issuer,
+        audience: this.audience,
+        requiredClaims: ['sub', 'exp'],
+        clockTolerance: 5,
+        algorithms: ASYMMETRIC_ALGORITHMS,
+      }));
     } catch (err) {
       if (err instanceof joseErrors.JWKSTimeout || (err instanceof Error && !(err instanceof joseErrors.JOSEError))) {
         throw new IdentityProviderUnavailable(err.message);
       }
       throw new OAuthError(OAuthErrorCode.InvalidToken, describe(err));
     }
+    const refusal = this.#notAnAccessToken(header, payload);
+    if (refusal) throw new OAuthError(OAuthErrorCode.InvalidToken, refusal);
     const principal = principalFromVerifiedClaims(issuer, payload.sub!, displayNameFrom(payload));
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
     const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
     return { token, clientId, scopes, expiresAt: payload.exp!, resource: new URL(this.audience), extra: { principal } };
+  }
+
+  #notAnAccessToken(header: JWTHeaderParameters, payload: JWTPayload): string | undefined {
+    if (typeof header.typ !== 'string' || !this.#acceptedTypes.has(normalizeTokenType(header.typ))) {
+      return `The token is not an access token (its typ header must be ${[...this.#acceptedTypes].join(' or ')})`;
+    }
+    if (payload.nonce !== undefined) return 'The token carries a nonce: it is an ID token, not an access token';
+    if (typeof payload.iat === 'number' && payload.iat > Date.now() / 1000 + MAX_IAT_SKEW_SECONDS) return "The access token's iat claim is in the future";
+    return undefined;
   }
 }
 

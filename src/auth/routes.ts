@@ -1,4 +1,4 @@
-import { Router, type Request, type Response } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import * as oidc from 'openid-client';
 import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
@@ -22,6 +22,8 @@ export interface AuthRouteDeps {
   requireCsrf: (req: Request, res: Response) => void;
   /** Seals the return path while the sign-in is under way: it may hold a connect link's handle. */
   returnToSealer: Sealer;
+  /** The sign-in budget, counted on every /auth route. */
+  rateLimit: RequestHandler;
 }
 
 function returnToContext(sessionHash: string) {
@@ -32,7 +34,8 @@ function returnToContext(sessionHash: string) {
 export function authRoutes(deps: AuthRouteDeps): Router {
   const { publicUrl, store, sessions, idp, page, log } = deps;
   const redirectUri = new URL('/auth/callback', publicUrl).href;
-  const router = Router();
+  const router = Router({ caseSensitive: true, strict: true });
+  router.use('/auth', deps.rateLimit);
 
   /** The IdP's discovered configuration, or a 503 page saying sign-in is unavailable. */
   function idpConfiguration(): Promise<oidc.Configuration> {

@@ -16,6 +16,8 @@ export interface Config {
   audience: string;
   /** Scopes every MCP access token must carry, advertised in the resource metadata and 401 challenges. */
   mcpScopes: string[];
+  /** JOSE `typ` values an MCP access token may carry (lowercase), `at+jwt` (RFC 9068) by default. */
+  accessTokenTypes: string[];
   /** The store: PostgreSQL when `url` is set (shared by every instance), else SQLite at `path`. */
   database: { url: string | undefined; path: string; poolMax: number; statementTimeoutMs: number };
   /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
@@ -36,8 +38,10 @@ export interface Config {
   providerTimeoutMs: number;
   /** Lifetime of a connect link. */
   connectLinkTtlSeconds: number;
-  /** Host names accepted in `Host`/`Origin` besides PUBLIC_URL's own. */
+  /** Host names accepted in `Host` besides PUBLIC_URL's own. */
   allowedHosts: string[];
+  /** Origins (`scheme://host[:port]`, serialized) accepted in `Origin` besides PUBLIC_URL's own. */
+  allowedOrigins: string[];
   productName: string;
   /** Optional operator logo shown in the page header (https URL, or loopback http in development). */
   logoUrl: URL | undefined;
@@ -82,6 +86,7 @@ const rawSchema = z.object({
   PUBLIC_URL: z.string(),
   MCP_AUDIENCE: z.string().optional(),
   MCP_SCOPES: z.string().optional(),
+  MCP_ACCESS_TOKEN_TYPES: z.string().optional(),
   DATABASE_PATH: z.string().optional(),
   DATABASE_URL: z.string().optional(),
   DATABASE_POOL_MAX: z.string().optional(),
@@ -104,6 +109,7 @@ const rawSchema = z.object({
   CONNECT_LINK_TTL_SECONDS: z.string().optional(),
   PROVIDER_TIMEOUT_SECONDS: z.string().optional(),
   ALLOWED_HOSTS: z.string().optional(),
+  ALLOWED_ORIGINS: z.string().optional(),
   PRODUCT_NAME: z.string().optional(),
   LOGO_URL: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: z.string().optional(),
@@ -175,6 +181,29 @@ function parseKeyRing(ring: string | undefined, single: string | undefined): Arr
   return keys;
 }
 
+/** Comma-separated JOSE `typ` values (media types, `application/` optional), `at+jwt` when unset. */
+function accessTokenTypes(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return ['at+jwt'];
+  const types = value.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
+  if (types.length === 0) throw new ConfigError('MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
+  for (const t of types) {
+    if (!/^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]+)?$/.test(t)) throw new ConfigError(`MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "${t}")`);
+  }
+  return types;
+}
+
+/** ALLOWED_ORIGINS: comma-separated `scheme://host[:port]`, https unless loopback, nothing else. */
+function parseOrigins(value: string | undefined): string[] {
+  const origins: string[] = [];
+  for (const entry of (value ?? '').split(',').map((o) => o.trim()).filter(Boolean)) {
+    const url = /^https?:\/\/[^/?#@\\]+$/i.test(entry) ? URL.parse(entry) : null;
+    if (!url) throw new ConfigError(`ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`);
+    if (url.protocol === 'http:' && !isLoopbackHostname(url.hostname)) throw new ConfigError(`ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "${entry}")`);
+    origins.push(url.origin);
+  }
+  return origins;
+}
+
 function authMethod(value: string | undefined): 'client_secret_basic' | 'client_secret_post' {
   if (value === undefined || value === '' || value === 'client_secret_basic') return 'client_secret_basic';
   if (value === 'client_secret_post') return value;
@@ -228,6 +257,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpUrl,
     audience,
     mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
+    accessTokenTypes: accessTokenTypes(e.MCP_ACCESS_TOKEN_TYPES),
     database: {
       url: parseDatabaseUrl(e.DATABASE_URL),
       path: e.DATABASE_PATH?.trim() || './data/broker.db',
@@ -251,6 +281,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providerTimeoutMs: Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000),
     connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),
     allowedHosts,
+    allowedOrigins: parseOrigins(e.ALLOWED_ORIGINS),
     productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
     logoUrl: e.LOGO_URL ? parseUrl('LOGO_URL', e.LOGO_URL, { allowPath: true }) : undefined,
     rateLimitPerMinute: integer('RATE_LIMIT_PER_MINUTE', e.RATE_LIMIT_PER_MINUTE, 60, 0, 100_000),

@@ -1,4 +1,4 @@
-import { Router, type Request, type Response } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import * as oidc from 'openid-client';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
@@ -27,6 +27,8 @@ export interface ConnectRouteDeps {
   /** When the upstream account is already linked to another principal. */
   sharedAccountPolicy: 'refuse' | 'allow';
   requireCsrf: (req: Request, res: Response) => void;
+  /** Rate limits of the connect pages and of the provider callbacks, run by the routes themselves. */
+  limits: { connect: RequestHandler; callback: RequestHandler };
 }
 
 /** What a pending connection asks the person for (the consent page lists exactly these). */
@@ -52,7 +54,7 @@ function single(value: unknown): string | undefined {
  */
 export function connectRoutes(deps: ConnectRouteDeps): Router {
   const { publicUrl, store, links, connections, watcher, providers, page, log } = deps;
-  const router = Router();
+  const router = Router({ caseSensitive: true, strict: true });
 
   function providerFor(req: Request): Provider {
     const provider = providers.get(String(req.params.provider));
@@ -108,7 +110,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     return new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
   }
 
-  router.get('/connect/:provider', async (req, res) => {
+  router.get('/connect/:provider', deps.limits.connect, async (req, res) => {
     const provider = providerFor(req);
     const handle = single(req.query.req);
     const pending = await loadLink(handle, provider);
@@ -134,7 +136,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
   });
 
-  router.post('/connect/:provider', async (req, res) => {
+  router.post('/connect/:provider', deps.limits.connect, async (req, res) => {
     const provider = providerFor(req);
     deps.requireCsrf(req, res);
     const handle = single(req.body?.handle);
@@ -184,7 +186,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     res.redirect(303, url.href);
   });
 
-  router.get('/connect/:provider/callback', async (req, res) => {
+  router.get('/connect/:provider/callback', deps.limits.callback, async (req, res) => {
     const provider = providerFor(req);
     const state = single(req.query.state);
     const invalid = () =>

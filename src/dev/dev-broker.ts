@@ -46,6 +46,9 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   for (const name of (env.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean)) {
     if (!isLoopbackHostname(name)) throw new ConfigError(`ALLOWED_HOSTS must list only loopback names in development mode (got "${name}")`);
   }
+  for (const origin of (env.ALLOWED_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean)) {
+    if (!isLoopbackHostname(URL.parse(origin)?.hostname ?? '')) throw new ConfigError(`ALLOWED_ORIGINS must list only loopback origins in development mode (got "${origin}")`);
+  }
   if (env.MCP_AUDIENCE && !isLoopbackHostname(URL.parse(env.MCP_AUDIENCE)?.hostname ?? '')) throw new ConfigError('MCP_AUDIENCE must be a loopback URL in development mode');
   if (env.TRUST_PROXY && env.TRUST_PROXY !== 'false') throw new ConfigError('TRUST_PROXY is not allowed in development mode');
   // The embedded IdP and sandbox GitHub keep their state beside the broker's in one SQLite file.

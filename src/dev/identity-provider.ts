@@ -46,6 +46,11 @@ export interface MintAccessTokenClaims {
   iss?: string;
   clientId?: string;
   scope?: string;
+  /** JOSE `typ` header, `at+jwt` when omitted. */
+  typ?: string;
+  /** `iat` in seconds since the epoch, now when omitted. */
+  issuedAt?: number;
+  nonce?: string;
 }
 
 export interface IdentityProvider {
@@ -278,12 +283,12 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
   async function mintAccessToken(claims: MintAccessTokenClaims): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ client_id: claims.clientId ?? defaultClientId, scope: claims.scope ?? RESOURCE_SCOPE })
-      .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
+    return new SignJWT({ client_id: claims.clientId ?? defaultClientId, scope: claims.scope ?? RESOURCE_SCOPE, ...(claims.nonce !== undefined ? { nonce: claims.nonce } : {}) })
+      .setProtectedHeader({ alg: 'RS256', kid, typ: claims.typ ?? 'at+jwt' })
       .setIssuer(claims.iss ?? issuer)
       .setSubject(claims.sub)
       .setAudience(claims.aud ?? resource)
-      .setIssuedAt(now)
+      .setIssuedAt(claims.issuedAt ?? now)
       .setExpirationTime(now + (claims.expiresInSeconds ?? 300))
       .setJti(randomUUID())
       .sign(privateKey);

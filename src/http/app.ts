@@ -1,4 +1,4 @@
-import express, { type Request, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHostname, type Config } from '../config/env.js';
 import { authRoutes } from '../auth/routes.js';
@@ -20,7 +20,7 @@ import { noStore, securityHeaders } from './security-headers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page'> {
+export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' | 'limits'> {
   config: Config;
   sessions: Sessions;
   idp: OidcClient;
@@ -32,14 +32,27 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page'> 
 }
 
 /**
- * Host names this service answers to: PUBLIC_URL's, ALLOWED_HOSTS, and loopback names when local.
- * IPv6 literals in brackets, as the SDK's Host/Origin validators compare them.
+ * Host names this service answers to (in `Host`): PUBLIC_URL's, ALLOWED_HOSTS, and loopback names
+ * when local. IPv6 literals in brackets, as the SDK's Host validator compares them.
  */
 export function allowedHostnames(config: Config): string[] {
   const bracketed = (h: string) => (h.includes(':') && !h.startsWith('[') ? `[${h}]` : h);
   const names = new Set([config.publicUrl.hostname, ...config.allowedHosts.map(bracketed)]);
   if (isLoopbackHostname(config.publicUrl.hostname)) for (const n of ['localhost', '127.0.0.1', '[::1]']) names.add(n);
   return [...names];
+}
+
+/**
+ * Origins whose pages may post our forms and call /mcp: PUBLIC_URL's, ALLOWED_ORIGINS, and for a
+ * loopback PUBLIC_URL the loopback names with its scheme and port (browsers use any of them).
+ */
+export function allowedOrigins(config: Config): Set<string> {
+  const origins = new Set([config.publicUrl.origin, ...config.allowedOrigins]);
+  if (isLoopbackHostname(config.publicUrl.hostname)) {
+    const port = config.publicUrl.port ? `:${config.publicUrl.port}` : '';
+    for (const name of ['localhost', '127.0.0.1', '[::1]']) origins.add(`${config.publicUrl.protocol}//${name}${port}`);
+  }
+  return origins;
 }
 
 export function createApp(deps: AppDeps): express.Express {
@@ -50,8 +63,13 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('view engine', 'ejs');
   app.set('views', `${ROOT}views`);
   app.set('query parser', 'simple');
+  // One spelling per route: `/Connect/x` or `/connect/x/` would otherwise reach a handler past any
+  // path-matched middleware (rate limits, guards) that spells it the documented way.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
 
   const hosts = allowedHostnames(config);
+  const origins = allowedOrigins(config);
   const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
   const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
 
@@ -85,25 +103,25 @@ export function createApp(deps: AppDeps): express.Express {
     { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, requiredScopes: config.mcpScopes, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
     config.publicUrl,
   );
-  app.all('/mcp', originGuard(hosts), mcp);
+  app.all('/mcp', originGuard(origins), mcp);
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
 
   app.use(noStore);
-  // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.
+  // Separate budgets, so a burst of callbacks cannot lock a user out of signing in. The routers
+  // attach them to their routes, so whatever spelling reaches a handler is counted.
   const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
-  app.use('/auth', pageRateLimit('sign-in', config.rateLimitPerMinute, page, deps.store, limitKey));
-  app.use(/^\/connect\/[^/]+\/callback$/, pageRateLimit('callback', config.rateLimitPerMinute, page, deps.store, limitKey));
-  app.use(/^\/connect\/[^/]+$/, pageRateLimit('connect', config.rateLimitPerMinute, page, deps.store, limitKey));
+  const limit = (name: string): RequestHandler => pageRateLimit(name, config.rateLimitPerMinute, page, deps.store, limitKey);
+  const limits = { signIn: limit('sign-in'), connect: limit('connect'), callback: limit('callback') };
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
-    if (!formOriginOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
+    if (!formOriginOk(req, origins) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
       throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });
     }
   };
   const returnToSealer = new Sealer([deriveKey(config.brokerSecret, 'sign-in-return')]);
-  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer }));
-  app.use(connectRoutes({ ...deps, page, requireCsrf }));
+  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer, rateLimit: limits.signIn }));
+  app.use(connectRoutes({ ...deps, page, requireCsrf, limits: { connect: limits.connect, callback: limits.callback } }));
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));

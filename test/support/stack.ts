@@ -8,7 +8,7 @@ import { createLogger } from '../../src/log.js';
 import { startBroker, type RunningBroker } from '../../src/server.js';
 import { Browser, type Page } from './browser.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
-import { freePort, startIdp, type StartedIdp } from './idp.js';
+import { freePort, startIdp, type IdpClient, type StartedIdp } from './idp.js';
 
 export const BROKER_CLIENT = { id: 'connect-broker', secret: 'broker-client-secret-for-tests' };
 
@@ -34,6 +34,8 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Options for the GitHub stand-in (e.g. `kind: 'github-app'`). */
   standIn?: StandInOptions;
+  /** More clients registered at the IdP beside the broker's own. */
+  idpClients?: (publicUrl: string) => IdpClient[];
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -67,7 +69,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const publicUrl = `http://127.0.0.1:${port}`;
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
-    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+    clients: [
+      { client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' },
+      ...(options.idpClients?.(publicUrl) ?? []),
+    ],
     resource: `${publicUrl}/mcp`,
   });
   const env: Record<string, string> = {

@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { decodeProtectedHeader, decodeJwt, SignJWT } from 'jose';
+import { Browser } from './support/browser.js';
+import { envelope, rawCall } from './support/mcp.js';
+import { startStack, type Stack } from './support/stack.js';
+
+const RESOURCE_CLIENT_SECRET = 'resource-named-client-secret';
+
+/** A client registered at the IdP under the resource URL itself, as some IdPs model an API. */
+function resourceNamedClient(publicUrl: string) {
+  return [{ client_id: `${publicUrl}/mcp`, client_secret: RESOURCE_CLIENT_SECRET, redirect_uris: [`${publicUrl}/id-token-landing`], token_endpoint_auth_method: 'client_secret_post' }];
+}
+
+/** Runs a real authorization-code flow at the stack's IdP as the resource-named client and returns its ID token. */
+async function idTokenFromIdp(stack: Stack, user: string, nonce?: string): Promise<string> {
+  const discovery = (await (await fetch(`${stack.idp.issuer}/.well-known/openid-configuration`)).json()) as { authorization_endpoint: string; token_endpoint: string };
+  const [client] = resourceNamedClient(stack.publicUrl);
+  const verifier = randomBytes(32).toString('base64url');
+  const authorize = new URL(discovery.authorization_endpoint);
+  authorize.search = new URLSearchParams({
+    client_id: client!.client_id,
+    response_type: 'code',
+    scope: 'openid profile',
+    redirect_uri: client!.redirect_uris[0]!,
+    state: randomBytes(16).toString('base64url'),
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256',
+    ...(nonce ? { nonce } : {}),
+  }).toString();
+  const browser = new Browser();
+  const login = await browser.open(authorize.href);
+  assert.match(login.html, /Development sign-in/);
+  const landed = await browser.submit(login, { fields: { login: user } });
+  const code = new URL(landed.url).searchParams.get('code');
+  assert.ok(code, `the IdP redirected back with a code: ${landed.url}`);
+  const res = await fetch(discovery.token_endpoint, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: client!.redirect_uris[0]!, code_verifier: verifier, client_id: client!.client_id, client_secret: RESOURCE_CLIENT_SECRET }),
+  });
+  const tokens = (await res.json()) as { id_token?: string };
+  assert.equal(res.status, 200, JSON.stringify(tokens));
+  assert.ok(tokens.id_token);
+  return tokens.id_token;
+}
+
+function call(stack: Stack, token: string) {
+  return rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'list_connections', arguments: {}, _meta: envelope() } });
+}
+
+async function assertAccepted(stack: Stack, token: string, label: string): Promise<void> {
+  const res = await call(stack, token);
+  assert.equal(res.status, 200, `${label}: ${res.text}`);
+  assert.ok(res.json?.result, `${label}: ${res.text}`);
+}
+
+async function assertRefused(stack: Stack, token: string, label: string): Promise<void> {
+  const res = await call(stack, token);
+  assert.equal(res.status, 401, `${label}: ${res.status} ${res.text}`);
+  const challenge = res.headers.get('www-authenticate') ?? '';
+  assert.match(challenge, /^Bearer /, label);
+  assert.match(challenge, /error="invalid_token"/, `${label}: ${challenge}`);
+  assert.ok(challenge.includes(`resource_metadata="${stack.publicUrl}/.well-known/oauth-protected-resource/mcp"`), `${label}: ${challenge}`);
+  assert.doesNotMatch(res.text, /\bat .*\(.*:\d+:\d+\)/, `${label}: no stack trace`);
+}
+
+describe('only access tokens are access tokens', () => {
+  let stack: Stack;
+  let kid: string;
+  before(async () => {
+    stack = await startStack({ idpClients: resourceNamedClient });
+    kid = decodeProtectedHeader(await stack.token('kid-probe')).kid!;
+  });
+  after(() => stack?.close());
+
+  it("refuses with 401 invalid_token an ID token the IdP issued to a client whose client_id is this resource, with or without a nonce", async () => {
+    for (const nonce of [undefined, randomBytes(16).toString('base64url')]) {
+      const idToken = await idTokenFromIdp(stack, 'at-ivy', nonce);
+      const claims = decodeJwt(idToken);
+      // What made it pass before: signed by the IdP's key, our issuer, our audience, a subject, unexpired.
+      assert.equal(claims.iss, stack.idp.issuer);
+      assert.equal(claims.aud, stack.mcpUrl);
+      assert.equal(claims.sub, 'at-ivy');
+      assert.equal(decodeProtectedHeader(idToken).kid, kid);
+      await assertRefused(stack, idToken, nonce ? 'an ID token with a nonce' : 'an ID token without a nonce');
+    }
+    await assertAccepted(stack, await stack.token('at-ivy'), 'an access token from the same IdP');
+  });
+
+  it('accepts typ at+jwt in any case and as application/at+jwt, and refuses typ JWT or no typ by default', async () => {
+    for (const typ of ['at+jwt', 'AT+JWT', 'application/at+jwt', 'Application/AT+JWT']) {
+      await assertAccepted(stack, await stack.idp.mintAccessToken({ sub: 'at-typ', typ }), `typ ${typ}`);
+    }
+    for (const typ of ['JWT', 'jwt', 'application/jwt', 'at+jwt2', '']) {
+      await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-typ', typ }), `typ ${JSON.stringify(typ)}`);
+    }
+  });
+
+  it('refuses an access token that carries a nonce claim', async () => {
+    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-nonce', nonce: 'n-0S6_WzA2Mj' }), 'a nonce');
+    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-nonce', nonce: '' }), 'an empty nonce');
+  });
+
+  it('refuses symmetric and unsigned tokens (HS256 under the IdP kid, alg none)', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const claims = { client_id: 'connect-broker', scope: 'mcp', iss: stack.idp.issuer, sub: 'at-alg', aud: stack.mcpUrl, iat: now, exp: now + 300 };
+    const hs256 = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid, typ: 'at+jwt' }).sign(new TextEncoder().encode('a shared secret that anyone might guess'));
+    await assertRefused(stack, hs256, 'HS256');
+    const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'at+jwt' })).toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
+    await assertRefused(stack, none, 'alg none');
+  });
+
+  it('refuses an iat more than a minute in the future and accepts one within the minute', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 120, expiresInSeconds: 600 }), 'iat two minutes ahead');
+    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 3600, expiresInSeconds: 7200 }), 'iat an hour ahead');
+    await assertAccepted(stack, await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 30 }), 'iat 30 s ahead (clock skew)');
+  });
+});
+
+describe('MCP_ACCESS_TOKEN_TYPES for identity providers that only emit typ JWT', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { MCP_ACCESS_TOKEN_TYPES: 'JWT' }, idpClients: resourceNamedClient });
+  });
+  after(() => stack?.close());
+
+  it('accepts typ JWT once listed, and then refuses the types not listed, nonces and ID tokens all the same', async () => {
+    await assertAccepted(stack, await stack.idp.mintAccessToken({ sub: 'at-jwt', typ: 'JWT' }), 'typ JWT');
+    await assertAccepted(stack, await stack.idp.mintAccessToken({ sub: 'at-jwt', typ: 'application/jwt' }), 'typ application/jwt');
+    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-jwt', typ: 'at+jwt' }), 'typ at+jwt, not listed');
+    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-jwt', typ: 'JWT', nonce: 'n-1' }), 'typ JWT with a nonce');
+    await assertRefused(stack, await idTokenFromIdp(stack, 'at-jwt', 'n-2'), 'an ID token');
+  });
+});
