@@ -84,6 +84,19 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       assert.ok(raw.json.result.capabilities.tools, 'the tools capability is advertised');
     });
 
+    it('declares tools.listChanged false in server/discover and initialize: stateless /mcp cannot send list_changed', async () => {
+      const token = await stack.token('list-changed-user');
+      const discover = await rawCall(stack.mcpUrl, token, { method: 'server/discover', params: { _meta: envelope() } });
+      assert.equal(discover.status, 200, discover.text);
+      assert.equal(discover.json.result.capabilities.tools.listChanged, false);
+      const client = await legacyClient({ url: stack.mcpUrl, token });
+      try {
+        assert.equal(client.getServerCapabilities()?.tools?.listChanged, false);
+      } finally {
+        await client.close();
+      }
+    });
+
     it('lists github_create_issue, github_whoami, list_connections, disconnect_account and connect_account with input schemas', async () => {
       const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('list-tools-user') });
       const { tools } = await closing(client, (c) => c.listTools());
