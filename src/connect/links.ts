@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { deriveKey, mac, randomId, sha256Hex } from '../crypto/index.js';
+import { displayText } from '../http/display-text.js';
 import type { PendingConnection, Store } from '../store/index.js';
 
 /**
@@ -32,8 +33,8 @@ export class ConnectLinks {
       issuer: principal.issuer,
       subject: principal.subject,
       provider,
-      // Client-chosen text: no control characters (PostgreSQL refuses NUL; pages need none of them).
-      client_name: clientName?.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 200) || null,
+      // Client-chosen text: nothing invisible (PostgreSQL refuses NUL; bidi controls disguise names).
+      client_name: displayText(clientName) ?? null,
       scopes: scopes?.length ? scopes.join(' ') : null,
       expires_at: Date.now() + this.ttlSeconds * 1000,
     });

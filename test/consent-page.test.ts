@@ -1,0 +1,52 @@
+// What the consent page tells a person, and what it asks the provider for: the assistant's name as
+// it is (no bidi or invisible characters, isolated in <bdi>), why the link was made, and the scopes
+// without those a broader one already implies.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { Browser, textOf, type Page } from './support/browser.js';
+import { envelope, rawCall } from './support/mcp.js';
+import { signIn, startStack, type Stack } from './support/stack.js';
+
+/** A 2026-07-28 tools/call as `sub` from a client calling itself `clientName`; returns the connect link it elicits. */
+async function askForLink(stack: Stack, sub: string, name: string, args: Record<string, unknown>, clientName = 'raw-client'): Promise<{ url: string; token: string; requestState: string }> {
+  const token = await stack.token(sub);
+  const meta = { ...envelope(), 'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' } };
+  const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name, arguments: args, _meta: meta } });
+  assert.equal(res.json?.result?.resultType, 'input_required', res.text);
+  return { url: res.json.result.inputRequests.connect_account.params.url as string, token, requestState: res.json.result.requestState as string };
+}
+
+/** Opens `link` in a fresh browser signed in as `sub`, and returns the page it shows. */
+async function openAs(stack: Stack, sub: string, link: string): Promise<Page> {
+  const browser = new Browser();
+  await signIn(browser, stack, sub);
+  return browser.open(link);
+}
+
+function pendingRows(stack: Stack, sub: string): Array<Record<string, unknown>> {
+  const db = new Database(stack.env.DATABASE_PATH!, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare('SELECT * FROM pending_connections WHERE subject = ? ORDER BY created_at').all(sub) as Array<Record<string, unknown>>;
+  } finally {
+    db.close();
+  }
+}
+
+describe('the consent page', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ holdSeconds: 0 });
+  });
+  after(() => stack.close());
+
+  it('shows a client name without bidi or invisible characters, isolated in <bdi>, and stores it that way', async () => {
+    const disguised = 'Trusted\u202E\u2066 Assistant\u200B\u200D\uFEFF\u061C\u200F\u0007';
+    const { url } = await askForLink(stack, 'bidi-user', 'github_whoami', {}, disguised);
+    assert.equal(pendingRows(stack, 'bidi-user')[0]!.client_name, 'Trusted Assistant');
+    const page = await openAs(stack, 'bidi-user', url);
+    assert.equal(page.status, 200, textOf(page.html));
+    assert.match(page.html, /Your AI assistant <strong><bdi>Trusted Assistant<\/bdi><\/strong>/);
+    assert.doesNotMatch(page.html, /[\u202A-\u202E\u2066-\u2069\u200B-\u200F\u061C\uFEFF]/u);
+  });
+});
