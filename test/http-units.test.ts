@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import { CompletionWatcher } from '../src/connect/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
 import { displayText } from '../src/http/display-text.js';
@@ -164,6 +165,37 @@ describe('the SQLite store', () => {
     await a.close();
     await b.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('file modes', () => {
+    const mode = (file: string) => statSync(file).mode & 0o777;
+
+    it('creates the database file, its -wal and its -shm readable and writable by their owner only (0600), and its folder 0700', async () => {
+      await pendingRow(a);
+      await pendingRow(b);
+      for (const file of [path, `${path}-wal`, `${path}-shm`]) assert.equal(mode(file).toString(8), '600', file);
+      assert.equal(mode(dirname(path)).toString(8), '700');
+    });
+
+    it('tightens a database, -wal and -shm an earlier release left 0644, and SQLite recreates the -wal 0600 after a checkpoint removed it', () => {
+      const file = join(dir, 'old.db');
+      const old = new Database(file);
+      old.pragma('journal_mode = WAL');
+      old.exec('CREATE TABLE t (x)');
+      const keep = new Database(file);
+      keep.prepare('SELECT 1').get();
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) chmodSync(f, 0o644);
+      const db = openDatabase(file);
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) assert.equal(mode(f).toString(8), '600', f);
+      old.close();
+      keep.close();
+      db.close();
+      assert.ok(!existsSync(`${file}-wal`), 'the last close removed the -wal');
+      const again = openDatabase(file);
+      again.exec('INSERT INTO t VALUES (1)');
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) assert.equal(mode(f).toString(8), '600', f);
+      again.close();
+    });
   });
 
   describe('migrations', () => {

@@ -2,7 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import * as oidc from 'openid-client';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import { randomHandle, sha256Hex } from '../crypto/index.js';
+import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
@@ -27,6 +27,12 @@ export interface ConnectRouteDeps {
   /** When the upstream account is already linked to another principal. */
   sharedAccountPolicy: 'refuse' | 'allow';
   requireCsrf: (req: Request, res: Response) => void;
+  /** Seals the PKCE verifier of an authorization under way, so a copy of the database cannot finish it. */
+  verifierSealer: Sealer;
+}
+
+function verifierContext(flow: { pending_id: string; session_hash: string }) {
+  return { issuer: 'connect', subject: `${flow.pending_id} ${flow.session_hash}`, provider: 'code_verifier' };
 }
 
 /** What a pending connection asks the person for (the consent page lists exactly these). */
@@ -167,11 +173,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     // The claim and the flow land together, so a crash in between cannot leave a claimed link without a flow.
     const claimed = await store.transaction(async (tx) => {
       if (!(await tx.pending.claim(pending.id))) return false;
+      const bound = { pending_id: pending.id, session_hash: res.locals.session!.idHash };
       await tx.oauthFlows.put({
         state_hash: sha256Hex(state),
-        pending_id: pending.id,
-        session_hash: res.locals.session!.idHash,
-        code_verifier: codeVerifier,
+        ...bound,
+        code_verifier: deps.verifierSealer.seal(codeVerifier, verifierContext(bound)).value,
         expires_at: Date.now() + FLOW_TTL_MS,
       });
       return true;
@@ -203,7 +209,13 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
     const pending = await store.pending.byId(flow.pending_id);
     if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
-    if (flow.expires_at <= Date.now()) {
+    let codeVerifier: string | undefined;
+    try {
+      codeVerifier = deps.verifierSealer.open({ keyId: deps.verifierSealer.keyId, value: flow.code_verifier }, verifierContext(flow));
+    } catch {
+      // Written before verifiers were sealed (or under another BROKER_SECRET): this flow cannot finish.
+    }
+    if (flow.expires_at <= Date.now() || codeVerifier === undefined) {
       await settle(pending, 'failed');
       throw invalid();
     }
@@ -227,7 +239,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     let exchanged: ProviderTokens | undefined;
     try {
       const requested = scopesForAuthorization(pending, provider, await connections.find(principal, provider.id));
-      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: requested });
+      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier, requestedScopes: requested });
       exchanged = tokens;
       // The connection and the settled link land together: a crash leaves neither half.
       const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse' });
