@@ -167,7 +167,11 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         await signIn(browser, stack, sub);
         const page = await browser.open(seen[0]!);
         assert.equal(page.status, 410);
-        assert.match(textOf(page.html), /This connect link has already been used/);
+        const text = textOf(page.html);
+        assert.match(text, /This request was cancelled/);
+        assert.match(text, /declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected\. If you do want to connect, ask your assistant again/);
+        assert.doesNotMatch(text, /already (been )?used/);
+        assert.doesNotMatch(page.html, /name="decision"/, 'no consent form');
       });
     }
 

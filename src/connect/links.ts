@@ -3,6 +3,9 @@ import { deriveKey, mac, randomId, sha256Hex } from '../crypto/index.js';
 import { displayText } from '../http/display-text.js';
 import type { PendingConnection, Store } from '../store/index.js';
 
+/** The outcome reason of a link whose elicitation the client declined or cancelled: its page says so, not "already used". */
+export const DECLINED_IN_CLIENT = 'declined_in_client';
+
 /**
  * Connect links. Each pending connection has a random id (carried in the signed requestState) and
  * a link secret derived from it under a link-only key: 256 bits, stored only as a hash, so the same

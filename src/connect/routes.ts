@@ -11,7 +11,7 @@ import { ProviderError, type Provider, type ProviderTokens } from '../providers/
 import { StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from './connections.js';
-import type { ConnectLinks } from './links.js';
+import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
 
 const FLOW_TTL_MS = 10 * 60 * 1000;
 
@@ -78,6 +78,12 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (!pending || pending.provider !== provider.id) {
       throw new BrokerError(404, 'unknown_link', 'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.', {
         heading: 'Link not found',
+      });
+    }
+    if (pending.status === 'cancelled' && pending.outcome_reason === DECLINED_IN_CLIENT) {
+      throw new BrokerError(410, 'link_declined', 'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.', {
+        heading: 'This request was cancelled',
+        action: { href: '/connections', label: 'See your connected accounts' },
       });
     }
     if (pending.status !== 'open' || pending.expires_at <= Date.now()) {
