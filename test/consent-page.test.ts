@@ -49,4 +49,19 @@ describe('the consent page', () => {
     assert.match(page.html, /Your AI assistant <strong><bdi>Trusted Assistant<\/bdi><\/strong>/);
     assert.doesNotMatch(page.html, /[\u202A-\u202E\u2066-\u2069\u200B-\u200F\u061C\uFEFF]/u);
   });
+
+  it('lists and requests repo without the public_repo it implies (the tool asked for both)', async () => {
+    const { url } = await askForLink(stack, 'scopes-user', 'github_create_issue', { owner: 'acme', repo: 'widgets', title: 'Hello' });
+    assert.equal(pendingRows(stack, 'scopes-user')[0]!.scopes, 'repo public_repo', 'what the tool asked for, as stored');
+    const browser = new Browser();
+    await signIn(browser, stack, 'scopes-user');
+    const consent = await browser.open(url);
+    assert.equal(consent.status, 200, textOf(consent.html));
+    assert.deepEqual([...consent.html.matchAll(/<code class="muted small">([^<]+)<\/code>/g)].map((m) => m[1]), ['repo']);
+    assert.match(textOf(consent.html), /Read and write your public and private repositories/);
+    assert.doesNotMatch(textOf(consent.html), /Read and write your public repositories,/);
+    const authorize = await browser.submit(consent, { button: 'allow' });
+    assert.equal(new URL(authorize.url).origin, stack.github.webUrl);
+    assert.equal(new URL(authorize.url).searchParams.get('scope'), 'repo', 'GitHub is asked for repo alone');
+  });
 });

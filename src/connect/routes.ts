@@ -35,15 +35,15 @@ function verifierContext(flow: { pending_id: string; session_hash: string }) {
   return { issuer: 'connect', subject: `${flow.pending_id} ${flow.session_hash}`, provider: 'code_verifier' };
 }
 
-/** What a pending connection asks the person for (the consent page lists exactly these). */
+/** What a pending connection asks the person for (the consent page lists exactly these), none implied by another. */
 function askedScopes(pending: PendingConnection, provider: Provider): string[] {
-  return pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes;
+  return provider.withoutImplied(pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes);
 }
 
 /** What goes into the authorization request: for added scopes, the provider decides whether to resend the granted ones. */
 function scopesForAuthorization(pending: PendingConnection, provider: Provider, existing: ConnectionRow | undefined): string[] {
   const asked = askedScopes(pending, provider);
-  return existing && existing.status === 'active' && pending.scopes ? provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean)) : asked;
+  return existing && existing.status === 'active' && pending.scopes ? provider.withoutImplied(provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean))) : asked;
 }
 
 /** A query or form value that must appear exactly once; duplicates and arrays are refused. */
