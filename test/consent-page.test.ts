@@ -64,4 +64,26 @@ describe('the consent page', () => {
     assert.equal(new URL(authorize.url).origin, stack.github.webUrl);
     assert.equal(new URL(authorize.url).searchParams.get('scope'), 'repo', 'GitHub is asked for repo alone');
   });
+
+  it('says why a tool made the link, stored with the pending connection, and never the arguments in full', async () => {
+    const { url } = await askForLink(stack, 'purpose-user', 'github_create_issue', { owner: 'acme', repo: 'widgets', title: 'Hello', body: 'secret body text' }, 'Claude');
+    assert.equal(pendingRows(stack, 'purpose-user')[0]!.purpose, 'create the issue in acme/widgets');
+    const consent = await openAs(stack, 'purpose-user', url);
+    assert.equal(consent.status, 200, textOf(consent.html));
+    const text = textOf(consent.html);
+    assert.match(text, /Your AI assistant Claude \(the name it gives itself\) has asked to act on your GitHub account\./);
+    assert.match(text, /It asks so that it can create the issue in acme\/widgets ?\./);
+    assert.doesNotMatch(text, /Hello|secret body text/, 'never the arguments in full');
+  });
+
+  it('shows no purpose line for a link made from /connections', async () => {
+    const browser = new Browser();
+    const connections = await signIn(browser, stack, 'page-link-user');
+    const consent = await browser.submit(connections, { match: /\/connections\/github\/connect$/ });
+    assert.equal(consent.status, 200, textOf(consent.html));
+    const text = textOf(consent.html);
+    assert.match(text, /You asked to connect your GitHub account to this service/);
+    assert.doesNotMatch(text, /It asks so that it can/);
+    assert.equal(pendingRows(stack, 'page-link-user')[0]!.purpose, null);
+  });
 });

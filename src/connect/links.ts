@@ -27,8 +27,11 @@ export class ConnectLinks {
     return mac(this.#key, pendingId);
   }
 
-  /** @param scopes what to ask the provider for; undefined = the provider's defaults. */
-  async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[]): Promise<PendingConnection> {
+  /**
+   * @param scopes what to ask the provider for; undefined = the provider's defaults.
+   * @param purpose why a tool asks, composed by the tool from validated arguments (never client text as such).
+   */
+  async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[], purpose?: string): Promise<PendingConnection> {
     const id = randomId();
     await this.store.pending.create({
       id,
@@ -39,6 +42,7 @@ export class ConnectLinks {
       // Client-chosen text: nothing invisible (PostgreSQL refuses NUL; bidi controls disguise names).
       client_name: displayText(clientName) ?? null,
       scopes: scopes?.length ? scopes.join(' ') : null,
+      purpose: displayText(purpose, 160) ?? null,
       expires_at: Date.now() + this.ttlSeconds * 1000,
     });
     return (await this.store.pending.byId(id))!;

@@ -141,6 +141,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
       existingLogin: existing?.account_login,
       clientName: pending.client_name,
+      askedFor: pending.purpose,
       handle,
       formAction: `/connect/${encodeURIComponent(provider.id)}`,
     });

@@ -104,7 +104,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     scopes = union(provider.defaultScopes, requiredScopes);
     message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
   }
-  pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined);
+  pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined, purpose);
   const url = deps.links.url(pending);
   if (facts.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
   return {
