@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import { CompletionWatcher } from '../src/connect/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
+import { displayText } from '../src/http/display-text.js';
 import { safeReturnPath } from '../src/http/return-to.js';
 import { canonicalJson, withCallScope } from '../src/mcp/call-scope.js';
 import { createToolStateCodec } from '../src/mcp/request-state.js';
@@ -16,6 +18,30 @@ import { migrate, openDatabase } from '../src/store/sqlite/database.js';
 
 const BASE = new URL('https://broker.example.com');
 const MIGRATIONS = fileURLToPath(new URL('../migrations/sqlite/', import.meta.url));
+
+describe('displayText (client-chosen names shown to people)', () => {
+  it('strips bidi controls, isolates and marks, so a name cannot read as something else', () => {
+    const bidi = ['\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068', '\u2069', '\u200E', '\u200F', '\u061C'];
+    for (const c of bidi) assert.equal(displayText(`Claude${c}gpj.exe`), 'Claudegpj.exe', `U+${c.codePointAt(0)!.toString(16)}`);
+    assert.equal(displayText('\u202Eevil'), 'evil');
+  });
+
+  it('strips format characters (zero-width spaces and joiners, U+FEFF, soft hyphen), controls, separators and lone surrogates', () => {
+    assert.equal(displayText('\uFEFFCla\u200Bu\u200Cd\u200De\u2060\u00AD'), 'Claude');
+    assert.equal(displayText('a\u0000b\u0007c\u001Fd\u007Fe\u0085f\u009Fg'), 'abcdefg');
+    assert.equal(displayText('line\u2028two\u2029three'), 'linetwothree');
+    assert.equal(displayText('x\uD800y\uDC00z'), 'xyz');
+  });
+
+  it('keeps visible text in any script, collapses whitespace, bounds the length in code points, and gives undefined for nothing visible', () => {
+    assert.equal(displayText('  Mon   assistant\tpréféré  '), 'Mon assistant préféré');
+    assert.equal(displayText('مساعد 助手 🤖'), 'مساعد 助手 🤖');
+    assert.equal(displayText('😀'.repeat(300))!.length, 400, '200 code points, no surrogate pair cut in half');
+    assert.equal(displayText('abc', 2), 'ab');
+    assert.equal(displayText('\u202E\u200B '), undefined);
+    assert.equal(displayText(undefined), undefined);
+  });
+});
 
 describe('safeReturnPath', () => {
   it('never returns a scheme-relative path that normalisation produced ("/.//evil")', () => {
@@ -139,6 +165,37 @@ describe('the SQLite store', () => {
     await a.close();
     await b.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('file modes', () => {
+    const mode = (file: string) => statSync(file).mode & 0o777;
+
+    it('creates the database file, its -wal and its -shm readable and writable by their owner only (0600), and its folder 0700', async () => {
+      await pendingRow(a);
+      await pendingRow(b);
+      for (const file of [path, `${path}-wal`, `${path}-shm`]) assert.equal(mode(file).toString(8), '600', file);
+      assert.equal(mode(dirname(path)).toString(8), '700');
+    });
+
+    it('tightens a database, -wal and -shm an earlier release left 0644, and SQLite recreates the -wal 0600 after a checkpoint removed it', () => {
+      const file = join(dir, 'old.db');
+      const old = new Database(file);
+      old.pragma('journal_mode = WAL');
+      old.exec('CREATE TABLE t (x)');
+      const keep = new Database(file);
+      keep.prepare('SELECT 1').get();
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) chmodSync(f, 0o644);
+      const db = openDatabase(file);
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) assert.equal(mode(f).toString(8), '600', f);
+      old.close();
+      keep.close();
+      db.close();
+      assert.ok(!existsSync(`${file}-wal`), 'the last close removed the -wal');
+      const again = openDatabase(file);
+      again.exec('INSERT INTO t VALUES (1)');
+      for (const f of [file, `${file}-wal`, `${file}-shm`]) assert.equal(mode(f).toString(8), '600', f);
+      again.close();
+    });
   });
 
   describe('migrations', () => {

@@ -84,6 +84,19 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       assert.ok(raw.json.result.capabilities.tools, 'the tools capability is advertised');
     });
 
+    it('declares tools.listChanged false in server/discover and initialize: stateless /mcp cannot send list_changed', async () => {
+      const token = await stack.token('list-changed-user');
+      const discover = await rawCall(stack.mcpUrl, token, { method: 'server/discover', params: { _meta: envelope() } });
+      assert.equal(discover.status, 200, discover.text);
+      assert.equal(discover.json.result.capabilities.tools.listChanged, false);
+      const client = await legacyClient({ url: stack.mcpUrl, token });
+      try {
+        assert.equal(client.getServerCapabilities()?.tools?.listChanged, false);
+      } finally {
+        await client.close();
+      }
+    });
+
     it('lists github_create_issue, github_whoami, list_connections, disconnect_account and connect_account with input schemas', async () => {
       const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('list-tools-user') });
       const { tools } = await closing(client, (c) => c.listTools());
@@ -154,7 +167,11 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         await signIn(browser, stack, sub);
         const page = await browser.open(seen[0]!);
         assert.equal(page.status, 410);
-        assert.match(textOf(page.html), /This connect link has already been used/);
+        const text = textOf(page.html);
+        assert.match(text, /This request was cancelled/);
+        assert.match(text, /declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected\. If you do want to connect, ask your assistant again/);
+        assert.doesNotMatch(text, /already (been )?used/);
+        assert.doesNotMatch(page.html, /name="decision"/, 'no consent form');
       });
     }
 
@@ -517,6 +534,13 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     const cases: Array<[string, Record<string, unknown>, RegExp]> = [
       ['a missing title', { owner: 'octo-org', repo: 'args' }, /title: Invalid input: expected string, received undefined/],
       ['an owner with spaces', { owner: 'octo org', repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
+      ['an owner ending in a hyphen', { owner: 'octo-', repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
+      ['an owner starting with a hyphen', { owner: '-octo', repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
+      ['an owner of 40 characters', { owner: 'a'.repeat(40), repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
+      ['the repo "."', { owner: 'octo-org', repo: '.', title: 'x' }, /repo: repo must be a GitHub repository name, not \. or \.\./],
+      ['the repo ".."', { owner: 'octo-org', repo: '..', title: 'x' }, /repo: repo must be a GitHub repository name, not \. or \.\./],
+      ['a repo with a slash', { owner: 'octo-org', repo: 'a/b', title: 'x' }, /repo: repo must be a GitHub repository name/],
+      ['a repo of 101 characters', { owner: 'octo-org', repo: 'r'.repeat(101), title: 'x' }, /repo: repo must be a GitHub repository name/],
       ['labels that are not an array', { owner: 'octo-org', repo: 'args', title: 'x', labels: 'bug' }, /labels: Invalid input: expected array, received string/],
     ];
     for (const [label, args, expected] of cases) {
@@ -531,6 +555,16 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         assert.match(text, /^Input validation error: Invalid arguments for tool github_create_issue: /);
         assert.match(text, expected);
         assert.equal(stack.github.requests.length, before);
+      });
+    }
+  });
+
+  describe('names GitHub itself accepts for github_create_issue', () => {
+    for (const [owner, repo] of [['a', '.github'], ['a'.repeat(39), 'a..b'], ['octo-org-2', 'r'.repeat(100)], ['O1', '-_.']] as const) {
+      it(`takes owner ${owner.length > 10 ? `${owner.length} characters` : owner} and repo ${repo.length > 10 ? `${repo.length} characters` : repo} and asks to connect`, async () => {
+        const r = await callTool(stack, await stack.token('good-names-user'), 'github_create_issue', { owner, repo, title: 'x' });
+        assert.equal(r.status, 200);
+        assert.equal(r.json.result.resultType, 'input_required', r.text);
       });
     }
   });

@@ -239,6 +239,10 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
     let page = await browser.open(link);
     pages.push(page);
     assert.match(page.html, /Development sign-in/);
+    // Every instance seals what a flow under way keeps (one BROKER_SECRET): no verifier or nonce in clear.
+    const signIns = await sql<{ code_verifier: string; nonce: string }>(out.databaseUrl, 'SELECT code_verifier, nonce FROM login_transactions');
+    assert.ok(signIns.length >= 1);
+    for (const row of signIns) for (const value of [row.code_verifier, row.nonce]) assert.match(value, /^v1\./);
     page = await browser.submit(page, { fields: { login: 'alice' } });
     pages.push(page);
     assert.equal(page.status, 200, textOf(page.html).slice(0, 300));
@@ -246,6 +250,9 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
     page = await browser.submit(page, { button: 'allow' });
     pages.push(page);
     assert.match(page.html, /GitHub stand-in/);
+    const flows = await sql<{ code_verifier: string }>(out.databaseUrl, 'SELECT code_verifier FROM oauth_flows');
+    assert.ok(flows.length >= 1);
+    for (const row of flows) assert.match(row.code_verifier, /^v1\./);
     const connected = await authorizeAtGitHub(browser, page, 'octocat');
     pages.push(connected);
     assert.equal(connected.status, 200);

@@ -375,6 +375,53 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     }
   });
 
+  it('keeps the PKCE verifiers and the sign-in nonce only sealed at rest: no database byte holds them in clear', async () => {
+    const s256 = (v: string) => createHash('sha256').update(v, 'ascii').digest('base64url');
+    // A sign-in under way: the nonce and the challenge are in the authorization request to the IdP.
+    const { hops } = await follow(new Browser(), `${stack.publicUrl}/auth/login?returnTo=%2Fconnections`);
+    const toIdp = new URL(hops.find((h) => h.location && new URL(h.location, h.url).searchParams.has('nonce'))!.location!, stack.publicUrl).searchParams;
+    const nonce = toIdp.get('nonce')!;
+    const signInRows = readDb(stack, (db) => db.prepare('SELECT code_verifier, nonce FROM login_transactions').all()) as Array<{ code_verifier: string; nonce: string }>;
+    assert.ok(signInRows.length >= 1);
+    for (const row of signInRows) {
+      assert.match(row.nonce, /^v1\./, 'the nonce is sealed');
+      assert.match(row.code_verifier, /^v1\./, 'the sign-in verifier is sealed');
+      assert.notEqual(s256(row.code_verifier), toIdp.get('code_challenge'), 'no stored value is the verifier of the challenge sent');
+    }
+    assert.ok(!dbBytes(stack).includes(nonce), 'the nonce is in no database byte');
+
+    // A provider authorization under way, then finished: the verifier GitHub receives was never stored.
+    const traffic = recordGitHubTraffic(stack.github);
+    try {
+      const browser = new Browser();
+      const start = await startAuthorization(stack, browser, 'sec3-sealed');
+      const state = new URL(start.authorize.url).searchParams.get('state')!;
+      const flow = readDb(stack, (db) => db.prepare('SELECT code_verifier FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as { code_verifier: string };
+      assert.match(flow.code_verifier, /^v1\./, 'the connect verifier is sealed');
+      const done = await browser.open(await callbackUrl(browser, start.authorize));
+      assert.match(textOf(done.html), /Connected as @octocat/, 'the sealed verifier still completes the exchange');
+      const exchange = traffic.calls.find((c) => c.method === 'POST' && new URL(c.url).pathname === '/login/oauth/access_token')!;
+      const verifier = new URLSearchParams(exchange.body).get('code_verifier')!;
+      assert.match(verifier, /^[A-Za-z0-9_-]{43}$/);
+      assert.ok(!flow.code_verifier.includes(verifier));
+      assert.ok(!dbBytes(stack).includes(verifier), 'the verifier is in no database byte');
+    } finally {
+      traffic.restore();
+    }
+  });
+
+  it('answers a flow stored by the previous release (verifier in clear) with the 400 page, not a 5xx, and exchanges nothing', async () => {
+    const browser = new Browser();
+    const start = await startAuthorization(stack, browser, 'sec3-upgrade');
+    const state = new URL(start.authorize.url).searchParams.get('state')!;
+    assert.equal(writeDb(stack, 'UPDATE oauth_flows SET code_verifier = ? WHERE state_hash = ?', randomBytes(32).toString('base64url'), sha256Hex(state)), 1);
+    const exchanges = countRequests(stack.github, 'POST', '/login/oauth/access_token');
+    const page = await browser.open(await callbackUrl(browser, start.authorize));
+    assert.equal(page.status, 400);
+    assert.match(textOf(page.html), /not valid, has expired or was already used\. Nothing was connected\./);
+    assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), exchanges);
+  });
+
   it('accepts a callback once: replaying the exact callback URL after success gives 400 and stores nothing new', async () => {
     const browser = new Browser();
     const { callback } = await connect(stack, browser, 'sec3-bob');

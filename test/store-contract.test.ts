@@ -235,7 +235,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const stored = await b.pending.byId(row.id);
         assert.ok(stored);
         assertStamped(stored.created_at, t0, t1, 'created_at');
-        const expected: PendingConnection = { ...row, status: 'open', outcome_reason: null, created_at: stored.created_at, updated_at: stored.created_at };
+        const expected: PendingConnection = { ...row, status: 'open', outcome_reason: null, purpose: null, created_at: stored.created_at, updated_at: stored.created_at };
         assert.deepEqual(stored, expected);
         assert.deepEqual(await b.pending.byLinkHash(row.link_hash), expected);
 

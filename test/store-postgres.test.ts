@@ -20,7 +20,7 @@ import { MIGRATIONS_DIR, openPostgresStore, type PostgresStoreOptions } from '..
 import { createPool, ping } from '../src/store/postgres/pool.js';
 import { StoreUnavailableError } from '../src/store/errors.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
-import type { NewConnection, Owner, PendingConnection, Store } from '../src/store/types.js';
+import type { NewConnection, NewPendingConnection, Owner, PendingConnection, Store } from '../src/store/types.js';
 import { startPostgres, type PgServer } from './support/postgres.js';
 import { scriptedProvider } from './support/scripted-provider.js';
 
@@ -66,7 +66,7 @@ async function eventually(check: () => boolean, timeoutMs: number, what: string)
 }
 
 let nextId = 0;
-function pendingRow(owner: Owner, overrides: Partial<PendingConnection> = {}): Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'> {
+function pendingRow(owner: Owner, overrides: Partial<PendingConnection> = {}): NewPendingConnection {
   const id = overrides.id ?? `pc-${++nextId}-${Math.random().toString(36).slice(2, 8)}`;
   return { id, link_hash: `link-${id}`, issuer: owner.issuer, subject: owner.subject, provider: 'github', client_name: 'Claude', scopes: 'repo', expires_at: Date.now() + HOUR, ...overrides };
 }
@@ -408,6 +408,16 @@ describe('client-chosen text', () => {
     const pending = await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', 'Evil\u0000Cli\u001bent\n');
     assert.equal(pending.client_name, 'EvilClient');
     assert.equal((await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', '\u0000\u0001')).client_name, null);
+  });
+
+  test('a client name loses its bidi and format characters, and the purpose a tool gives is stored with the link (none for a page-made one)', async () => {
+    const store = await open(await server.createDatabase());
+    const links = new ConnectLinks(store, new URL('https://broker.example.com'), randomBytes(32), 600);
+    const alice = principalFromVerifiedClaims(ALICE.issuer, ALICE.subject);
+    const asked = await links.create(alice, 'github', 'Trusted\u202E\u200D Bot\uFEFF', ['repo'], 'create the issue in acme/widgets');
+    assert.equal(asked.client_name, 'Trusted Bot');
+    assert.equal((await store.pending.byId(asked.id))?.purpose, 'create the issue in acme/widgets');
+    assert.equal((await links.create(alice, 'github', undefined)).purpose, null);
   });
 });
 

@@ -172,6 +172,18 @@ test('consent page has the form, hidden fields and both decisions', async () => 
   assert.ok(html.includes('never sees it'), 'explains token stays server-side');
 });
 
+test('consent page says why a tool asked, escaped and isolated, and nothing of the kind for a page-made link', async () => {
+  const asked = await render('consent', { ...pages.consent, clientName: `Claude ${HOSTILE}`, askedFor: `create the issue in acme/widgets ${HOSTILE}` });
+  assert.match(asked, /Your AI assistant <strong><bdi>Claude &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/bdi><\/strong>/);
+  assert.match(asked, /<p>It asks so that it can <strong><bdi>create the issue in acme\/widgets &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/bdi><\/strong>\.<\/p>/);
+  const nameless = await render('consent', { ...pages.consent, askedFor: 'see which GitHub account is yours' });
+  assert.match(nameless, /Your AI assistant has asked to act on your GitHub/);
+  assert.doesNotMatch(nameless, /You asked to connect/);
+  const fromPage = await render('consent', pages.consent ?? {});
+  assert.doesNotMatch(fromPage, /It asks so that it can/);
+  assert.match(fromPage, /You asked to connect your GitHub/);
+});
+
 test('wrong-account page offers switch form and does not leak target', async () => {
   const html = await render('wrong-account', pages['wrong-account'] ?? {});
   assert.match(html, /<h1>This link is for a different account<\/h1>/);

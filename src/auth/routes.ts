@@ -5,7 +5,7 @@ import { BrokerError } from '../http/errors.js';
 import { renderMessage, type PageContext } from '../http/render.js';
 import { safeReturnPath } from '../http/return-to.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/index.js';
+import type { LoginTransaction, Store } from '../store/index.js';
 import type { OidcClient } from './oidc-client.js';
 import { displayNameFrom, principalFromVerifiedClaims } from './principal.js';
 import type { Sessions } from './sessions.js';
@@ -20,7 +20,10 @@ export interface AuthRouteDeps {
   page: PageContext;
   log: Logger;
   requireCsrf: (req: Request, res: Response) => void;
-  /** Seals the return path while the sign-in is under way: it may hold a connect link's handle. */
+  /**
+   * Seals what a sign-in under way keeps at rest: the return path (it may hold a connect link's
+   * handle), the PKCE verifier and the nonce, so a copy of the database cannot finish a sign-in.
+   */
   returnToSealer: Sealer;
   /** The sign-in budget, counted on every /auth route. */
   rateLimit: RequestHandler;
@@ -28,6 +31,10 @@ export interface AuthRouteDeps {
 
 function returnToContext(sessionHash: string) {
   return { issuer: 'sign-in', subject: sessionHash, provider: 'return_to' };
+}
+
+function sealedFieldContext(sessionHash: string, field: 'code_verifier' | 'nonce') {
+  return { issuer: 'sign-in', subject: sessionHash, provider: field };
 }
 
 /** Browser sign-in at the operator's IdP: authorization code + PKCE + nonce through openid-client. */
@@ -56,8 +63,8 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     await store.loginTransactions.put({
       state_hash: sha256Hex(state),
       session_hash: session.idHash,
-      code_verifier: codeVerifier,
-      nonce,
+      code_verifier: deps.returnToSealer.seal(codeVerifier, sealedFieldContext(session.idHash, 'code_verifier')).value,
+      nonce: deps.returnToSealer.seal(nonce, sealedFieldContext(session.idHash, 'nonce')).value,
       return_to: deps.returnToSealer.seal(returnTo, returnToContext(session.idHash)).value,
       expires_at: Date.now() + LOGIN_TTL_MS,
     });
@@ -91,7 +98,9 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     // Only the browser session that started this sign-in can take it: from another browser the
     // callback URL consumes nothing, and the real user's callback still works.
     const tx = state && session ? await store.loginTransactions.take(sha256Hex(state), session.idHash) : undefined;
-    if (!tx || !state || tx.expires_at < Date.now()) {
+    // Rows written before these were sealed (or under another BROKER_SECRET) open to nothing: start again.
+    const secrets = tx ? openSignInSecrets(deps.returnToSealer, tx) : undefined;
+    if (!tx || !state || !secrets || tx.expires_at < Date.now()) {
       throw new BrokerError(400, 'invalid_sign_in', 'This sign-in link is not valid any more. Please start again from the page you were on.', {
         heading: 'Sign-in could not be completed',
         action: { href: '/connections', label: 'Go to connected accounts' },
@@ -115,8 +124,8 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     try {
       const tokens = await oidc.authorizationCodeGrant(config, new URL(req.originalUrl, publicUrl), {
         expectedState: state,
-        expectedNonce: tx.nonce,
-        pkceCodeVerifier: tx.code_verifier,
+        expectedNonce: secrets.nonce,
+        pkceCodeVerifier: secrets.codeVerifier,
         idTokenExpected: true,
       });
       claims = tokens.claims();
@@ -144,4 +153,15 @@ export function authRoutes(deps: AuthRouteDeps): Router {
   });
 
   return router;
+}
+
+function openSignInSecrets(sealer: Sealer, tx: LoginTransaction): { codeVerifier: string; nonce: string } | undefined {
+  try {
+    return {
+      codeVerifier: sealer.open({ keyId: sealer.keyId, value: tx.code_verifier }, sealedFieldContext(tx.session_hash, 'code_verifier')),
+      nonce: sealer.open({ keyId: sealer.keyId, value: tx.nonce }, sealedFieldContext(tx.session_hash, 'nonce')),
+    };
+  } catch {
+    return undefined;
+  }
 }

@@ -1,6 +1,10 @@
 import type { Principal } from '../auth/principal.js';
 import { deriveKey, mac, randomId, sha256Hex } from '../crypto/index.js';
+import { displayText } from '../http/display-text.js';
 import type { PendingConnection, Store } from '../store/index.js';
+
+/** The outcome reason of a link whose elicitation the client declined or cancelled: its page says so, not "already used". */
+export const DECLINED_IN_CLIENT = 'declined_in_client';
 
 /**
  * Connect links. Each pending connection has a random id (carried in the signed requestState) and
@@ -23,8 +27,11 @@ export class ConnectLinks {
     return mac(this.#key, pendingId);
   }
 
-  /** @param scopes what to ask the provider for; undefined = the provider's defaults. */
-  async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[]): Promise<PendingConnection> {
+  /**
+   * @param scopes what to ask the provider for; undefined = the provider's defaults.
+   * @param purpose why a tool asks, composed by the tool from validated arguments (never client text as such).
+   */
+  async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[], purpose?: string): Promise<PendingConnection> {
     const id = randomId();
     await this.store.pending.create({
       id,
@@ -32,9 +39,10 @@ export class ConnectLinks {
       issuer: principal.issuer,
       subject: principal.subject,
       provider,
-      // Client-chosen text: no control characters (PostgreSQL refuses NUL; pages need none of them).
-      client_name: clientName?.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 200) || null,
+      // Client-chosen text: nothing invisible (PostgreSQL refuses NUL; bidi controls disguise names).
+      client_name: displayText(clientName) ?? null,
       scopes: scopes?.length ? scopes.join(' ') : null,
+      purpose: displayText(purpose, 160) ?? null,
       expires_at: Date.now() + this.ttlSeconds * 1000,
     });
     return (await this.store.pending.byId(id))!;

@@ -2,7 +2,7 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import * as oidc from 'openid-client';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import { randomHandle, sha256Hex } from '../crypto/index.js';
+import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
@@ -11,7 +11,7 @@ import { ProviderError, type Provider, type ProviderTokens } from '../providers/
 import { StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from './connections.js';
-import type { ConnectLinks } from './links.js';
+import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
 
 const FLOW_TTL_MS = 10 * 60 * 1000;
 
@@ -29,17 +29,23 @@ export interface ConnectRouteDeps {
   requireCsrf: (req: Request, res: Response) => void;
   /** Rate limits of the connect pages and of the provider callbacks, run by the routes themselves. */
   limits: { connect: RequestHandler; callback: RequestHandler };
+  /** Seals the PKCE verifier of an authorization under way, so a copy of the database cannot finish it. */
+  verifierSealer: Sealer;
 }
 
-/** What a pending connection asks the person for (the consent page lists exactly these). */
+function verifierContext(flow: { pending_id: string; session_hash: string }) {
+  return { issuer: 'connect', subject: `${flow.pending_id} ${flow.session_hash}`, provider: 'code_verifier' };
+}
+
+/** What a pending connection asks the person for (the consent page lists exactly these), none implied by another. */
 function askedScopes(pending: PendingConnection, provider: Provider): string[] {
-  return pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes;
+  return provider.withoutImplied(pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes);
 }
 
 /** What goes into the authorization request: for added scopes, the provider decides whether to resend the granted ones. */
 function scopesForAuthorization(pending: PendingConnection, provider: Provider, existing: ConnectionRow | undefined): string[] {
   const asked = askedScopes(pending, provider);
-  return existing && existing.status === 'active' && pending.scopes ? provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean)) : asked;
+  return existing && existing.status === 'active' && pending.scopes ? provider.withoutImplied(provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean))) : asked;
 }
 
 /** A query or form value that must appear exactly once; duplicates and arrays are refused. */
@@ -74,6 +80,12 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (!pending || pending.provider !== provider.id) {
       throw new BrokerError(404, 'unknown_link', 'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.', {
         heading: 'Link not found',
+      });
+    }
+    if (pending.status === 'cancelled' && pending.outcome_reason === DECLINED_IN_CLIENT) {
+      throw new BrokerError(410, 'link_declined', 'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.', {
+        heading: 'This request was cancelled',
+        action: { href: '/connections', label: 'See your connected accounts' },
       });
     }
     if (pending.status !== 'open' || pending.expires_at <= Date.now()) {
@@ -131,6 +143,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
       existingLogin: existing?.account_login,
       clientName: pending.client_name,
+      askedFor: pending.purpose,
       handle,
       formAction: `/connect/${encodeURIComponent(provider.id)}`,
     });
@@ -169,11 +182,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     // The claim and the flow land together, so a crash in between cannot leave a claimed link without a flow.
     const claimed = await store.transaction(async (tx) => {
       if (!(await tx.pending.claim(pending.id))) return false;
+      const bound = { pending_id: pending.id, session_hash: res.locals.session!.idHash };
       await tx.oauthFlows.put({
         state_hash: sha256Hex(state),
-        pending_id: pending.id,
-        session_hash: res.locals.session!.idHash,
-        code_verifier: codeVerifier,
+        ...bound,
+        code_verifier: deps.verifierSealer.seal(codeVerifier, verifierContext(bound)).value,
         expires_at: Date.now() + FLOW_TTL_MS,
       });
       return true;
@@ -205,7 +218,13 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
     const pending = await store.pending.byId(flow.pending_id);
     if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
-    if (flow.expires_at <= Date.now()) {
+    let codeVerifier: string | undefined;
+    try {
+      codeVerifier = deps.verifierSealer.open({ keyId: deps.verifierSealer.keyId, value: flow.code_verifier }, verifierContext(flow));
+    } catch {
+      // Written before verifiers were sealed (or under another BROKER_SECRET): this flow cannot finish.
+    }
+    if (flow.expires_at <= Date.now() || codeVerifier === undefined) {
       await settle(pending, 'failed');
       throw invalid();
     }
@@ -229,7 +248,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     let exchanged: ProviderTokens | undefined;
     try {
       const requested = scopesForAuthorization(pending, provider, await connections.find(principal, provider.id));
-      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: requested });
+      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier, requestedScopes: requested });
       exchanged = tokens;
       // The connection and the settled link land together: a crash leaves neither half.
       const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse' });

@@ -20,7 +20,7 @@ import { noStore, securityHeaders } from './security-headers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' | 'limits'> {
+export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' | 'limits' | 'verifierSealer'> {
   config: Config;
   sessions: Sessions;
   idp: OidcClient;
@@ -121,7 +121,8 @@ export function createApp(deps: AppDeps): express.Express {
   };
   const returnToSealer = new Sealer([deriveKey(config.brokerSecret, 'sign-in-return')]);
   app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer, rateLimit: limits.signIn }));
-  app.use(connectRoutes({ ...deps, page, requireCsrf, limits: { connect: limits.connect, callback: limits.callback } }));
+  const verifierSealer = new Sealer([deriveKey(config.brokerSecret, 'connect-pkce-verifier')]);
+  app.use(connectRoutes({ ...deps, page, requireCsrf, verifierSealer, limits: { connect: limits.connect, callback: limits.callback } }));
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));

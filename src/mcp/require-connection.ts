@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
 import type { OpenConnection, Usable } from '../connect/connections.js';
+import { DECLINED_IN_CLIENT } from '../connect/links.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';
 import { clientCapabilities, clientName, principalOf, supportsUrlElicitation, type RequestFacts, type ToolDeps } from './context.js';
@@ -36,7 +37,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     pending = await ownPending(deps, state.pid, principal, provider);
     const answer = inputResponse(ctx.mcpReq.inputResponses, CONNECT_INPUT_KEY);
     if (answer.kind === 'elicit' && answer.action !== 'accept') {
-      if (pending) await deps.store.pending.settle(pending.id, 'cancelled');
+      if (pending) await deps.store.pending.settle(pending.id, 'cancelled', DECLINED_IN_CLIENT);
       return { ok: false, result: nothingDone(`${provider.displayName} was not connected (you chose not to open the link), so nothing was done.`, { status: 'not_connected', reason: answer.action }) };
     }
   }
@@ -103,7 +104,7 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     scopes = union(provider.defaultScopes, requiredScopes);
     message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
   }
-  pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined);
+  pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined, purpose);
   const url = deps.links.url(pending);
   if (facts.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
   return {

@@ -29,7 +29,8 @@ const TOOLS = new Map<string, Registrar>([
  */
 export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
   const server = new McpServer(SERVER_INFO, {
-    capabilities: { tools: {} },
+    // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
+    capabilities: { tools: { listChanged: false } },
     requestState: { verify: (state, ctx) => deps.codec.verify(state, ctx) },
     instructions: 'Tools that act on a third-party account ask the user to connect it through a link to this server; the tokens never reach the client.',
   });

@@ -97,6 +97,11 @@ export class OAuthProvider implements Provider {
     return required.filter((r) => !granted.includes(r) && !(implied[r] ?? []).some((broader) => granted.includes(broader)));
   }
 
+  withoutImplied(scopes: string[]): string[] {
+    const implied = this.#options.definition.impliedBy;
+    return [...new Set(scopes)].filter((s) => !(implied[s] ?? []).some((broader) => broader !== s && scopes.includes(broader)));
+  }
+
   scopesToRequest(asked: string[], granted: string[]): string[] {
     if (!this.scopesApply || this.#options.definition.incrementalScopes === 'missing') return asked;
     return [...new Set([...granted, ...asked])];

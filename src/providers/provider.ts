@@ -67,6 +67,8 @@ export interface Provider {
   readonly freshTokenRetryMs: number;
   /** The scopes in `required` that `granted` does not cover (taking broader scopes into account). */
   missingScopes(granted: string[], required: string[]): string[];
+  /** `scopes` without those a broader scope in the list already grants (`public_repo` beside `repo`). */
+  withoutImplied(scopes: string[]): string[];
   /** What to send in the authorization request when adding `asked` to an existing grant of `granted`. */
   scopesToRequest(asked: string[], granted: string[]): string[];
   buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL>;

@@ -44,12 +44,16 @@ export interface PendingConnection {
   client_name: string | null;
   /** Space-separated scopes to ask for; null = the provider's defaults. */
   scopes: string | null;
+  /** Why a tool asked ("create the issue in acme/widgets"), shown on the consent page; null for page-made links. */
+  purpose: string | null;
   status: PendingStatus;
   outcome_reason: string | null;
   created_at: number;
   expires_at: number;
   updated_at: number;
 }
+
+export type NewPendingConnection = Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose'> & { purpose?: string | null };
 
 export type ConnectionStatus = 'active' | 'reauth_required';
 
@@ -111,7 +115,7 @@ export interface OAuthFlowRepository {
 
 /** Connections asked for and not yet settled. */
 export interface PendingConnectionRepository {
-  create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void>;
+  create(row: NewPendingConnection): Promise<void>;
   byId(id: string): Promise<PendingConnection | undefined>;
   byLinkHash(linkHash: string): Promise<PendingConnection | undefined>;
   /** The newest unexpired, unsettled pending connection of `owner` for `provider`. */

@@ -14,6 +14,7 @@ export function scriptedProvider(refresh: (tokens: ProviderTokens) => Promise<Pr
     freshTokenRetryMs: 0,
     prepare: async () => undefined,
     missingScopes: () => [],
+    withoutImplied: (scopes) => scopes,
     scopesToRequest: (asked) => asked,
     buildAuthorizationUrl: () => Promise.reject(new Error('unused')),
     completeAuthorization: () => Promise.reject(new Error('unused')),

@@ -5,8 +5,14 @@ import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
 
 const inputSchema = z.object({
-  owner: z.string().regex(/^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$/, 'owner must be a GitHub user or organisation name').describe('Repository owner (user or organisation)'),
-  repo: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'repo must be a GitHub repository name').describe('Repository name'),
+  // GitHub's own rules: owners are 1-39 letters, digits and inner hyphens; repository names are
+  // 1-100 of [A-Za-z0-9._-] but never `.` or `..`, which would also walk the API path upwards.
+  owner: z.string().regex(/^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$/, 'owner must be a GitHub user or organisation name').describe('Repository owner (user or organisation)'),
+  repo: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,100}$/, 'repo must be a GitHub repository name')
+    .refine((name) => name !== '.' && name !== '..', 'repo must be a GitHub repository name, not . or ..')
+    .describe('Repository name'),
   title: z.string().trim().min(1, 'title must not be empty').max(256).describe('Issue title'),
   body: z.string().max(65_536).optional().describe('Issue body (Markdown)'),
   labels: z.array(z.string().min(1).max(50)).max(20).optional().describe('Labels to apply (needs push access; GitHub drops them otherwise)'),

@@ -1,4 +1,4 @@
-import type { Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
+import type { NewPendingConnection, Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
 import type { Queryable } from './queryable.js';
 
 /** The NOTIFY channel a settlement is announced on; the payload is the pending connection's id. */
@@ -9,12 +9,12 @@ const DAY_MS = 86_400_000;
 export class PgPendingConnectionRepository implements PendingConnectionRepository {
   constructor(private readonly q: Queryable) {}
 
-  async create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void> {
+  async create(row: NewPendingConnection): Promise<void> {
     const now = Date.now();
     await this.q.query(
-      `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, status, created_at, expires_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $8)`,
-      [row.id, row.link_hash, row.issuer, row.subject, row.provider, row.client_name, row.scopes, now, row.expires_at],
+      `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $10, 'open', $8, $9, $8)`,
+      [row.id, row.link_hash, row.issuer, row.subject, row.provider, row.client_name, row.scopes, now, row.expires_at, row.purpose ?? null],
     );
   }
 

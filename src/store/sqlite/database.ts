@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -9,7 +9,10 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite/', impo
 
 /** Opens the SQLite file (creating its folder), tunes it for several processes, and migrates it. */
 export function openDatabase(path: string): Db {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    ownerOnly(path);
+  }
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   // WAL + NORMAL is durable across process crashes (only an OS crash can lose the last commits).
@@ -22,6 +25,16 @@ export function openDatabase(path: string): Db {
   db.pragma('foreign_keys = ON');
   migrate(db);
   return db;
+}
+
+/**
+ * Creates the database file readable by its owner only (SQLite would create it 0644), and tightens
+ * files an earlier release left wider. SQLite gives the -wal and -shm files it creates the main
+ * file's mode, so they follow; existing ones are tightened here too.
+ */
+function ownerOnly(path: string): void {
+  closeSync(openSync(path, 'a', 0o600));
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
 }
 
 /** Applies `migrations/*.sql` in name order, each once, recording them in `schema_migrations`. */

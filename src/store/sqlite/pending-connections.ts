@@ -1,4 +1,4 @@
-import type { Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
+import type { NewPendingConnection, Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
 import type { Db } from './database.js';
 import type { Runner } from './gate.js';
 
@@ -18,15 +18,15 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
     this.#settledSince = db.prepare(`SELECT id, status FROM pending_connections WHERE updated_at >= ? AND status NOT IN ('open', 'authorizing')`);
   }
 
-  create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void> {
+  create(row: NewPendingConnection): Promise<void> {
     const now = Date.now();
     return this.gate.run(() => {
       this.db
         .prepare(
-          `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, status, created_at, expires_at, updated_at)
-           VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, 'open', @now, @expires_at, @now)`,
+          `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
+           VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, 'open', @now, @expires_at, @now)`,
         )
-        .run({ ...row, now });
+        .run({ ...row, purpose: row.purpose ?? null, now });
     });
   }
 
