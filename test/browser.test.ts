@@ -501,5 +501,24 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       assert.match(consent, /You are signed in here as alice/);
       assert.equal(tab.page.url(), link, 'back on the very link');
     });
+
+    it('signs out for real: the IdP asks to confirm, the broker says so, and the next visit shows the sign-in page again', async () => {
+      const tab = await openTab();
+      const { page } = tab;
+      await page.goto(`${devBroker()}/connections`);
+      await devSignIn(tab, 'carol', at(devBroker, '/connections'));
+      await checkPage(tab, { status: 200, heading: 'Connected accounts' });
+
+      await clickTo(tab, page.getByRole('button', { name: 'Sign out' }), at(devBroker, '/idp/session/end'));
+      await checkPage(tab, { status: 200, heading: 'Sign out of the development sign-in?', shot: 'dev-idp-sign-out' });
+      await clickTo(tab, page.getByRole('button', { name: 'Sign out' }), at(devBroker, '/auth/signed-out'));
+      const done = await checkPage(tab, { status: 200, heading: 'Signed out', shot: 'signed-out' });
+      assert.match(done, /You are signed out of this service and of your identity provider/);
+      assert.ok(tab.visits.every((v) => !/id_token_hint=/.test(v.url) || new URL(v.url).pathname === '/idp/session/end'), 'the ID token travels only to the IdP logout endpoint');
+
+      await page.goto(`${devBroker()}/connections`);
+      assert.ok(atDevIdpSignIn(new URL(page.url())), `the next visit asks to sign in again, not an automatic sign-in: ${page.url()}`);
+      await checkPage(tab, { status: 200, heading: 'Development sign-in' });
+    });
   });
 });

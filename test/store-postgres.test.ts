@@ -185,6 +185,10 @@ describe('repositories', () => {
     assert.equal(await store.sessions.find('s-anon'), undefined, 'the old id is gone (no fixation)');
     const signed = await store.sessions.find('s-alice');
     assert.deepEqual({ issuer: signed?.issuer, subject: signed?.subject, display_name: signed?.display_name }, { ...ALICE, display_name: 'Alice' });
+    assert.equal(signed?.id_token, null, 'no ID token unless one is given');
+    await store.sessions.rotateSignedIn('s-alice', 's-alice-2', { ...ALICE, name: 'Alice' }, now + 2 * HOUR, 'v1.sealed-id-token');
+    assert.equal((await store.sessions.find('s-alice-2'))?.id_token, 'v1.sealed-id-token', 'the sealed ID token is kept with the session, for logout');
+    await store.sessions.delete('s-alice-2');
 
     await store.sessions.delete('s-alice');
     assert.equal(await store.sessions.find('s-alice'), undefined);

@@ -34,6 +34,8 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Options for the GitHub stand-in (e.g. `kind: 'github-app'`). */
   standIn?: StandInOptions;
+  /** false: an IdP without RP-initiated logout (no end_session_endpoint). */
+  idpEndSession?: boolean;
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -67,8 +69,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const publicUrl = `http://127.0.0.1:${port}`;
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
-    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`], token_endpoint_auth_method: 'client_secret_basic' }],
     resource: `${publicUrl}/mcp`,
+    ...(options.idpEndSession === false ? { endSession: false } : {}),
   });
   const env: Record<string, string> = {
     PORT: String(port),
