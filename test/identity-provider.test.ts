@@ -3,12 +3,8 @@
 // registration of public clients, and RS256 JWT access tokens whose aud is the MCP resource.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as oidc from 'openid-client';
@@ -16,6 +12,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { createIdentityProvider } from '../src/dev/identity-provider.js';
 import { freePort, startIdp } from './support/idp.js';
 import type { StartedIdp } from './support/idp.js';
+import { selfSignedCertificate } from './support/tls.js';
 
 const CLIENT_ID = 'broker';
 const CLIENT_SECRET = 'broker-secret-0123456789abcdef0123456789abcdef';
@@ -471,20 +468,6 @@ describe('development identity provider: who gets tokens without asking', () => 
     assert.match(await css.text(), /\.button\.primary/);
   });
 });
-
-/** A self-signed certificate for 127.0.0.1, made with the openssl command line (no library needed). */
-function selfSignedCertificate(): { key: Buffer; cert: Buffer } | undefined {
-  const dir = mkdtempSync(join(tmpdir(), 'idp-cimd-'));
-  try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-      '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-    return { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
-  } catch {
-    return undefined;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 describe('development identity provider: client ID metadata documents offline', () => {
   const certificate = selfSignedCertificate();
