@@ -479,7 +479,8 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
 
     async function devSignIn(tab: Tab, user: string, arrived: (url: URL) => boolean): Promise<void> {
       assert.ok(atDevIdpSignIn(new URL(tab.page.url())), `at the dev IdP's sign-in: ${tab.page.url()}`);
-      await checkPage(tab, { status: 200, heading: 'Development sign-in' });
+      const text = await checkPage(tab, { status: 200, heading: 'Development sign-in' });
+      assert.match(text, /MCP Connect Broker \(the name it gives itself\) asks you to sign in\./, 'names who is signing in: the client_name, not its client_id');
       await tab.page.getByLabel('User name').fill(user);
       await clickTo(tab, tab.page.getByRole('button', { name: 'Sign in', exact: true }), arrived);
     }

@@ -28,6 +28,8 @@ export interface IdpClient {
   response_types?: string[];
   /** Where RP-initiated logout may send the browser back to. */
   post_logout_redirect_uris?: string[];
+  /** Shown on the sign-in page. */
+  client_name?: string;
 }
 
 export interface IdentityProviderOptions {
