@@ -8,8 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import Database from 'better-sqlite3';
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { startDevBroker, type DevBroker } from '../src/dev/dev-broker.js';
+import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
+import { createLogger } from '../src/log.js';
+import { Browser } from './support/browser.js';
+import { freePort } from './support/idp.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
 import { startStack, type Stack } from './support/stack.js';
 
@@ -75,7 +81,11 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     await stack?.close();
   });
 
-  const isBroker = (url: string) => new URL(url).origin === stack.publicUrl;
+  /** The `npm run dev` broker of the last group of tests, started there. */
+  let dev: DevBroker | undefined;
+  const isBroker = (url: string) => [stack.publicUrl, dev?.publicUrl].includes(new URL(url).origin);
+  // Like the stack's IdP, the dev IdP may show pages of its own on the way (an auto-submitting form).
+  const isDevIdp = (url: string) => new URL(url).origin === dev?.publicUrl && new URL(url).pathname.startsWith('/idp/');
 
   /** A new isolated context (its own cookies) with one page that records visits and console problems. */
   async function openTab(viewport = { width: 1024, height: 768 }): Promise<Tab> {
@@ -120,7 +130,7 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     // IdP may show an intermediate page of its own, e.g. when the signed-in account changes).
     const settled = page.waitForResponse((r) => {
       if (!r.request().isNavigationRequest() || r.frame() !== page.mainFrame() || (r.status() >= 300 && r.status() < 400)) return false;
-      return arrived(new URL(r.url())) || isBroker(r.url());
+      return arrived(new URL(r.url())) || (isBroker(r.url()) && !isDevIdp(r.url())) || r.status() >= 400;
     });
     await act();
     const response = await settled;
@@ -432,5 +442,84 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     await arriveAfter(tab, () => page.keyboard.press('Enter'), githubAuthorize);
     await checkPage(tab, { status: 200, heading: 'GitHub stand-in — Authorize application' });
     assertCleanVisits(tab);
+  });
+  // `npm run dev` mounts its IdP at /idp on the broker's own origin, which the stack above (an IdP
+  // on its own port) cannot show: the same steps against the very set-up a developer runs.
+  describe('against npm run dev itself (the IdP at /idp on the broker origin)', () => {
+    let dir: string;
+    const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
+
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'broker-dev-browser-'));
+      const port = await freePort();
+      dev = await startDevBroker({ PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: join(dir, 'data', 'broker.db') }, createLogger('error'));
+    });
+    after(async () => {
+      await dev?.running.close();
+      dev = undefined;
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    const devBroker = () => dev!.publicUrl;
+    const atDevIdpSignIn = (url: URL) => url.origin === devBroker() && url.pathname.startsWith('/idp/interaction/');
+    const devConsent = at(devBroker, '/connect/github', (q) => q.has('req'));
+
+    /** An access token for `user` from the dev IdP, the way an MCP client gets one (DCR, PKCE, sign-in). */
+    async function devAccessToken(user: string): Promise<string> {
+      const oauth = new InMemoryOAuthClient(REDIRECT, 'Browser test assistant');
+      const client = new Client({ name: 'dev-browser-test', version: '1.0.0' }, { capabilities: {}, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+      await assert.rejects(client.connect(new StreamableHTTPClientTransport(new URL(dev!.mcpUrl), { authProvider: oauth })), UnauthorizedError);
+      assert.ok(oauth.authorizationUrl, 'the client was sent to the IdP');
+      const transport = new StreamableHTTPClientTransport(new URL(dev!.mcpUrl), { authProvider: oauth });
+      await transport.finishAuth(await authorizeInBrowser(new Browser(), oauth.authorizationUrl, REDIRECT, user));
+      const token = oauth.tokens()?.access_token;
+      assert.ok(token, 'an access token');
+      return token;
+    }
+
+    async function devSignIn(tab: Tab, user: string, arrived: (url: URL) => boolean): Promise<void> {
+      assert.ok(atDevIdpSignIn(new URL(tab.page.url())), `at the dev IdP's sign-in: ${tab.page.url()}`);
+      const text = await checkPage(tab, { status: 200, heading: 'Development sign-in' });
+      assert.match(text, /MCP Connect Broker \(the name it gives itself\) asks you to sign in\./, 'names who is signing in: the client_name, not its client_id');
+      await tab.page.getByLabel('User name').fill(user);
+      await clickTo(tab, tab.page.getByRole('button', { name: 'Sign in', exact: true }), arrived);
+    }
+
+    it("opens Alice's link as Bob, gets the wrong-account page, switches, signs in as Alice and reaches the consent page", async () => {
+      const r = await rawCall(dev!.mcpUrl, await devAccessToken('alice'), { method: 'tools/call', params: { name: 'github_create_issue', arguments: ISSUE_ARGS, _meta: envelope() } });
+      assert.equal(r.json?.result?.resultType, 'input_required', r.text);
+      const link = r.json.result.inputRequests[CONNECT_KEY].params.url as string;
+
+      const tab = await openTab();
+      await tab.page.goto(link);
+      await devSignIn(tab, 'bob', (url) => url.href === link);
+      const wrong = await checkPage(tab, { status: 403, heading: 'This link is for a different account' });
+      assert.match(wrong, /You are signed in as bob/);
+
+      await clickTo(tab, tab.page.getByRole('button', { name: 'Sign in as a different user' }), atDevIdpSignIn);
+      await devSignIn(tab, 'alice', devConsent);
+      const consent = await checkPage(tab, { status: 200, heading: 'Connect your GitHub (sandbox) account', shot: 'dev-consent-after-switch' });
+      assert.match(consent, /You are signed in here as alice/);
+      assert.equal(tab.page.url(), link, 'back on the very link');
+    });
+
+    it('signs out for real: the IdP asks to confirm, the broker says so, and the next visit shows the sign-in page again', async () => {
+      const tab = await openTab();
+      const { page } = tab;
+      await page.goto(`${devBroker()}/connections`);
+      await devSignIn(tab, 'carol', at(devBroker, '/connections'));
+      await checkPage(tab, { status: 200, heading: 'Connected accounts' });
+
+      await clickTo(tab, page.getByRole('button', { name: 'Sign out' }), at(devBroker, '/idp/session/end'));
+      await checkPage(tab, { status: 200, heading: 'Sign out of the development sign-in?', shot: 'dev-idp-sign-out' });
+      await clickTo(tab, page.getByRole('button', { name: 'Sign out' }), at(devBroker, '/auth/signed-out'));
+      const done = await checkPage(tab, { status: 200, heading: 'Signed out', shot: 'signed-out' });
+      assert.match(done, /You are signed out of this service and of your identity provider/);
+      assert.ok(tab.visits.every((v) => !/id_token_hint=/.test(v.url) || new URL(v.url).pathname === '/idp/session/end'), 'the ID token travels only to the IdP logout endpoint');
+
+      await page.goto(`${devBroker()}/connections`);
+      assert.ok(atDevIdpSignIn(new URL(page.url())), `the next visit asks to sign in again, not an automatic sign-in: ${page.url()}`);
+      await checkPage(tab, { status: 200, heading: 'Development sign-in' });
+    });
   });
 });

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -11,6 +13,7 @@ import { createLogger } from '../src/log.js';
 import { Browser, textOf } from './support/browser.js';
 import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
+import { selfSignedCertificate } from './support/tls.js';
 
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 
@@ -110,6 +113,48 @@ describe('npm run dev: the broker with nothing configured', () => {
     assert.equal(page.status, 200);
     assert.match(textOf(page.html), /Signed in as bob/);
     assert.match(textOf(page.html), /@hubot/);
+  });
+
+  /** The dev IdP's authorization URL for `clientId`, asking for the MCP resource. */
+  const authorizeUrl = (clientId: string, redirectUri: string) => `${dev.publicUrl}/idp/auth?${new URLSearchParams({
+    client_id: clientId, redirect_uri: redirectUri, response_type: 'code', scope: 'mcp', resource: dev.mcpUrl, state: 's',
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
+  })}`;
+
+  it('asks for consent before a client with a non-loopback redirect URI (say one a web page registered) gets a code', async () => {
+    const reg = await fetch(`${dev.publicUrl}/idp/reg`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'Web page client', redirect_uris: ['https://evil.example/cb'], token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] }),
+    });
+    assert.equal(reg.status, 201);
+    const { client_id: clientId } = await reg.json() as { client_id: string };
+    const browser = new Browser();
+    const signIn = await browser.open(authorizeUrl(clientId, 'https://evil.example/cb'));
+    assert.match(textOf(signIn.html), /Development sign-in/);
+    const consent = await browser.submit(signIn, { fields: { login: 'dora' } });
+    assert.equal(consent.status, 200);
+    assert.match(textOf(consent.html), /Allow Web page client to act as you\?/);
+    assert.ok(consent.trail.every((url) => !url.startsWith('https://evil.example')), `no code went to the page: ${consent.trail.join(' -> ')}`);
+  });
+
+  const certificate = selfSignedCertificate();
+  it('fetches a client ID metadata document from a loopback https URL (offline CIMD)', { skip: certificate ? false : 'openssl is not available to make a certificate' }, async () => {
+    let clientId = '';
+    const redirectUri = 'http://127.0.0.1:9/cb';
+    const documents = createHttpsServer(certificate!, (_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ client_id: clientId, client_name: 'Offline CIMD assistant', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] }));
+    });
+    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+    try {
+      clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
+      const page = await new Browser().open(authorizeUrl(clientId, redirectUri));
+      assert.equal(page.status, 200, textOf(page.html));
+      assert.match(textOf(page.html), /Development sign-in .*Offline CIMD assistant \(the name it gives itself\) asks you to sign in\./);
+    } finally {
+      documents.closeAllConnections();
+      await new Promise<void>((resolve) => documents.close(() => resolve()));
+    }
   });
 
   it('never logs a token', () => {

@@ -4,6 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as oidc from 'openid-client';
@@ -11,6 +12,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { createIdentityProvider } from '../src/dev/identity-provider.js';
 import { freePort, startIdp } from './support/idp.js';
 import type { StartedIdp } from './support/idp.js';
+import { selfSignedCertificate } from './support/tls.js';
 
 const CLIENT_ID = 'broker';
 const CLIENT_SECRET = 'broker-secret-0123456789abcdef0123456789abcdef';
@@ -76,19 +78,19 @@ async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions 
       assert.equal(res.status, 200, `unexpected ${res.status} at ${url}: ${html}`);
     }
     assert.match(res.headers.get('content-security-policy') ?? '', /default-src 'none'/);
-    assert.match(html, /<title>Development sign-in<\/title>/);
+    assert.match(html, /<title>Development sign-in · Development identity provider<\/title>/);
     assert.match(html, /Development sign-in — any user name is accepted; do not use in production/);
     assert.match(html, /<label for="login">User name<\/label>/);
     assert.match(html, /<input id="login" name="login" type="text"[^>]* autofocus required/);
-    assert.match(html, /<button type="submit">Sign in<\/button>/);
+    assert.match(html, /<button type="submit" class="button primary">Sign in<\/button>/);
     assert.doesNotMatch(html, /<script|style=/i);
     if (opts.abort) {
-      const abort = /<a href="([^"]+\/abort)">/.exec(html);
+      const abort = /<a class="button secondary" href="([^"]+\/abort)">/.exec(html);
       assert.ok(abort, 'cancel link');
       url = new URL(unescapeHtml(abort[1] ?? ''), url).href;
       continue;
     }
-    const action = /<form method="post" action="([^"]+)">/.exec(html);
+    const action = /<form method="post" action="([^"]+)" class="plain">/.exec(html);
     assert.ok(action, 'login form');
     url = new URL(unescapeHtml(action[1] ?? ''), url).href;
     form = new URLSearchParams({ login: triedEmpty ? (opts.login ?? 'alice') : '   ' });
@@ -306,6 +308,199 @@ describe('development identity provider with an issuer path', () => {
     } finally {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
+
+/** An IdP with `options` on its own loopback port (the issuer is only known once it listens). */
+async function rawIdp(options: Omit<Parameters<typeof createIdentityProvider>[0], 'issuer'>): Promise<{ issuer: string; close(): Promise<void> }> {
+  let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const server = createServer((req, res) => handler?.(req, res));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  handler = (await createIdentityProvider({ ...options, issuer })).callback();
+  return {
+    issuer,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Registers a public client dynamically; returns its client_id. */
+async function register(issuer: string, metadata: Record<string, unknown>): Promise<string> {
+  const res = await fetch(`${issuer}/reg`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'], ...metadata }),
+  });
+  const body = await res.json() as { client_id: string };
+  assert.equal(res.status, 201, JSON.stringify(body));
+  return body.client_id;
+}
+
+function authorizationUrl(issuer: string, clientId: string, redirectUri: string, resource: string): string {
+  const url = new URL(`${issuer}/auth`);
+  url.search = new URLSearchParams({
+    client_id: clientId, redirect_uri: redirectUri, response_type: 'code', scope: 'mcp', resource, state: 'st',
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
+  }).toString();
+  return url.href;
+}
+
+/** Follows redirects with cookies until a page (returned) or a redirect to `stopAt` (returned as its URL). */
+async function browse(jar: CookieJar, url: string, stopAt: string, form?: URLSearchParams): Promise<{ url: string; status: number; html: string } | URL> {
+  let body = form;
+  for (let hop = 0; hop < 15; hop++) {
+    const res = await fetch(url, {
+      method: body ? 'POST' : 'GET', redirect: 'manual',
+      headers: { cookie: jar.header(), ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+      ...(body ? { body: body.toString() } : {}),
+    });
+    jar.store(res);
+    body = undefined;
+    const location = res.headers.get('location');
+    if (res.status >= 300 && res.status < 400 && location) {
+      await res.body?.cancel();
+      const next = new URL(location, url);
+      if (next.href.startsWith(stopAt)) return next;
+      url = next.href;
+      continue;
+    }
+    return { url, status: res.status, html: await res.text() };
+  }
+  throw new Error('too many redirects');
+}
+
+const formAction = (html: string) => unescapeHtml(/<form method="post" action="([^"]+)"/.exec(html)?.[1] ?? '');
+
+describe('development identity provider: who gets tokens without asking', () => {
+  let idp: Awaited<ReturnType<typeof rawIdp>>;
+  const resource = 'http://127.0.0.1:9/mcp';
+
+  before(async () => {
+    idp = await rawIdp({ resource, clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: ['http://127.0.0.1:9/auth/callback'] }] });
+  });
+  after(() => idp.close());
+
+  async function signInFor(clientId: string, redirectUri: string, user: string) {
+    const jar = new CookieJar();
+    const login = await browse(jar, authorizationUrl(idp.issuer, clientId, redirectUri, resource), redirectUri);
+    assert.ok(!(login instanceof URL), 'a sign-in page first');
+    assert.match(login.html, /Development sign-in/);
+    const after = await browse(jar, new URL(formAction(login.html), login.url).href, redirectUri, new URLSearchParams({ login: user }));
+    return { jar, after };
+  }
+
+  test('a client with a non-loopback redirect URI gets a consent page, and no code without Allow', async () => {
+    const redirectUri = 'https://evil.example/callback';
+    const clientId = await register(idp.issuer, { client_name: 'Totally \u202Egenuine\u202C Helper', redirect_uris: [redirectUri] });
+    const { jar, after } = await signInFor(clientId, redirectUri, 'victor');
+    assert.ok(!(after instanceof URL), `no redirect to the client before consent: ${String(after instanceof URL ? after.href : '')}`);
+    assert.equal(after.status, 200);
+    assert.match(after.html, /<h1>Allow Totally genuine Helper to act as you\?<\/h1>/, 'its client_name, bidi controls stripped');
+    assert.doesNotMatch(after.html, /\u202E/);
+    assert.match(after.html, /You are signed in as <strong>victor<\/strong>/);
+    assert.match(after.html, /<code>https:\/\/evil\.example<\/code>/, 'where the tokens would go');
+    assert.match(after.html, /<code class="muted small">mcp<\/code>/);
+    assert.match(after.html, new RegExp(`<li><code>${resource.replace(/[.:/]/g, '\\$&')}</code></li>`), 'the resource');
+    assert.match(after.html, /<link rel="stylesheet" href="\/static\/style.css">/);
+    assert.match(after.html, /name="decision" value="allow"/);
+    const confirm = new URL(formAction(after.html), after.url).href;
+
+    const getConfirm = await fetch(confirm, { headers: { cookie: jar.header() }, redirect: 'manual' });
+    assert.equal(getConfirm.status, 405, 'consent is only given by a POST');
+    await getConfirm.body?.cancel();
+
+    const denied = await browse(jar, confirm, redirectUri, new URLSearchParams({ decision: 'deny' }));
+    assert.ok(denied instanceof URL, 'Deny returns to the client');
+    assert.equal(denied.searchParams.get('error'), 'access_denied');
+    assert.equal(denied.searchParams.get('code'), null);
+
+    const again = await browse(jar, authorizationUrl(idp.issuer, clientId, redirectUri, resource), redirectUri);
+    assert.ok(!(again instanceof URL), 'still asks: a denial grants nothing');
+    assert.match(again.html, /Allow Totally genuine Helper to act as you\?/);
+    const allowed = await browse(jar, new URL(formAction(again.html), again.url).href, redirectUri, new URLSearchParams({ decision: 'allow' }));
+    assert.ok(allowed instanceof URL, 'Allow returns to the client');
+    assert.ok(allowed.searchParams.get('code'), 'with a code');
+  });
+
+  test('a client whose redirect URIs are all loopback is not asked (as the broker\'s own client is not)', async () => {
+    const redirectUri = 'http://localhost:9/callback';
+    const clientId = await register(idp.issuer, { client_name: 'Local assistant', redirect_uris: [redirectUri, 'http://[::1]:9/callback'] });
+    const { after } = await signInFor(clientId, redirectUri, 'wendy');
+    assert.ok(after instanceof URL && after.searchParams.get('code'), 'a code right after sign-in');
+  });
+
+  test('answers CORS only for loopback origins', async () => {
+    const preflight = (origin: string) => fetch(`${idp.issuer}/token`, {
+      method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+    });
+    const evil = await preflight('https://evil.example');
+    assert.equal(evil.headers.get('access-control-allow-origin'), null, 'no CORS for a web page elsewhere');
+    const local = `http://127.0.0.1:${await freePort()}`;
+    const loopback = await preflight(local);
+    assert.equal(loopback.status, 204);
+    assert.equal(loopback.headers.get('access-control-allow-origin'), local);
+
+    const clientId = await register(idp.issuer, { redirect_uris: ['http://127.0.0.1:9/cb'] });
+    const token = (origin: string) => fetch(`${idp.issuer}/token`, {
+      method: 'POST', headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'authorization_code', code: 'nope', client_id: clientId, redirect_uri: 'http://127.0.0.1:9/cb', code_verifier: 'x'.repeat(43) }),
+    });
+    assert.equal((await token('https://evil.example')).headers.get('access-control-allow-origin'), null);
+    assert.equal((await token(local)).headers.get('access-control-allow-origin'), local);
+  });
+
+  test('the sign-in page uses the broker\'s stylesheet and names the client by its client_name, not its client_id', async () => {
+    const redirectUri = 'http://127.0.0.1:9/callback';
+    const clientId = await register(idp.issuer, { client_name: 'Claude <Desktop>\u2067', redirect_uris: [redirectUri] });
+    const page = await browse(new CookieJar(), authorizationUrl(idp.issuer, clientId, redirectUri, resource), redirectUri);
+    assert.ok(!(page instanceof URL));
+    assert.match(page.html, /<link rel="stylesheet" href="\/static\/style.css">/);
+    assert.match(page.html, /<strong>Claude &lt;Desktop&gt;<\/strong> <span class="muted small">\(the name it gives itself\)<\/span> asks you to sign in\./);
+    assert.ok(!page.html.includes(clientId), 'the random client_id is not shown');
+    assert.doesNotMatch(page.html, /\u2067/);
+    const css = await fetch(new URL('/static/style.css', idp.issuer));
+    assert.equal(css.status, 200);
+    assert.match(css.headers.get('content-type') ?? '', /^text\/css/);
+    assert.match(await css.text(), /\.button\.primary/);
+  });
+});
+
+describe('development identity provider: client ID metadata documents offline', () => {
+  const certificate = selfSignedCertificate();
+  const resource = 'http://127.0.0.1:9/mcp';
+  const redirectUri = 'http://127.0.0.1:9/callback';
+
+  test('a loopback https metadata URL works when loopbackMetadataDocuments is on (dev mode), and only then', { skip: certificate ? false : 'openssl is not available to make a certificate' }, async () => {
+    let clientId = '';
+    const documents = createHttpsServer(certificate!, (_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ client_id: clientId, client_name: 'Metadata document assistant', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] }));
+    });
+    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+    clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
+    const dev = await rawIdp({ resource, clients: [], loopbackMetadataDocuments: true });
+    const plain = await rawIdp({ resource, clients: [] });
+    try {
+      const jar = new CookieJar();
+      const login = await browse(jar, authorizationUrl(dev.issuer, clientId, redirectUri, resource), redirectUri);
+      assert.ok(!(login instanceof URL));
+      assert.equal(login.status, 200, login.html);
+      assert.match(login.html, /<strong>Metadata document assistant<\/strong>/);
+      const done = await browse(jar, new URL(formAction(login.html), login.url).href, redirectUri, new URLSearchParams({ login: 'xena' }));
+      assert.ok(done instanceof URL && done.searchParams.get('code'), 'a code for the metadata-document client');
+
+      const refused = await browse(new CookieJar(), authorizationUrl(plain.issuer, clientId, redirectUri, resource), redirectUri);
+      assert.ok(!(refused instanceof URL));
+      assert.equal(refused.status, 400, 'without the dev-mode switch oidc-provider refuses to fetch from loopback');
+    } finally {
+      await dev.close();
+      await plain.close();
+      documents.closeAllConnections();
+      await new Promise<void>((resolve) => documents.close(() => resolve()));
     }
   });
 });

@@ -901,7 +901,8 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
     const { url } = await askForLink(stack, 'sec8-bob');
     pages.push(await alice.open(url)); // 403 wrong account
     pages.push(await alice.open(`${stack.publicUrl}/connect/github?req=${'A'.repeat(43)}`)); // unknown link
-    pages.push(await alice.submit(pages.at(-3)!, { match: /\/auth\/logout$/ })); // signed out
+    const idpLogout = await alice.submit(pages.at(-3)!, { match: /\/auth\/logout$/ }); // the IdP asks to confirm
+    pages.push(await alice.submit(idpLogout, { fields: { logout: 'yes' } })); // signed out, back on /auth/signed-out
     assert.deepEqual(
       [...new Set(pages.map((p) => p.status))].sort(),
       [200, 403, 404, 410, 400].sort(),

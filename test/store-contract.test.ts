@@ -100,7 +100,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const row = await a.sessions.find('s-anon');
         assert.ok(row);
         assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, { id_hash: 's-anon', issuer: null, subject: null, display_name: null, created_at: row.created_at, expires_at: t0 + HOUR });
+        assert.deepEqual(row, { id_hash: 's-anon', issuer: null, subject: null, display_name: null, id_token: null, created_at: row.created_at, expires_at: t0 + HOUR });
         assert.deepEqual(await b.sessions.find('s-anon'), row, 'another instance reads the same row');
         assert.deepEqual(await a.sessions.find('s-anon', t0 + HOUR - 1), row, 'still valid 1 ms before expires_at');
         assert.equal(await a.sessions.find('s-anon', t0 + HOUR), undefined, 'expired at expires_at');
@@ -116,7 +116,10 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const row = await b.sessions.find('s-alice');
         assert.ok(row);
         assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, { id_hash: 's-alice', issuer: ALICE.issuer, subject: ALICE.subject, display_name: 'Alice', created_at: row.created_at, expires_at: t0 + 2 * HOUR });
+        assert.deepEqual(row, { id_hash: 's-alice', issuer: ALICE.issuer, subject: ALICE.subject, display_name: 'Alice', id_token: null, created_at: row.created_at, expires_at: t0 + 2 * HOUR });
+        await a.sessions.rotateSignedIn('s-alice', 's-alice-2', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR, 'v1.sealed-id-token');
+        assert.equal((await b.sessions.find('s-alice-2'))?.id_token, 'v1.sealed-id-token', 'the sealed ID token is kept with the session, for logout');
+        await a.sessions.rotateSignedIn('s-alice-2', 's-alice', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR);
 
         await a.sessions.rotateSignedIn(undefined, 's-bob', { ...BOB, name: 'Bob' }, t0 + HOUR);
         assert.equal((await b.sessions.find('s-bob'))?.subject, 'bob', 'without an old id it only creates');

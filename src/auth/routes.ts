@@ -4,6 +4,7 @@ import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, type PageContext } from '../http/render.js';
 import { safeReturnPath } from '../http/return-to.js';
+import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
 import type { LoginTransaction, Store } from '../store/index.js';
 import type { OidcClient } from './oidc-client.js';
@@ -41,6 +42,7 @@ function sealedFieldContext(sessionHash: string, field: 'code_verifier' | 'nonce
 export function authRoutes(deps: AuthRouteDeps): Router {
   const { publicUrl, store, sessions, idp, page, log } = deps;
   const redirectUri = new URL('/auth/callback', publicUrl).href;
+  const signedOutUri = new URL('/auth/signed-out', publicUrl).href;
   const router = Router({ caseSensitive: true, strict: true });
   router.use('/auth', deps.rateLimit);
 
@@ -121,6 +123,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     }
     const config = await idpConfiguration();
     let claims: oidc.IDToken | undefined;
+    let idToken: string | undefined;
     try {
       const tokens = await oidc.authorizationCodeGrant(config, new URL(req.originalUrl, publicUrl), {
         expectedState: state,
@@ -129,6 +132,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
         idTokenExpected: true,
       });
       claims = tokens.claims();
+      idToken = tokens.id_token;
     } catch (err) {
       throw new BrokerError(502, 'sign_in_failed', 'The sign-in could not be verified. Please try again.', {
         heading: 'Sign-in failed',
@@ -139,15 +143,34 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
     const name = displayNameFrom(claims);
     const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
-    await sessions.signIn(res, principal);
+    await sessions.signIn(res, principal, idToken);
     log.info('signed_in');
     res.redirect(303, returnTo);
   });
 
+  // Signing out here alone would let the IdP's session sign the browser straight back in: end that
+  // one too (RP-initiated logout) where the IdP offers it, and say so truthfully where it does not.
   router.post('/auth/logout', async (req, res) => {
     deps.requireCsrf(req, res);
-    await sessions.signOut(res);
-    renderMessage(res, page, 200, 'Signed out', 'You are signed out of this service. Your connected accounts stay connected.', {
+    const { idToken } = await sessions.signOut(res);
+    const config = await idp.configuration().catch(() => undefined);
+    const endSession = config?.serverMetadata().end_session_endpoint;
+    if (config && endSession) {
+      const url = oidc.buildEndSessionUrl(config, { post_logout_redirect_uri: signedOutUri, ...(idToken ? { id_token_hint: idToken } : {}) });
+      allowFormAction(res, url.origin);
+      log.info('signed_out', { identityProvider: 'end_session' });
+      res.redirect(303, url.href);
+      return;
+    }
+    log.info('signed_out', { identityProvider: config ? 'no_end_session' : 'unreachable' });
+    renderMessage(res, page, 200, 'Signed out', "You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains and the next sign-in here may not ask for your password. Sign out at the identity provider itself, or close the browser, if others use this computer. Your connected accounts stay connected.", {
+      action: { href: '/connections', label: 'Sign in again' },
+    });
+  });
+
+  // Where the IdP sends the browser back after its logout (the registered post_logout_redirect_uri).
+  router.get('/auth/signed-out', (_req, res) => {
+    renderMessage(res, page, 200, 'Signed out', 'You are signed out of this service and of your identity provider: the next visit asks you to sign in again. Your connected accounts stay connected.', {
       action: { href: '/connections', label: 'Sign in again' },
     });
   });

@@ -1,10 +1,14 @@
 import type { NextFunction, Request, Response } from 'express';
-import { deriveKey, mac, randomHandle, sha256Hex, verifyMac } from '../crypto/index.js';
+import { deriveKey, mac, randomHandle, Sealer, sha256Hex, verifyMac } from '../crypto/index.js';
 import { clearCookie, cookieName, readCookie, setCookie, type CookieSettings } from '../http/cookies.js';
 import type { Store } from '../store/index.js';
 import { principalFromVerifiedClaims, type Principal } from './principal.js';
 
 const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+function idTokenContext(sessionHash: string) {
+  return { issuer: 'sign-in', subject: sessionHash, provider: 'id_token' };
+}
 
 /** What a page handler knows about the browser in front of it. */
 export interface BrowserSession {
@@ -26,6 +30,7 @@ declare module 'express-serve-static-core' {
 export class Sessions {
   readonly cookie: string;
   readonly #csrfKey: Buffer;
+  readonly #idTokenSealer: Sealer;
 
   constructor(
     private readonly store: Store,
@@ -34,6 +39,7 @@ export class Sessions {
   ) {
     this.cookie = cookieName('broker_session', settings);
     this.#csrfKey = deriveKey(brokerSecret, 'csrf');
+    this.#idTokenSealer = new Sealer([deriveKey(brokerSecret, 'session-id-token')]);
   }
 
   /** Middleware: attaches the current session (if any) to `res.locals.session`. */
@@ -63,19 +69,35 @@ export class Sessions {
     return session;
   }
 
-  /** Starts a signed-in session under a brand-new id, discarding the old one. */
-  async signIn(res: Response, principal: Principal): Promise<void> {
+  /**
+   * Starts a signed-in session under a brand-new id, discarding the old one. The ID token is kept
+   * sealed to that id, only to be the `id_token_hint` of the IdP's logout at sign-out.
+   */
+  async signIn(res: Response, principal: Principal, idToken?: string): Promise<void> {
     const id = randomHandle();
     const idHash = sha256Hex(id);
-    await this.store.sessions.rotateSignedIn(res.locals.session?.idHash, idHash, principal, Date.now() + SESSION_TTL_MS);
+    const sealed = idToken ? this.#idTokenSealer.seal(idToken, idTokenContext(idHash)).value : undefined;
+    await this.store.sessions.rotateSignedIn(res.locals.session?.idHash, idHash, principal, Date.now() + SESSION_TTL_MS, sealed);
     setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
     res.locals.session = { idHash, principal };
   }
 
-  async signOut(res: Response): Promise<void> {
-    if (res.locals.session) await this.store.sessions.delete(res.locals.session.idHash);
+  /** Ends the session here; returns the sign-in's ID token (if one was kept and still opens) for the IdP's logout. */
+  async signOut(res: Response): Promise<{ idToken?: string }> {
+    const session = res.locals.session;
+    let idToken: string | undefined;
+    if (session) {
+      const sealed = (await this.store.sessions.find(session.idHash))?.id_token;
+      try {
+        if (sealed) idToken = this.#idTokenSealer.open({ keyId: this.#idTokenSealer.keyId, value: sealed }, idTokenContext(session.idHash));
+      } catch {
+        // Unreadable (BROKER_SECRET changed): log out without the hint.
+      }
+      await this.store.sessions.delete(session.idHash);
+    }
     clearCookie(res, this.cookie, this.settings);
     delete res.locals.session;
+    return idToken ? { idToken } : {};
   }
 
   /** A CSRF token bound to this session (HMAC of its id hash under a CSRF-only key). */

@@ -95,11 +95,14 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
         clients: [
           {
             client_id: DEV_PAGES_CLIENT_ID,
+            client_name: config.productName,
             client_secret: secrets.pagesClientSecret,
             redirect_uris: [`${publicUrl}/auth/callback`],
+            post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`],
             token_endpoint_auth_method: 'client_secret_basic',
           },
         ],
+        loopbackMetadataDocuments: true,
         cookieKeys: secrets.idpCookieKeys,
         signingJwk: secrets.idpSigningJwk,
         adapter: sqliteAdapter(new DevIdpStore(sqliteHandle(store))),

@@ -7,10 +7,16 @@
 // redirect URIs, and access tokens for the MCP resource are RS256 JWTs whose `aud` is that
 // resource (RFC 8707 resource indicators + RFC 9068 JWT access token profile).
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ejs from 'ejs';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
 import Provider, { errors } from 'oidc-provider';
-import type { Configuration, Interaction, ResourceServerInfo } from 'oidc-provider';
+import type { ClientInstance, Configuration, Interaction, PageContext, ResourceServerInfo } from 'oidc-provider';
+import { isLoopbackHostname } from '../config/env.js';
 import type { Logger } from '../log.js';
 
 export interface IdpClient {
@@ -20,6 +26,10 @@ export interface IdpClient {
   token_endpoint_auth_method?: string;
   grant_types?: string[];
   response_types?: string[];
+  /** Where RP-initiated logout may send the browser back to. */
+  post_logout_redirect_uris?: string[];
+  /** Shown on the sign-in page. */
+  client_name?: string;
 }
 
 export interface IdentityProviderOptions {
@@ -37,6 +47,14 @@ export interface IdentityProviderOptions {
   adapter?: unknown;
   /** Where the provider's own failures are reported; silent when omitted. */
   log?: Logger;
+  /** RP-initiated logout (`end_session_endpoint`); on unless false. */
+  endSession?: boolean;
+  /**
+   * Development only: fetch client ID metadata documents from loopback https URLs, which
+   * oidc-provider's SSRF guard refuses, so CIMD works offline. Their certificate is not verified:
+   * loopback traffic never leaves the machine, and a developer's self-signed one has no CA.
+   */
+  loopbackMetadataDocuments?: boolean;
 }
 
 export interface MintAccessTokenClaims {
@@ -76,6 +94,71 @@ const SCOPES = ['openid', 'profile', 'email', 'offline_access', RESOURCE_SCOPE];
 const MAX_LOGIN_LENGTH = 200;
 const MAX_BODY_BYTES = 16 * 1024;
 const CIMD_ACK = 'draft-02';
+const MAX_METADATA_BYTES = 64 * 1024;
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const VIEWS = join(ROOT, 'views');
+const PRODUCT_NAME = 'Development identity provider';
+
+const SCOPE_DESCRIPTIONS: Record<string, string> = {
+  openid: 'Confirm who you are (your user name)',
+  profile: 'Your name and user name',
+  email: 'Your email address',
+  offline_access: 'Keep access while you are away (refresh tokens)',
+  [RESOURCE_SCOPE]: 'Use the MCP server as you',
+};
+
+/** A name a client gives itself, as shown to a person: no control, format or bidi characters. */
+function displayClientName(name: unknown): string | undefined {
+  if (typeof name !== 'string') return undefined;
+  const clean = name.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, '').trim().slice(0, 100);
+  return clean || undefined;
+}
+
+function isLoopbackUrl(value: string): boolean {
+  const url = URL.parse(value);
+  return !!url && (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHostname(url.hostname);
+}
+
+/** Browser origins allowed to call the token, userinfo and other client endpoints: loopback ones only. */
+function isLoopbackOrigin(origin: string | undefined): boolean {
+  return !!origin && isLoopbackUrl(origin) && URL.parse(origin)?.origin === origin;
+}
+
+/**
+ * oidc-provider's `fetch`, except that loopback https URLs are fetched without its special-use
+ * address block (and without certificate verification, see `loopbackMetadataDocuments`).
+ */
+function loopbackMetadataFetch(url: string | URL, init: RequestInit): Promise<Response> {
+  const target = new URL(url);
+  if (target.protocol !== 'https:' || !isLoopbackHostname(target.hostname)) return fetch(url, init);
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = {};
+    new Headers(init.headers).forEach((value, name) => {
+      headers[name] = value;
+    });
+    const req = httpsRequest(target, { method: init.method ?? 'GET', headers, rejectUnauthorized: false, ...(init.signal ? { signal: init.signal } : {}) }, (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_METADATA_BYTES) req.destroy(new Error('client metadata document too large'));
+        else chunks.push(chunk);
+      });
+      res.on('end', () => {
+        const responseHeaders = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) {
+          for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) responseHeaders.append(name, v);
+        }
+        const status = res.statusCode ?? 502;
+        const noBody = status === 204 || status === 304 || status < 200;
+        resolve(new Response(noBody ? null : Buffer.concat(chunks), { status: noBody ? 502 : status, headers: responseHeaders }));
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 function sameUrl(a: string, b: string): boolean {
   if (a === b) return true;
@@ -89,6 +172,17 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   const issuerUrl = new URL(issuer);
   const basePath = issuerUrl.pathname.replace(/\/+$/, ''); // '' or e.g. '/idp'
   const { resource } = options;
+  // The operator's own clients (the broker's pages) are trusted; so are clients that can only
+  // deliver codes to this machine. Anything else, e.g. one a web page registered, must ask.
+  const firstParty = new Set(options.clients.map((c) => c.client_id));
+  const autoConsents = (client: ClientInstance | undefined): boolean =>
+    !!client && (firstParty.has(client.clientId) || (client.redirectUris.length > 0 && client.redirectUris.every(isLoopbackUrl)));
+  const assets = new Map([
+    [`${basePath}/static/style.css`, { type: 'text/css; charset=utf-8', body: readFileSync(join(ROOT, 'public', 'style.css')) }],
+    [`${basePath}/static/favicon.svg`, { type: 'image/svg+xml', body: readFileSync(join(ROOT, 'public', 'favicon.svg')) }],
+  ]);
+  const render = (view: string, locals: Record<string, unknown> & { title: string }): Promise<string> =>
+    ejs.renderFile(join(VIEWS, `${view}.ejs`), { productName: PRODUCT_NAME, assetBase: basePath, ...locals });
 
   const privateJwk = options.signingJwk
     ? { ...options.signingJwk }
@@ -116,7 +210,12 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
       email: ['email'],
     },
     conformIdTokenClaims: false,
-    clientBasedCORS: () => true,
+    clientBasedCORS: (_ctx, origin) => isLoopbackOrigin(origin),
+    renderError: async (ctx: PageContext, out: { error?: string; error_description?: string }) => {
+      ctx.type = 'html';
+      ctx.body = await render('idp-message', { title: 'Sign-in problem', heading: 'Sign-in problem', message: out.error_description ?? out.error ?? 'The sign-in request is not valid.' });
+    },
+    ...(options.loopbackMetadataDocuments ? { fetch: loopbackMetadataFetch } : {}),
     // Development IdP: the user name typed at sign-in is the account id.
     findAccount: (_ctx, id) => ({
       accountId: id,
@@ -152,6 +251,20 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
       registration: { enabled: true },
       clientIdMetadataDocument: { enabled: true, ack: cimdAck },
       revocation: { enabled: true },
+      rpInitiatedLogout: {
+        enabled: options.endSession !== false,
+        logoutSource: async (ctx) => {
+          ctx.body = await render('idp-sign-out', {
+            title: 'Sign out',
+            action: ctx.oidc.urlFor('end_session_confirm'),
+            xsrf: ctx.oidc.session?.state?.secret ?? '',
+            accountId: ctx.oidc.session?.accountId ?? '',
+          });
+        },
+        postLogoutSuccessSource: async (ctx) => {
+          ctx.body = await render('idp-message', { title: 'Signed out', heading: 'Signed out', message: 'You are signed out of the development sign-in.' });
+        },
+      },
       introspection: { enabled: true },
     },
   });
@@ -186,6 +299,24 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     const parsed = new URL(full, 'http://idp.invalid');
     const { pathname, search } = parsed;
 
+    // CORS only for loopback pages: a preflight from any other origin gets no Access-Control-* at all.
+    const origin = req.headers.origin;
+    if (req.method === 'OPTIONS' && origin && req.headers['access-control-request-method'] && !isLoopbackOrigin(origin)) {
+      res.statusCode = 204;
+      res.setHeader('Vary', 'Origin');
+      res.end();
+      return;
+    }
+    const asset = req.method === 'GET' || req.method === 'HEAD' ? assets.get(pathname) : undefined;
+    if (asset) {
+      res.statusCode = 200;
+      res.setHeader('Content-Type', asset.type);
+      res.setHeader('Cache-Control', 'public, max-age=3600');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.end(req.method === 'HEAD' ? undefined : asset.body);
+      return;
+    }
+
     if (basePath) {
       for (const wellKnown of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
         if (pathname === `${wellKnown}${basePath}`) {
@@ -200,10 +331,10 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     }
 
     const inner = pathname.slice(basePath.length) || '/';
-    const match = /^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/abort)?$/.exec(inner);
+    const match = /^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/abort|\/confirm)?$/.exec(inner);
     if (match) {
       const [, uid = '', action = ''] = match;
-      handleInteraction(req, res, uid, action).catch((err: unknown) => interactionError(res, err, options.log));
+      handleInteraction(req, res, uid, action).catch((err: unknown) => interactionError(res, err, options.log, render));
       return;
     }
     forwardToProvider(req, res, full, `${inner}${search}`);
@@ -211,7 +342,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
   async function handleInteraction(req: IncomingMessage, res: ServerResponse, uid: string, action: string): Promise<void> {
     const method = req.method ?? 'GET';
-    const expected = action === '/login' ? 'POST' : 'GET';
+    const expected = action === '/login' || action === '/confirm' ? 'POST' : 'GET';
     if (method !== expected) {
       res.setHeader('Allow', expected);
       sendText(res, 405, 'Method not allowed');
@@ -220,9 +351,10 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
     const details = await provider.interactionDetails(req, res);
     if (details.uid !== uid) {
-      sendHtml(res, 400, errorPage('This sign-in link does not match the current sign-in attempt. Return to the application and start again.'));
+      sendHtml(res, 400, await errorPage(render, 'This sign-in link does not match the current sign-in attempt. Return to the application and start again.'));
       return;
     }
+    const client = typeof details.params.client_id === 'string' ? await provider.Client.find(details.params.client_id) : undefined;
 
     if (action === '/abort') {
       await provider.interactionFinished(req, res, {
@@ -232,16 +364,30 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
       return;
     }
 
+    if (action === '/confirm') {
+      if (details.prompt.name !== 'consent') {
+        sendHtml(res, 400, await errorPage(render, 'This sign-in attempt is not waiting for your consent.'));
+        return;
+      }
+      const body = await readUrlEncoded(req);
+      if (body.get('decision') === 'allow') {
+        await grantConsent(details, req, res);
+      } else {
+        await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'End-User denied the request' }, { mergeWithLastSubmission: false });
+      }
+      return;
+    }
+
     if (action === '/login') {
       if (details.prompt.name !== 'login') {
-        sendHtml(res, 400, errorPage('This sign-in attempt is not waiting for a user name.'));
+        sendHtml(res, 400, await errorPage(render, 'This sign-in attempt is not waiting for a user name.'));
         return;
       }
       const body = await readUrlEncoded(req);
       const login = (body.get('login') ?? '').trim();
       if (!login || login.length > MAX_LOGIN_LENGTH) {
         const message = login ? `The user name must be at most ${MAX_LOGIN_LENGTH} characters.` : 'Enter a user name.';
-        sendHtml(res, 400, loginPage(details, basePath, login, message));
+        sendHtml(res, 400, await loginPage(details, client, login, message));
         return;
       }
       await provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false });
@@ -250,21 +396,50 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
     switch (details.prompt.name) {
       case 'login':
-        sendHtml(res, 200, loginPage(details, basePath, typeof details.params.login_hint === 'string' ? details.params.login_hint : '', undefined));
+        sendHtml(res, 200, await loginPage(details, client, typeof details.params.login_hint === 'string' ? details.params.login_hint : '', undefined));
         return;
       case 'consent':
-        await autoConsent(details, req, res);
+        if (autoConsents(client)) await grantConsent(details, req, res);
+        else sendHtml(res, 200, await consentPage(details, client));
         return;
       default:
-        sendHtml(res, 400, errorPage(`Unsupported interaction prompt "${details.prompt.name}".`));
+        sendHtml(res, 400, await errorPage(render, `Unsupported interaction prompt "${details.prompt.name}".`));
     }
   }
 
-  async function autoConsent(details: Interaction, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  function loginPage(details: Interaction, client: ClientInstance | undefined, value: string, error: string | undefined): Promise<string> {
+    const uid = encodeURIComponent(details.uid);
+    return render('idp-sign-in', {
+      title: 'Development sign-in',
+      clientName: displayClientName(client?.clientName),
+      error,
+      value,
+      maxLength: MAX_LOGIN_LENGTH,
+      action: `${basePath}/interaction/${uid}/login`,
+      cancelHref: `${basePath}/interaction/${uid}/abort`,
+    });
+  }
+
+  function consentPage(details: Interaction, client: ClientInstance | undefined): Promise<string> {
+    const { missingOIDCScope = [], missingResourceScopes = {} } = details.prompt.details;
+    const names = [...new Set([...missingOIDCScope, ...Object.values(missingResourceScopes).flat()])];
+    const redirectUri = typeof details.params.redirect_uri === 'string' ? URL.parse(details.params.redirect_uri) : null;
+    return render('idp-consent', {
+      title: 'Allow access?',
+      clientName: displayClientName(client?.clientName) ?? 'An application',
+      accountId: details.session?.accountId ?? '',
+      redirectOrigin: redirectUri ? (redirectUri.origin === 'null' ? `${redirectUri.protocol}` : redirectUri.origin) : '',
+      scopes: names.map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name] ?? name })),
+      resources: Object.keys(missingResourceScopes),
+      action: `${basePath}/interaction/${encodeURIComponent(details.uid)}/confirm`,
+    });
+  }
+
+  async function grantConsent(details: Interaction, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const accountId = details.session?.accountId;
     const clientId = details.params.client_id;
     if (!accountId || typeof clientId !== 'string') {
-      sendHtml(res, 400, errorPage('This sign-in attempt has no signed-in user. Return to the application and start again.'));
+      sendHtml(res, 400, await errorPage(render, 'This sign-in attempt has no signed-in user. Return to the application and start again.'));
       return;
     }
     const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
@@ -304,16 +479,13 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 // ---------------------------------------------------------------------------------------------
 // HTTP helpers and pages (no inline script or style, everything escaped).
 
-function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
-}
-
 function setSecurityHeaders(res: ServerResponse): void {
   res.setHeader('Cache-Control', 'no-store');
   res.setHeader('X-Content-Type-Options', 'nosniff');
   res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('X-Frame-Options', 'DENY');
   // No form-action: the login POST is answered with redirects that end at the client's redirect URI.
-  res.setHeader('Content-Security-Policy', "default-src 'none'; base-uri 'none'; frame-ancestors 'none'");
+  res.setHeader('Content-Security-Policy', "default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'");
 }
 
 function sendHtml(res: ServerResponse, status: number, html: string): void {
@@ -332,45 +504,17 @@ function sendText(res: ServerResponse, status: number, text: string): void {
   res.end(text);
 }
 
-function layout(title: string, body: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)}</title>
-</head>
-<body>
-<main>
-${body}
-</main>
-</body>
-</html>
-`;
+type Render = (view: string, locals: Record<string, unknown> & { title: string }) => Promise<string>;
+
+function errorPage(render: Render, message: string): Promise<string> {
+  return render('idp-message', { title: 'Sign-in problem', heading: 'Sign-in problem', message });
 }
 
-function loginPage(details: Interaction, basePath: string, value: string, error: string | undefined): string {
-  const uid = encodeURIComponent(details.uid);
-  const clientId = typeof details.params.client_id === 'string' ? details.params.client_id : '';
-  return layout('Development sign-in', `<h1>Development sign-in</h1>
-<p role="note"><strong>Development sign-in — any user name is accepted; do not use in production.</strong></p>
-${clientId ? `<p>Signing in to <code>${escapeHtml(clientId)}</code>.</p>\n` : ''}${error ? `<p role="alert">${escapeHtml(error)}</p>\n` : ''}<form method="post" action="${escapeHtml(`${basePath}/interaction/${uid}/login`)}">
-<label for="login">User name</label>
-<input id="login" name="login" type="text" autocomplete="username" autofocus required maxlength="${MAX_LOGIN_LENGTH}" value="${escapeHtml(value)}">
-<button type="submit">Sign in</button>
-</form>
-<p><a href="${escapeHtml(`${basePath}/interaction/${uid}/abort`)}">Cancel</a></p>`);
-}
-
-function errorPage(message: string): string {
-  return layout('Sign-in problem', `<h1>Sign-in problem</h1>
-<p role="alert">${escapeHtml(message)}</p>`);
-}
-
-function interactionError(res: ServerResponse, err: unknown, log: Logger | undefined): void {
+function interactionError(res: ServerResponse, err: unknown, log: Logger | undefined, render: Render): void {
   if (err instanceof errors.OIDCProviderError && err.expose) {
     // Typically SessionNotFound: the interaction cookie is missing or the interaction expired.
-    sendHtml(res, err.statusCode, errorPage('This sign-in attempt has expired or is no longer valid. Return to the application and start again.'));
+    const status = err.statusCode;
+    void errorPage(render, 'This sign-in attempt has expired or is no longer valid. Return to the application and start again.').then((html) => sendHtml(res, status, html), () => sendText(res, status, 'Sign-in problem'));
     return;
   }
   if (err instanceof BodyTooLarge) {
@@ -378,7 +522,7 @@ function interactionError(res: ServerResponse, err: unknown, log: Logger | undef
     return;
   }
   log?.error('dev_idp_interaction_error', { message: err instanceof Error ? err.message : String(err) });
-  sendHtml(res, 500, errorPage('Something went wrong while signing in.'));
+  sendText(res, 500, 'Something went wrong while signing in.');
 }
 
 class BodyTooLarge extends Error {}

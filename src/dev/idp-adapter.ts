@@ -34,7 +34,7 @@ export function sqliteAdapter(store: DevIdpStore) {
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
-      store.revokeByGrantId(grantId);
+      store.revokeByGrantId(this.model, grantId);
     }
   };
 }

@@ -13,6 +13,8 @@ export interface SessionRow {
   display_name: string | null;
   created_at: number;
   expires_at: number;
+  /** The sealed ID token of the sign-in, for RP-initiated logout. */
+  id_token?: string | null;
 }
 
 export interface LoginTransaction {
@@ -92,7 +94,7 @@ export interface SessionRepository {
   create(idHash: string, expiresAt: number): Promise<void>;
   find(idHash: string, now?: number): Promise<SessionRow | undefined>;
   /** Replaces the session with a fresh id carrying the signed-in principal (no fixation). */
-  rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number): Promise<void>;
+  rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number, sealedIdToken?: string): Promise<void>;
   delete(idHash: string): Promise<void>;
 }
 

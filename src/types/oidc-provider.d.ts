@@ -22,7 +22,15 @@ declare module 'oidc-provider' {
     readonly clientAuthMethod?: string;
     readonly applicationType?: string;
     readonly redirectUris: string[];
+    readonly clientName?: string;
     [key: string]: unknown;
+  }
+
+  /** The part of oidc-provider's Koa context that page-rendering helpers use. */
+  export interface PageContext {
+    body: unknown;
+    type: string;
+    oidc: { session?: { accountId?: string; state?: { secret?: string } }; urlFor(route: string): string };
   }
 
   export interface ResourceServerInfo {
@@ -139,6 +147,11 @@ declare module 'oidc-provider' {
         cacheDuration?: { min: number; max: number };
       };
       revocation?: { enabled: boolean };
+      rpInitiatedLogout?: {
+        enabled: boolean;
+        logoutSource?: (ctx: PageContext, form: string) => void | Promise<void>;
+        postLogoutSuccessSource?: (ctx: PageContext) => void | Promise<void>;
+      };
       introspection?: { enabled: boolean; [key: string]: unknown };
       userinfo?: { enabled: boolean };
       [feature: string]: UnknownObject | undefined;
@@ -151,6 +164,7 @@ declare module 'oidc-provider' {
     readonly issuer: string;
     proxy: boolean;
     readonly Grant: GrantConstructor;
+    readonly Client: { find(id: string): Promise<ClientInstance | undefined> };
     callback(): (req: IncomingMessage, res: ServerResponse) => Promise<void>;
     interactionDetails(req: IncomingMessage, res: ServerResponse): Promise<Interaction>;
     interactionResult(

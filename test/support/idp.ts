@@ -32,7 +32,7 @@ export { freePort } from '../../src/dev/free-port.js';
  * Start the identity provider with issuer `http://127.0.0.1:${port}`. Without `port` the server
  * binds port 0 first and the provider is created once the port is known (no race).
  */
-export async function startIdp(opts: { clients: IdpClient[]; resource: string; port?: number }): Promise<StartedIdp> {
+export async function startIdp(opts: { clients: IdpClient[]; resource: string; port?: number; endSession?: boolean }): Promise<StartedIdp> {
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const server = createServer((req, res) => {
     if (handler) {
@@ -46,7 +46,7 @@ export async function startIdp(opts: { clients: IdpClient[]; resource: string; p
   const issuer = `http://127.0.0.1:${port}`;
   let idp: IdentityProvider;
   try {
-    idp = await createIdentityProvider({ issuer, clients: opts.clients, resource: opts.resource });
+    idp = await createIdentityProvider({ issuer, clients: opts.clients, resource: opts.resource, ...(opts.endSession === false ? { endSession: false } : {}) });
   } catch (err) {
     server.close();
     throw err;

@@ -36,6 +36,8 @@ export interface StackOptions {
   standIn?: StandInOptions;
   /** More clients registered at the IdP beside the broker's own. */
   idpClients?: (publicUrl: string) => IdpClient[];
+  /** false: an IdP without RP-initiated logout (no end_session_endpoint). */
+  idpEndSession?: boolean;
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -70,10 +72,17 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
     clients: [
-      { client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' },
+      {
+        client_id: BROKER_CLIENT.id,
+        client_secret: BROKER_CLIENT.secret,
+        redirect_uris: [`${publicUrl}/auth/callback`],
+        post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
       ...(options.idpClients?.(publicUrl) ?? []),
     ],
     resource: `${publicUrl}/mcp`,
+    ...(options.idpEndSession === false ? { endSession: false } : {}),
   });
   const env: Record<string, string> = {
     PORT: String(port),

@@ -53,8 +53,9 @@ export class DevIdpStore {
     this.db.prepare('DELETE FROM dev_idp_models WHERE model = ? AND id = ?').run(model, id);
   }
 
-  revokeByGrantId(grantId: string): void {
-    this.db.prepare('DELETE FROM dev_idp_models WHERE grant_id = ?').run(grantId);
+  /** Only `model`'s rows: an interaction carries its grantId too and must outlive the grant's revocation. */
+  revokeByGrantId(model: string, grantId: string): void {
+    this.db.prepare('DELETE FROM dev_idp_models WHERE model = ? AND grant_id = ?').run(model, grantId);
   }
 
   prune(): void {
