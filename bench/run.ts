@@ -19,7 +19,7 @@ import { Resources } from './lib/resources.js';
 import { BENCH_DIR, MEASURING_KNOBS, PHASE_NAMES, PHASES, phaseSelected, say, settingsRecord, started, unknownPhases } from './lib/settings.js';
 import { startStack } from './lib/stack.js';
 import { round } from './lib/stats.js';
-import { printTable } from './lib/table.js';
+import { formatTable } from './lib/table.js';
 import { completion } from './phases/completion.js';
 import { first } from './phases/first.js';
 import { held } from './phases/held.js';
@@ -80,7 +80,7 @@ report.results.rows = report.rows;
 report.results.totalSeconds = round((Date.now() - started) / 1000, 1);
 report.results.finishedAt = new Date().toISOString();
 if (!failed) {
-  printTable(report.rows);
+  process.stdout.write(`\n${formatTable(report.rows)}`);
   // Only a full run replaces the recorded figures; a partial one (BENCH_PHASES, …) just prints.
   if (['BENCH_PHASES', ...MEASURING_KNOBS].every((k) => !process.env[k])) {
     writeFileSync(join(BENCH_DIR, 'results.json'), `${JSON.stringify(report.results, null, 2)}\n`);
