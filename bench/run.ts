@@ -1,5 +1,5 @@
 // `npm run bench`: the broker against a bare MCP server, on loopback, in one run.
-// Prints a table and writes bench/results.json; bench/README.md explains every row.
+// Prints a table and records bench/results.json; bench/README.md explains every row.
 //
 // Processes: this one (orchestration, the load generator, the identity provider, which the brokers
 // only contact to discover it and fetch its JWKS once), and children for the baseline server, the
@@ -10,12 +10,13 @@
 // One module per phase in bench/phases/, the shared pieces in bench/lib/. Knobs (environment):
 // BENCH_DURATION, BENCH_ROWS, BENCH_PROFILE, BENCH_PHASES, BENCH_CONCURRENCY, BENCH_ROUNDS,
 // BENCH_TOOLS (bench/lib/settings.ts, bench/README.md).
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Phase, PhaseContext } from './lib/phase.js';
 import { loadavgNow, machine, Report } from './lib/report.js';
 import { Resources } from './lib/resources.js';
+import { recordingFor, recordResults } from './lib/results-file.js';
 import { BENCH_DIR, MEASURING_KNOBS, PHASE_NAMES, PHASES, phaseSelected, say, settingsRecord, started, unknownPhases } from './lib/settings.js';
 import { startStack } from './lib/stack.js';
 import { round } from './lib/stats.js';
@@ -27,6 +28,9 @@ import { overhead } from './phases/overhead.js';
 import { postgres } from './phases/postgres.js';
 import { store } from './phases/store.js';
 import { throughput } from './phases/throughput.js';
+
+/** Every phase in the order of a run (PHASE_NAMES). */
+const ALL: readonly Phase[] = [throughput, overhead, first, completion, postgres, held, store];
 
 const unknown = unknownPhases(PHASES);
 if (unknown.length) say(`BENCH_PHASES: no phase named ${unknown.map((p) => JSON.stringify(p)).join(', ')} (the phases: ${PHASE_NAMES.join(', ')})`);
@@ -79,12 +83,11 @@ report.results.rows = report.rows;
 (report.results.machine as Record<string, unknown>).loadavgAtEnd = loadavgNow();
 report.results.totalSeconds = round((Date.now() - started) / 1000, 1);
 report.results.finishedAt = new Date().toISOString();
-if (!failed) {
+if (failed) process.stderr.write('bench/results.json left as it was (the run failed)\n');
+else {
   process.stdout.write(`\n${formatTable(report.rows)}`);
-  // Only a full run replaces the recorded figures; a partial one (BENCH_PHASES, …) just prints.
-  if (['BENCH_PHASES', ...MEASURING_KNOBS].every((k) => !process.env[k])) {
-    writeFileSync(join(BENCH_DIR, 'results.json'), `${JSON.stringify(report.results, null, 2)}\n`);
-    say(`wrote bench/results.json (${report.results.totalSeconds} s in all)`);
-  } else say(`partial run (${report.results.totalSeconds} s): bench/results.json left as it was`);
+  const ran = ALL.filter((p) => phaseSelected(p.name) && p.keys.some((k) => k in report.results)).map((p) => p.name);
+  const recording = recordingFor(process.env, MEASURING_KNOBS, PHASES, ALL);
+  say(recordResults(join(BENCH_DIR, 'results.json'), recording, report.results, ALL, ran));
 }
 process.exit(failed ? 1 : 0);
