@@ -117,6 +117,7 @@ describe('a production install (npm ci --omit=dev, npm start)', { skip: NPM_MISS
       }
     }
     assert.equal(ready?.status, 200, `readyz ${JSON.stringify(ready)}; output:\n${output}`);
+    assert.deepEqual(ready.body, { status: 'ready', store: 'sqlite', checks: { database: 'ok', identity_provider: 'ok' } });
     assert.match(output, /"event":"listening"/);
     assert.doesNotMatch(output, /"level":"(warn|error)"|Error:|\n\s+at /, 'a clean start');
 
