@@ -4,6 +4,8 @@
 // that cached check: it never makes a request to the IdP.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -85,5 +87,55 @@ describe('readiness and the identity provider', () => {
     const reply = await rawCall(`${publicUrl}/mcp`, token, { method: 'tools/list', params: { _meta: envelope() } });
     assert.equal(reply.status, 200, reply.text);
     assert.ok(Array.isArray(reply.json?.result?.tools), reply.text);
+  });
+});
+
+describe('readiness when the IdP answers discovery but not its JWKS', () => {
+  let dir: string;
+  let github: GitHubStandIn;
+  let idp: Server;
+  let broker: RunningBroker;
+  let publicUrl: string;
+  const logs: string[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'broker-readiness-'));
+    github = await startGitHubStandIn();
+    idp = createServer((req, res) => {
+      const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
+      if (req.url === '/.well-known/openid-configuration') {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ issuer, authorization_endpoint: `${issuer}/auth`, token_endpoint: `${issuer}/token`, jwks_uri: `${issuer}/jwks` }));
+        return;
+      }
+      res.statusCode = 503;
+      res.end('down for maintenance');
+    });
+    await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve));
+    const port = await freePort();
+    publicUrl = `http://127.0.0.1:${port}`;
+    const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
+    const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer } }) };
+    broker = await startBroker(loadConfig(env), createLogger('debug', (line) => logs.push(line)));
+  });
+
+  after(async () => {
+    await broker?.close();
+    idp?.closeAllConnections();
+    await new Promise((resolve) => idp?.close(resolve));
+    await github?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names the JWKS as what failed, and /readyz answers 503', async () => {
+    const line = logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.event === 'identity_provider_unreachable');
+    assert.ok(line, logs.join('\n'));
+    assert.equal(line.level, 'error');
+    assert.equal(line.variable, 'OIDC_ISSUER');
+    assert.match(String(line.failed), /^jwks/);
+    assert.match(String(line.message), /200 OK/);
+    const { status, body } = await readyz(publicUrl);
+    assert.equal(status, 503);
+    assert.deepEqual(body.checks, { database: 'ok', identity_provider: 'unreachable' });
   });
 });
