@@ -1,5 +1,6 @@
 import type { Config } from './config/env.js';
 import { AccessTokenVerifier } from './auth/bearer.js';
+import { IdentityProviderHealth } from './auth/idp-health.js';
 import { OidcClient } from './auth/oidc-client.js';
 import { Sessions } from './auth/sessions.js';
 import { CompletionWatcher } from './connect/completion-watcher.js';
@@ -20,6 +21,8 @@ export interface Broker {
   app: Express;
   store: Store;
   watcher: CompletionWatcher;
+  /** The IdP's reachability; `startBroker` starts its checks once the server listens (the dev IdP is served by it). */
+  idpHealth: IdentityProviderHealth;
   close(): Promise<void>;
 }
 
@@ -50,6 +53,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
   const verifier = new AccessTokenVerifier(idp, config.audience, config.accessTokenTypes);
+  const idpHealth = new IdentityProviderHealth(idp, verifier, config.oidc.issuerId, log);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
   const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds);
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
@@ -67,13 +71,12 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     github,
     providers,
   });
-  const app = createApp({ config, store, sessions, idp, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl, sharedAccountPolicy: config.sharedAccountPolicy,
+  const app = createApp({ config, store, sessions, idp, idpHealth, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl, sharedAccountPolicy: config.sharedAccountPolicy,
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });
 
-  // Discover the IdP and the OIDC providers now, so pages name their authorization origins in their
-  // CSP from the first request on (failures are retried on first use).
-  void idp.configuration().catch(() => undefined);
+  // Discover the OIDC providers now, so pages name their authorization origins in their CSP from the
+  // first request on (failures are retried on first use); the IdP's discovery is idpHealth's first check.
   for (const provider of providers.values()) void provider.prepare().catch(() => undefined);
 
   const pruneTimer = setInterval(() => {
@@ -85,8 +88,10 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     app,
     store,
     watcher,
+    idpHealth,
     async close() {
       clearInterval(pruneTimer);
+      idpHealth.close();
       watcher.close();
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();

@@ -12,6 +12,8 @@ export interface RunningBroker {
   close(): Promise<void>;
 }
 
+const FIRST_IDP_CHECK_WAIT_MS = 5_000;
+
 /** Starts the broker on HOST:PORT and returns once it is listening. */
 export async function startBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<RunningBroker> {
   const broker = await createBroker(config, log, options);
@@ -30,6 +32,11 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
     const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `${text}: the request could not be parsed` } });
     socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   });
+  // The first IdP check (discovery, JWKS) before we report started: its failure is logged first, and
+  // /readyz answers from it. A silent IdP is not waited for beyond FIRST_IDP_CHECK_WAIT_MS.
+  let waited: NodeJS.Timeout | undefined;
+  await Promise.race([broker.idpHealth.start(), new Promise<void>((resolve) => (waited = setTimeout(resolve, FIRST_IDP_CHECK_WAIT_MS)))]);
+  clearTimeout(waited);
   // Held tool calls may wait up to the hold time; keep sockets alive past it.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;

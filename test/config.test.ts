@@ -57,12 +57,49 @@ function refuses(env: NodeJS.ProcessEnv, message: string): void {
   );
 }
 
+/** What a missing required variable is reported as. */
+function missing(name: (typeof REQUIRED)[number]): string {
+  return name === 'TOKEN_ENCRYPTION_KEY' ? 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTION_KEY or the key ring TOKEN_ENCRYPTION_KEYS)' : `${name} is required`;
+}
+
 describe('loadConfig: required variables', () => {
   for (const name of REQUIRED) {
-    it(`refuses to start without ${name}, naming it: "${name} is required"`, () => {
-      refuses(validEnv({ [name]: undefined }), `${name} is required`);
+    it(`refuses to start without ${name}, naming it: "${missing(name)}"`, () => {
+      refuses(validEnv({ [name]: undefined }), missing(name));
     });
   }
+
+  it('names every required variable at once in an empty environment, one line each', () => {
+    assert.throws(
+      () => loadConfig({}),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError, String(err));
+        assert.deepEqual(err.problems, REQUIRED.map(missing));
+        assert.equal(err.message, REQUIRED.map(missing).join('\n'));
+        return true;
+      },
+    );
+  });
+
+  it('reports every malformed value together, and missing ones beside them', () => {
+    refuses(
+      validEnv({ PORT: 'http', PUBLIC_URL: 'http://broker.example.com', BROKER_SECRET: 'short' }),
+      [
+        'PORT must be an integer between 0 and 65535 (got "http")',
+        'PUBLIC_URL must use https:// (http:// is accepted only for loopback hosts)',
+        'BROKER_SECRET must be at least 32 bytes (got 5)',
+      ].join('\n'),
+    );
+    refuses(
+      validEnv({ OIDC_CLIENT_ID: undefined, GITHUB_CLIENT_SECRET: '', RATE_LIMIT_PER_MINUTE: '-1', TOKEN_ENCRYPTION_KEY: 'abc' }),
+      [
+        'OIDC_CLIENT_ID is required',
+        'GITHUB_CLIENT_SECRET must not be empty',
+        'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 2 bytes)',
+        'RATE_LIMIT_PER_MINUTE must be an integer between 0 and 100000 (got "-1")',
+      ].join('\n'),
+    );
+  });
 
   it('names the empty variable when a required credential is set to the empty string', () => {
     refuses(validEnv({ OIDC_CLIENT_SECRET: '' }), 'OIDC_CLIENT_SECRET must not be empty');
@@ -316,6 +353,13 @@ describe('starting the service with a bad environment', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('exits with code 1 and one stderr line per missing variable in an empty environment, all in one go', async () => {
+    const { code, stdout, stderr } = await runMain({ PATH: process.env.PATH });
+    assert.equal(code, 1);
+    assert.equal(stderr, REQUIRED.map((name) => `Configuration error: ${missing(name)}\n`).join(''));
+    assert.equal(stdout, '');
   });
 
   it('exits with code 1 and one line naming DATABASE_URL (without its password) when PostgreSQL cannot be reached', async () => {

@@ -481,7 +481,7 @@ describe('three instances, PostgreSQL restarted mid-flow', () => {
       brokers.map((b) =>
         eventually(`${b.url}/readyz to answer 503`, 5_000, async () => {
           const r = await getJson(`${b.url}/readyz`);
-          return r.status === 503 ? (assert.deepEqual(r.body, { status: 'not_ready', reason: 'database_unreachable', store: 'postgres' }), Date.now() - stoppedAt) : undefined;
+          return r.status === 503 ? (assert.deepEqual(r.body, { status: 'not_ready', reason: 'database_unreachable', store: 'postgres', checks: { database: 'unreachable', identity_provider: 'ok' } }), Date.now() - stoppedAt) : undefined;
         }),
       ),
     );

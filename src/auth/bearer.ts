@@ -66,6 +66,11 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     return this.#jwks;
   }
 
+  /** Fetches the IdP's JWKS now (the readiness check), discovering the IdP first if need be. */
+  async reloadKeys(): Promise<void> {
+    await (await this.#keys()).reload();
+  }
+
   async verifyAccessToken(token: string): Promise<AuthInfo> {
     const known = this.#verified.get(token);
     if (known && known.expiresAt! * 1000 > Date.now()) return { ...known };

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { keyIdFor } from '../crypto/seal.js';
 
-import { ConfigError } from './errors.js';
+import { ConfigError, ConfigProblems } from './errors.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
 
 export { ConfigError } from './errors.js';
@@ -160,6 +160,8 @@ function decodeKey(name: string, value: string): Buffer {
   return key;
 }
 
+const TOKEN_KEY_REQUIRED = 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTION_KEY or the key ring TOKEN_ENCRYPTION_KEYS)';
+
 /**
  * TOKEN_ENCRYPTION_KEYS is `id:base64,id:base64,...` (the first seals); TOKEN_ENCRYPTION_KEY alone is
  * a one-key ring, and beside TOKEN_ENCRYPTION_KEYS it stays readable until `npm run rotate-keys`.
@@ -177,7 +179,7 @@ function parseKeyRing(ring: string | undefined, single: string | undefined): Arr
     const key = decodeKey('TOKEN_ENCRYPTION_KEY', single);
     if (!keys.some((k) => k.key.equals(key))) keys.push({ id: keyIdFor(key), key });
   }
-  if (keys.length === 0) throw new ConfigError(ring === undefined && single === undefined ? 'TOKEN_ENCRYPTION_KEY is required' : 'TOKEN_ENCRYPTION_KEY must not be empty');
+  if (keys.length === 0) throw new ConfigError(ring === undefined && single === undefined ? TOKEN_KEY_REQUIRED : 'TOKEN_ENCRYPTION_KEY must not be empty');
   return keys;
 }
 
@@ -219,87 +221,105 @@ function parseTrustProxy(value: string | undefined): boolean | number | string {
 
 /**
  * Reads and validates the service configuration.
- * @throws {ConfigError} naming the first variable that is missing or malformed.
+ * @throws {ConfigError} naming every variable that is missing or malformed, one line each.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = rawSchema.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const name = String(issue.path[0]);
-    throw new ConfigError(env[name] === undefined ? `${name} is required` : `${name} must not be empty`);
-  }
-  const e = parsed.data;
+  const problems = new ConfigProblems();
+  const take = <T>(parse: () => T): T => problems.take(parse);
+  const e = readRaw(env, problems);
 
-  const port = integer('PORT', e.PORT, 3000, 0, 65535);
+  const port = take(() => integer('PORT', e.PORT, 3000, 0, 65535));
   const host = e.HOST?.trim() || '127.0.0.1';
-  const publicUrl = parseUrl('PUBLIC_URL', e.PUBLIC_URL, { allowPath: false });
-  const mcpUrl = new URL('/mcp', publicUrl);
-  const audience = e.MCP_AUDIENCE ? withoutTrailingSlash(parseUrl('MCP_AUDIENCE', e.MCP_AUDIENCE, { allowPath: true })) : mcpUrl.href;
+  const publicUrl = take(() => parseUrl('PUBLIC_URL', e.PUBLIC_URL, { allowPath: false }));
+  const mcpUrl = take(() => new URL('/mcp', publicUrl));
+  const audience = take(() => (e.MCP_AUDIENCE ? withoutTrailingSlash(parseUrl('MCP_AUDIENCE', e.MCP_AUDIENCE, { allowPath: true })) : mcpUrl.href));
 
-  const brokerSecret = Buffer.from(e.BROKER_SECRET, 'utf8');
-  if (brokerSecret.length < 32) throw new ConfigError(`BROKER_SECRET must be at least 32 bytes (got ${brokerSecret.length})`);
+  const brokerSecret = take(() => {
+    const secret = Buffer.from(e.BROKER_SECRET, 'utf8');
+    if (secret.length < 32) throw new ConfigError(`BROKER_SECRET must be at least 32 bytes (got ${secret.length})`);
+    return secret;
+  });
 
   const github = {
     clientId: e.GITHUB_CLIENT_ID,
     clientSecret: e.GITHUB_CLIENT_SECRET,
-    webUrl: parseUrl('GITHUB_WEB_URL', e.GITHUB_WEB_URL ?? 'https://github.com', { allowPath: true }),
-    apiUrl: parseUrl('GITHUB_API_URL', e.GITHUB_API_URL ?? 'https://api.github.com', { allowPath: true }),
-    appType: oneOf('GITHUB_APP_TYPE', e.GITHUB_APP_TYPE, ['oauth-app', 'github-app'] as const, 'oauth-app'),
+    webUrl: take(() => parseUrl('GITHUB_WEB_URL', e.GITHUB_WEB_URL ?? 'https://github.com', { allowPath: true })),
+    apiUrl: take(() => parseUrl('GITHUB_API_URL', e.GITHUB_API_URL ?? 'https://api.github.com', { allowPath: true })),
+    appType: take(() => oneOf('GITHUB_APP_TYPE', e.GITHUB_APP_TYPE, ['oauth-app', 'github-app'] as const, 'oauth-app')),
   };
-  const tokenKeys = parseKeyRing(e.TOKEN_ENCRYPTION_KEYS, e.TOKEN_ENCRYPTION_KEY);
+  const tokenKeys = take(() => parseKeyRing(e.TOKEN_ENCRYPTION_KEYS, e.TOKEN_ENCRYPTION_KEY));
 
   const allowedHosts = (e.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
 
-  return {
+  const config: Config = {
     port,
     host,
     publicUrl,
     mcpUrl,
     audience,
     mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
-    accessTokenTypes: accessTokenTypes(e.MCP_ACCESS_TOKEN_TYPES),
+    accessTokenTypes: take(() => accessTokenTypes(e.MCP_ACCESS_TOKEN_TYPES)),
     database: {
-      url: parseDatabaseUrl(e.DATABASE_URL),
+      url: take(() => parseDatabaseUrl(e.DATABASE_URL)),
       path: e.DATABASE_PATH?.trim() || './data/broker.db',
-      poolMax: integer('DATABASE_POOL_MAX', e.DATABASE_POOL_MAX, 10, 1, 1000),
-      statementTimeoutMs: integer('DATABASE_STATEMENT_TIMEOUT_MS', e.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 100, 600_000),
+      poolMax: take(() => integer('DATABASE_POOL_MAX', e.DATABASE_POOL_MAX, 10, 1, 1000)),
+      statementTimeoutMs: take(() => integer('DATABASE_STATEMENT_TIMEOUT_MS', e.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 100, 600_000)),
     },
     oidc: {
-      issuer: parseUrl('OIDC_ISSUER', e.OIDC_ISSUER, { allowPath: true }),
+      issuer: take(() => parseUrl('OIDC_ISSUER', e.OIDC_ISSUER, { allowPath: true })),
       issuerId: e.OIDC_ISSUER,
       clientId: e.OIDC_CLIENT_ID,
       clientSecret: e.OIDC_CLIENT_SECRET,
-      authMethod: authMethod(e.OIDC_CLIENT_AUTH_METHOD),
+      authMethod: take(() => authMethod(e.OIDC_CLIENT_AUTH_METHOD)),
     },
     github,
-    providers: loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType }),
-    sharedAccountPolicy: oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse'),
+    providers: take(() => loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType })),
+    sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     brokerSecret,
-    tokenEncryptionKey: tokenKeys[0]!.key,
+    tokenEncryptionKey: take(() => tokenKeys[0]!.key),
     tokenKeys,
-    repeatHoldMs: Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000),
-    providerTimeoutMs: Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000),
-    connectLinkTtlSeconds: integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600),
+    repeatHoldMs: take(() => Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000)),
+    providerTimeoutMs: take(() => Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000)),
+    connectLinkTtlSeconds: take(() => integer('CONNECT_LINK_TTL_SECONDS', e.CONNECT_LINK_TTL_SECONDS, 600, 30, 3600)),
     allowedHosts,
-    allowedOrigins: parseOrigins(e.ALLOWED_ORIGINS),
+    allowedOrigins: take(() => parseOrigins(e.ALLOWED_ORIGINS)),
     productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
-    logoUrl: e.LOGO_URL ? parseUrl('LOGO_URL', e.LOGO_URL, { allowPath: true }) : undefined,
-    rateLimitPerMinute: integer('RATE_LIMIT_PER_MINUTE', e.RATE_LIMIT_PER_MINUTE, 60, 0, 100_000),
+    logoUrl: take(() => (e.LOGO_URL ? parseUrl('LOGO_URL', e.LOGO_URL, { allowPath: true }) : undefined)),
+    rateLimitPerMinute: take(() => integer('RATE_LIMIT_PER_MINUTE', e.RATE_LIMIT_PER_MINUTE, 60, 0, 100_000)),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
-    secureCookies: publicUrl.protocol === 'https:',
+    secureCookies: take(() => publicUrl.protocol === 'https:'),
   };
+  problems.throwIfAny();
+  return config;
 }
 
 /**
- * For command-line entry points: the configuration, or one line naming the bad variable on stderr
- * and exit code 1 (no stack trace).
+ * The variables as `rawSchema` reads them. Missing or empty required ones are recorded and left out
+ * (their steps then yield placeholders), so the others are still checked in the same go.
+ */
+function readRaw(env: NodeJS.ProcessEnv, problems: ConfigProblems): z.infer<typeof rawSchema> {
+  const parsed = rawSchema.safeParse(env);
+  if (parsed.success) return parsed.data;
+  const refused = new Set(parsed.error.issues.map((issue) => String(issue.path[0])));
+  for (const name of refused) problems.add(env[name] === undefined ? requiredMessage(name) : `${name} must not be empty`);
+  const rest = Object.fromEntries(Object.entries(env).filter(([name]) => !refused.has(name)));
+  return rawSchema.partial().parse(rest) as z.infer<typeof rawSchema>;
+}
+
+function requiredMessage(name: string): string {
+  return name === 'TOKEN_ENCRYPTION_KEY' ? TOKEN_KEY_REQUIRED : `${name} is required`;
+}
+
+/**
+ * For command-line entry points: the configuration, or one stderr line per bad variable and exit
+ * code 1 (no stack trace).
  */
 export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
   try {
     return loadConfig(env);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`Configuration error: ${err.message}\n`);
+      process.stderr.write(err.problems.map((p) => `Configuration error: ${p}\n`).join(''));
       process.exit(1);
     }
     throw err;

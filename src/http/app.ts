@@ -4,6 +4,7 @@ import { isLoopbackHostname, type Config } from '../config/env.js';
 import { authRoutes } from '../auth/routes.js';
 import type { Sessions } from '../auth/sessions.js';
 import type { AccessTokenVerifier } from '../auth/bearer.js';
+import type { IdentityProviderHealth } from '../auth/idp-health.js';
 import type { OidcClient } from '../auth/oidc-client.js';
 import { connectRoutes, type ConnectRouteDeps } from '../connect/routes.js';
 import type { Logger } from '../log.js';
@@ -24,6 +25,7 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
   config: Config;
   sessions: Sessions;
   idp: OidcClient;
+  idpHealth: IdentityProviderHealth;
   verifier: AccessTokenVerifier;
   mcpHandler: McpHttpHandler;
   log: Logger;
@@ -75,7 +77,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   // Probes first: platforms send them by pod IP or to the bare port, with any Host; they reveal nothing.
   app.get('/healthz', (_req, res) => void res.set('Cache-Control', 'no-store').json({ status: 'ok' }));
-  app.get('/readyz', readiness(deps.store));
+  app.get('/readyz', readiness(deps.store, deps.idpHealth));
 
   app.use(hostGuard(hosts));
   app.use(

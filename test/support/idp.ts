@@ -13,6 +13,8 @@ export interface StartedIdp {
   port: number;
   idp: IdentityProvider;
   mintAccessToken: IdentityProvider['mintAccessToken'];
+  /** Requests the provider has received so far (any path). */
+  readonly requests: number;
   close(): Promise<void>;
 }
 
@@ -34,7 +36,9 @@ export { freePort } from '../../src/dev/free-port.js';
  */
 export async function startIdp(opts: { clients: IdpClient[]; resource: string; port?: number; endSession?: boolean }): Promise<StartedIdp> {
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  let requests = 0;
   const server = createServer((req, res) => {
+    requests += 1;
     if (handler) {
       handler(req, res);
       return;
@@ -58,6 +62,9 @@ export async function startIdp(opts: { clients: IdpClient[]; resource: string; p
     port,
     idp,
     mintAccessToken: (claims) => idp.mintAccessToken(claims),
+    get requests() {
+      return requests;
+    },
     close: () => new Promise<void>((resolve, reject) => {
       server.close((err) => (err ? reject(err) : resolve()));
       server.closeAllConnections();

@@ -41,7 +41,7 @@ export interface StackOptions {
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
-export function testBrokerEnv(o: { publicUrl: string; dir: string; idp: StartedIdp; github: GitHubStandIn; holdSeconds?: number | undefined }): Record<string, string> {
+export function testBrokerEnv(o: { publicUrl: string; dir: string; idp: Pick<StartedIdp, 'issuer'>; github: GitHubStandIn; holdSeconds?: number | undefined }): Record<string, string> {
   return {
     HOST: '127.0.0.1',
     PUBLIC_URL: o.publicUrl,

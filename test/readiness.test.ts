@@ -1,0 +1,141 @@
+// /readyz and the identity provider: an IdP that cannot be reached at start-up is said loudly (an
+// error-level line naming OIDC_ISSUER and what failed), /readyz answers 503 naming it, and once the
+// IdP comes up the background retries turn /readyz 200 without a restart. A probe is answered from
+// that cached check: it never makes a request to the IdP.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadConfig } from '../src/config/env.js';
+import { createLogger } from '../src/log.js';
+import { startBroker, type RunningBroker } from '../src/server.js';
+import { startGitHubStandIn, type GitHubStandIn } from './support/github-standin.js';
+import { freePort, startIdp, type StartedIdp } from './support/idp.js';
+import { envelope, rawCall } from './support/mcp.js';
+import { BROKER_CLIENT, testBrokerEnv } from './support/stack.js';
+
+async function readyz(url: string): Promise<{ status: number; body: { status: string; reason?: string; checks?: Record<string, string> } }> {
+  const res = await fetch(`${url}/readyz`);
+  return { status: res.status, body: (await res.json()) as { status: string; checks?: Record<string, string> } };
+}
+
+describe('readiness and the identity provider', () => {
+  let dir: string;
+  let github: GitHubStandIn;
+  let idp: StartedIdp | undefined;
+  let broker: RunningBroker;
+  let publicUrl: string;
+  let idpPort: number;
+  const logs: string[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'broker-readiness-'));
+    github = await startGitHubStandIn();
+    const port = await freePort();
+    publicUrl = `http://127.0.0.1:${port}`;
+    // A well-formed issuer on a loopback port nobody listens on (yet).
+    idpPort = await freePort();
+    const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer: `http://127.0.0.1:${idpPort}` } }) };
+    broker = await startBroker(loadConfig(env), createLogger('debug', (line) => logs.push(line)));
+  });
+
+  after(async () => {
+    await broker?.close();
+    await idp?.close();
+    await github?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('says at start-up, at error level and naming OIDC_ISSUER, that the IdP cannot be reached, and /readyz answers 503 naming it', async () => {
+    const line = logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.event === 'identity_provider_unreachable');
+    assert.ok(line, `a start-up line about the IdP: ${logs.join('\n')}`);
+    assert.equal(line.level, 'error');
+    assert.equal(line.variable, 'OIDC_ISSUER');
+    assert.equal(line.issuer, `http://127.0.0.1:${idpPort}`);
+    assert.match(String(line.failed), /^discovery/);
+    assert.match(String(line.message), /ECONNREFUSED/);
+    assert.equal(typeof line.retryInSeconds, 'number');
+
+    const { status, body } = await readyz(publicUrl);
+    assert.equal(status, 503);
+    assert.deepEqual(body, { status: 'not_ready', reason: 'identity_provider_unreachable', store: 'sqlite', checks: { database: 'ok', identity_provider: 'unreachable' } });
+  });
+
+  it('turns ready without a restart once the IdP comes up, and a probe never calls the IdP', async () => {
+    idp = await startIdp({
+      port: idpPort,
+      clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+      resource: `${publicUrl}/mcp`,
+    });
+    let last = await readyz(publicUrl);
+    for (const deadline = Date.now() + 20_000; last.status !== 200 && Date.now() < deadline; last = await readyz(publicUrl)) await sleep(100);
+    assert.equal(last.status, 200, JSON.stringify(last.body));
+    assert.deepEqual(last.body, { status: 'ready', store: 'sqlite', checks: { database: 'ok', identity_provider: 'ok' } });
+    assert.ok(logs.some((l) => /"event":"identity_provider_reachable"/.test(l)), 'says it recovered');
+    assert.ok(idp.requests >= 2, `the background check fetched discovery and the JWKS (${idp.requests} requests)`);
+
+    const before = idp.requests;
+    for (let i = 0; i < 25; i++) assert.equal((await readyz(publicUrl)).status, 200);
+    assert.equal(idp.requests, before, '25 probes, no request at the IdP');
+
+    // And the broker works: an access token from the IdP is accepted.
+    const token = await idp.mintAccessToken({ sub: 'ready-user' });
+    const reply = await rawCall(`${publicUrl}/mcp`, token, { method: 'tools/list', params: { _meta: envelope() } });
+    assert.equal(reply.status, 200, reply.text);
+    assert.ok(Array.isArray(reply.json?.result?.tools), reply.text);
+  });
+});
+
+describe('readiness when the IdP answers discovery but not its JWKS', () => {
+  let dir: string;
+  let github: GitHubStandIn;
+  let idp: Server;
+  let broker: RunningBroker;
+  let publicUrl: string;
+  const logs: string[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'broker-readiness-'));
+    github = await startGitHubStandIn();
+    idp = createServer((req, res) => {
+      const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
+      if (req.url === '/.well-known/openid-configuration') {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ issuer, authorization_endpoint: `${issuer}/auth`, token_endpoint: `${issuer}/token`, jwks_uri: `${issuer}/jwks` }));
+        return;
+      }
+      res.statusCode = 503;
+      res.end('down for maintenance');
+    });
+    await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve));
+    const port = await freePort();
+    publicUrl = `http://127.0.0.1:${port}`;
+    const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
+    const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer } }) };
+    broker = await startBroker(loadConfig(env), createLogger('debug', (line) => logs.push(line)));
+  });
+
+  after(async () => {
+    await broker?.close();
+    idp?.closeAllConnections();
+    await new Promise((resolve) => idp?.close(resolve));
+    await github?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names the JWKS as what failed, and /readyz answers 503', async () => {
+    const line = logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.event === 'identity_provider_unreachable');
+    assert.ok(line, logs.join('\n'));
+    assert.equal(line.level, 'error');
+    assert.equal(line.variable, 'OIDC_ISSUER');
+    assert.match(String(line.failed), /^jwks/);
+    assert.match(String(line.message), /200 OK/);
+    const { status, body } = await readyz(publicUrl);
+    assert.equal(status, 503);
+    assert.deepEqual(body.checks, { database: 'ok', identity_provider: 'unreachable' });
+  });
+});
