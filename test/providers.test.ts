@@ -279,6 +279,34 @@ describe('the provider catalog configuration', () => {
     refuses({ ...base(), PROVIDERS_FILE: join(dir, 'missing.yaml') }, /^PROVIDERS_FILE cannot be read/);
   });
 
+  it('refuses a definition missing a field its kind requires, naming that field', () => {
+    const file = join(dir, 'kinds.json');
+    const identity = { source: 'token_response', idField: 'user.id', loginField: 'user.name' };
+    const oauth2 = { id: 'acme', displayName: 'Acme', kind: 'oauth2', authorizationEndpoint: 'https://acme.test/authorize', tokenEndpoint: 'https://acme.test/token', identity };
+    const { authorizationEndpoint: _a, ...noAuthorization } = oauth2;
+    writeFileSync(file, JSON.stringify([noAuthorization]));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.authorizationEndpoint: an oauth2 provider needs an authorizationEndpoint$/);
+    const { tokenEndpoint: _t, ...noToken } = oauth2;
+    writeFileSync(file, JSON.stringify([noToken]));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.tokenEndpoint: an oauth2 provider needs a tokenEndpoint$/);
+    // An issuer is not an oauth2 provider's endpoints, nor endpoints an oidc provider's issuer.
+    writeFileSync(file, JSON.stringify([{ ...noToken, authorizationEndpoint: undefined, issuer: 'https://acme.test' }]));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.authorizationEndpoint: an oauth2 provider needs an authorizationEndpoint$/);
+    writeFileSync(file, JSON.stringify([{ ...oauth2, kind: 'oidc' }]));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.issuer: an oidc provider needs an issuer$/);
+    writeFileSync(file, JSON.stringify([{ ...oauth2, kind: 'saml' }]));
+    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.kind: Invalid option: expected one of "oauth2"\|"oidc"$/);
+  });
+
+  it('types each kind with the fields it always has, so no code asserts them present', () => {
+    const github = loadConfig(base()).providers[0]!.definition;
+    assert.equal(github.kind, 'oauth2');
+    if (github.kind !== 'oauth2') return;
+    // Compiles only while the union narrows: an optional field would be `string | undefined` here.
+    const endpoints: [string, string] = [github.authorizationEndpoint, github.tokenEndpoint];
+    assert.deepEqual(endpoints.map((e) => new URL(e).pathname), ['/login/oauth/authorize', '/login/oauth/access_token']);
+  });
+
   it('requires credentials from the environment for a provider declared in the file', () => {
     const file = join(dir, 'acme.json');
     writeFileSync(file, JSON.stringify([{ id: 'acme-cloud', displayName: 'Acme', kind: 'oauth2', authorizationEndpoint: 'https://acme.test/authorize', tokenEndpoint: 'https://acme.test/token', identity: { source: 'token_response', idField: 'user.id', loginField: 'user.name' } }]));

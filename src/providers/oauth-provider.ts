@@ -48,7 +48,7 @@ export class OAuthProvider implements Provider {
     this.scopes = d.scopes;
     this.defaultScopes = options.scopes ?? d.defaultScopes ?? d.scopes.map((s) => s.name);
     this.scopesApply = d.scopesApply;
-    this.authorizationOrigin = new URL(d.kind === 'oidc' ? d.issuer! : d.authorizationEndpoint!).origin;
+    this.authorizationOrigin = new URL(d.kind === 'oidc' ? d.issuer : d.authorizationEndpoint).origin;
     this.refreshSkewMs = d.refresh.skewSeconds * 1000;
     this.freshTokenRetryMs = d.freshTokenRetryMs;
   }
@@ -68,19 +68,19 @@ export class OAuthProvider implements Provider {
     const timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
     let config: oidc.Configuration;
     if (d.kind === 'oidc') {
-      const insecure = isLocalHttp(d.issuer!);
-      config = await oidc.discovery(new URL(d.issuer!), this.#options.clientId, undefined, auth, { timeout, ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}) });
+      const insecure = isLocalHttp(d.issuer);
+      config = await oidc.discovery(new URL(d.issuer), this.#options.clientId, undefined, auth, { timeout, ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}) });
       const endpoint = config.serverMetadata().authorization_endpoint;
       if (endpoint) this.authorizationOrigin = new URL(endpoint).origin;
     } else {
       const server: oidc.ServerMetadata = {
-        issuer: new URL(d.authorizationEndpoint!).origin,
-        authorization_endpoint: d.authorizationEndpoint!,
-        token_endpoint: d.tokenEndpoint!,
+        issuer: new URL(d.authorizationEndpoint).origin,
+        authorization_endpoint: d.authorizationEndpoint,
+        token_endpoint: d.tokenEndpoint,
         ...(d.revocation.kind === 'rfc7009' && d.revocation.endpoint ? { revocation_endpoint: d.revocation.endpoint } : {}),
       };
       config = new oidc.Configuration(server, this.#options.clientId, undefined, auth);
-      if (isLocalHttp(d.tokenEndpoint!)) oidc.allowInsecureRequests(config);
+      if (isLocalHttp(d.tokenEndpoint)) oidc.allowInsecureRequests(config);
     }
     config.timeout = timeout;
     if (d.tokenErrorsAsHttp200) config[oidc.customFetch] = relabelHttp200Errors;
