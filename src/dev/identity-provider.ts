@@ -1,4 +1,3 @@
-/// <reference path="../types/oidc-provider.d.ts" />
 // A real OpenID Provider (oidc-provider 9) standing in for "the operator's identity provider".
 // Tests run it on loopback; `npm run dev` will embed it as the development IdP.
 //
@@ -6,7 +5,6 @@
 // account id / `sub`) but strict about the protocol: PKCE (S256) for every client, exact
 // redirect URIs, and access tokens for the MCP resource are RS256 JWTs whose `aud` is that
 // resource (RFC 8707 resource indicators + RFC 9068 JWT access token profile).
-import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -18,6 +16,7 @@ import Provider, { errors } from 'oidc-provider';
 import type { ClientInstance, Configuration, Interaction, PageContext, ResourceServerInfo } from 'oidc-provider';
 import { isLoopbackHostname } from '../config/env.js';
 import type { Logger } from '../log.js';
+import { randomHandle, randomId } from '../crypto/index.js';
 
 export interface IdpClient {
   client_id: string;
@@ -202,7 +201,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     clients: options.clients.map((client) => ({ ...client })),
     ...(options.adapter ? { adapter: options.adapter } : {}),
     jwks: { keys: [privateJwk] },
-    cookies: { keys: options.cookieKeys?.length ? options.cookieKeys : [randomBytes(32).toString('base64url')] },
+    cookies: { keys: options.cookieKeys?.length ? options.cookieKeys : [randomHandle()] },
     scopes: SCOPES,
     claims: {
       openid: ['sub'],
@@ -465,7 +464,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
       .setAudience(claims.aud ?? resource)
       .setIssuedAt(claims.issuedAt ?? now)
       .setExpirationTime(now + (claims.expiresInSeconds ?? 300))
-      .setJti(randomUUID())
+      .setJti(randomId())
       .sign(privateKey);
   }
 

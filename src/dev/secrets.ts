@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomHandle, randomText } from '../crypto/index.js';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { exportJWK, generateKeyPair } from 'jose';
@@ -20,11 +20,11 @@ export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: D
     if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length) return { secrets, created: false };
   }
   const secrets: DevSecrets = {
-    brokerSecret: randomBytes(32).toString('base64url'),
-    tokenEncryptionKey: randomBytes(32).toString('base64'),
-    pagesClientSecret: randomBytes(24).toString('base64url'),
-    sandboxGitHubClientSecret: randomBytes(20).toString('hex'),
-    idpCookieKeys: [randomBytes(32).toString('base64url')],
+    brokerSecret: randomHandle(),
+    tokenEncryptionKey: randomText(32, 'base64'),
+    pagesClientSecret: randomHandle(24),
+    sandboxGitHubClientSecret: randomText(20, 'hex'),
+    idpCookieKeys: [randomHandle()],
     idpSigningJwk: { ...(await exportJWK((await generateKeyPair('RS256', { extractable: true })).privateKey)), alg: 'RS256', use: 'sig' },
   };
   mkdirSync(dirname(path), { recursive: true });

@@ -12,10 +12,9 @@
 // tokens: `ghu_` access tokens that expire, no scopes, and single-use `ghr_` refresh tokens that
 // rotate: "Once you use a refresh token, that refresh token and the old user access token will no
 // longer work").
-import { createHash, randomBytes, randomInt } from 'node:crypto';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
-import { constantTimeEqual } from '../../crypto/index.js';
+import { constantTimeEqual, randomBelow, randomText, sha256Base64url } from '../../crypto/index.js';
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/sqlite/sandbox-github-store.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
 
@@ -148,7 +147,7 @@ export const grantScopesAfter = (previous: string[] | undefined, granted: string
 function randomAlnum(length: number): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
   let out = '';
-  for (let i = 0; i < length; i++) out += alphabet[randomInt(alphabet.length)];
+  for (let i = 0; i < length; i++) out += alphabet[randomBelow(alphabet.length)];
   return out;
 }
 
@@ -311,7 +310,7 @@ ${hidden}  <label for="login">Sign in as</label>
     const login = (str(body.login) ?? '').trim() || 'octocat';
     if (!LOGIN_PATTERN.test(login)) return page(res, 400, 'Bad request', html`<p>That is not a valid GitHub login.</p>`);
     const user = store.ensureUser(login);
-    const code = randomBytes(10).toString('hex');
+    const code = randomText(10, 'hex');
     store.pruneCodes(now());
     // GitHub Apps have no scopes (the parameter is ignored). An OAuth App authorization without a
     // `scope` "will automatically complete with the set of scopes the user has authorized for the
@@ -393,7 +392,7 @@ ${hidden}  <label for="login">Sign in as</label>
     if (redirectUri && redirectUri !== grant.redirectUri) return fail('redirect_uri_mismatch');
     if (grant.codeChallenge !== undefined) {
       const verifier = str(body.code_verifier);
-      if (!verifier || createHash('sha256').update(verifier).digest('base64url') !== grant.codeChallenge) {
+      if (!verifier || sha256Base64url(verifier) !== grant.codeChallenge) {
         return fail('bad_verification_code');
       }
     }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../../crypto/index.js';
 import type pg from 'pg';
 import type { QueryResult, QueryResultRow } from 'pg';
 
@@ -17,7 +17,7 @@ const names = new Map<string, string>();
 function statementName(text: string): string {
   let name = names.get(text);
   if (!name) {
-    name = `b_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+    name = `b_${sha256Hex(text).slice(0, 24)}`;
     names.set(text, name);
   }
   return name;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../../crypto/index.js';
 import type { Db } from './database.js';
 
 // Storage for the sandbox GitHub (src/dev/sandbox-github/). Authorization codes, access tokens and
@@ -82,7 +82,7 @@ interface RefreshRow { token_hash: string; access_token_hash: string; client_id:
 interface GrantRow { client_id: string; login: string; scopes: string; created_at: number; updated_at: number }
 interface IssueRow { id: number; owner: string; repo: string; number: number; title: string; body: string | null; labels: string; author: string; created_at: number }
 
-const hash = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
+const hash = (value: string): string => sha256Hex(value);
 const joinScopes = (scopes: string[]): string => scopes.join(' ');
 const splitScopes = (raw: string): string[] => raw.split(' ').filter(Boolean);
 const unionScopes = (a: string[], b: string[]): string[] => [...new Set([...a, ...b])];
