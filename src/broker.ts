@@ -51,9 +51,12 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
   const verifier = new AccessTokenVerifier(idp, config.audience);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
-  const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds);
-  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const watcher = new CompletionWatcher(store);
+  const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds, {
+    maxOpenPerUser: config.pendingConnectionsPerUser,
+    onCancelled: (pendingId) => void watcher.notify(pendingId),
+  });
+  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   const mcpHandler = createMcpEndpointHandler({
     publicUrl: config.publicUrl,

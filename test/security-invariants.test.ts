@@ -22,9 +22,10 @@ const STACK_TRACE = /\n\s*at\s/;
 const HTML = /<html|<!doctype/i;
 
 /** Calls `tool` as `sub` with a 2026-07-28 envelope and returns the connect link it elicits. */
-async function askForLink(stack: Stack, sub: string, tool = 'github_whoami'): Promise<{ url: string; handle: string; token: string }> {
+async function askForLink(stack: Stack, sub: string, tool = 'github_whoami', clientName?: string): Promise<{ url: string; handle: string; token: string }> {
   const token = await stack.token(sub);
-  const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: tool, arguments: {}, _meta: envelope() } });
+  const meta = { ...envelope(), ...(clientName ? { 'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' } } : {}) };
+  const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: tool, arguments: {}, _meta: meta } });
   assert.equal(res.status, 200, res.text);
   assert.equal(res.json?.result?.resultType, 'input_required', res.text);
   const url = res.json.result.inputRequests.connect_account.params.url as string;
@@ -210,8 +211,8 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
   });
   after(() => stack?.close());
 
-  it('elicits a link on our origin whose only parameter is a 256-bit random handle, new for every request', async () => {
-    const asked = [await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-bob')];
+  it('elicits a link on our origin whose only parameter is a 256-bit random handle, new for every principal, provider, scope set and client', async () => {
+    const asked = [await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-alice', 'github_whoami', 'other-assistant'), await askForLink(stack, 'sec1-bob')];
     for (const { url, handle, token } of asked) {
       const link = new URL(url);
       assert.equal(link.origin, stack.publicUrl);
@@ -221,7 +222,9 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
       assert.ok(handle.length * 6 >= 128, 'at least 128 bits');
       for (const secret of ['sec1-alice', 'sec1-bob', token, 'gho_']) assert.ok(!url.includes(secret), `link must not contain ${secret.slice(0, 20)}`);
     }
-    assert.equal(new Set(asked.map((a) => a.handle)).size, 3, 'every request gets a different handle');
+    assert.equal(new Set(asked.map((a) => a.handle)).size, 3, 'every principal and client gets a different handle');
+    // The same open request again is shown the same link (bounded pending connections), never another principal's.
+    assert.equal((await askForLink(stack, 'sec1-alice')).handle, asked[0]!.handle);
     // The handle is not derived from anything the URL or the DB shows: it is not the row id.
     const ids = readDb(stack, (db) => (db.prepare('SELECT id FROM pending_connections').all() as Array<{ id: string }>).map((r) => r.id));
     for (const { handle } of asked) assert.ok(!ids.includes(handle));
@@ -906,7 +909,8 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
   });
 
   it('refuses consent, sign-out, connect and disconnect posts without a valid CSRF token with 403 and changes nothing', async () => {
-    const { handle } = await askForLink(stack, 'sec8-dave'); // an open link, left alone
+    // An open link, left alone (from another assistant: the same request again would be shown this very link).
+    const { handle } = await askForLink(stack, 'sec8-dave', 'github_whoami', 'another-assistant');
     const alice = new Browser();
     await connect(stack, alice, 'sec8-dave', 'hubot'); // a connection to disconnect (through a second link)
     const pendingRows = () => readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM pending_connections WHERE subject = 'sec8-dave'").get() as { n: number }).n);

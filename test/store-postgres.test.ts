@@ -19,14 +19,13 @@ import { MIGRATIONS_DIR, openPostgresStore, type PostgresStoreOptions } from '..
 import { createPool, ping } from '../src/store/postgres/pool.js';
 import { StoreUnavailableError } from '../src/store/errors.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
-import type { NewConnection, Owner, PendingConnection, Store } from '../src/store/types.js';
+import { PENDING_PRUNE_GRACE_MS, type NewConnection, type Owner, type PendingConnection, type Store } from '../src/store/types.js';
 import { startPostgres, type PgServer } from './support/postgres.js';
 import { scriptedProvider } from './support/scripted-provider.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 const BOB: Owner = { issuer: 'https://idp.example.com', subject: 'bob' };
 const HOUR = 3_600_000;
-const DAY = 24 * HOUR;
 
 let server: PgServer;
 const opened: Store[] = [];
@@ -258,6 +257,42 @@ describe('repositories', () => {
     assert.equal((await store.pending.byId(expired.id))?.status, 'open');
   });
 
+  test('openOrCreate: 20 concurrent calls for one request make one row, a different request another, and past the cap the oldest open one is cancelled', async () => {
+    const owner: Owner = { issuer: 'https://idp.example.com', subject: `bounded-${Math.random().toString(36).slice(2, 8)}` };
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.pending.openOrCreate(pendingRow(owner, { scopes: null }), 3)));
+    assert.equal(new Set(results.map((r) => r.pending.id)).size, 1, 'one row for one (principal, provider, scopes, client)');
+    assert.equal(results[0]!.pending.status, 'open');
+    const first = results[0]!.pending.id;
+    const count = async () => Number((await sql<{ n: string }>(url, "SELECT COUNT(*) AS n FROM pending_connections WHERE subject = $1 AND status = 'open'", [owner.subject]))[0]!.n);
+    assert.equal(await count(), 1);
+
+    const completed = pendingRow(owner, { provider: 'gitlab' });
+    await store.pending.create(completed);
+    await store.pending.settle(completed.id, 'completed');
+    await sleep(2);
+    const second = await store.pending.openOrCreate(pendingRow(owner, { scopes: 'repo admin:org' }), 3);
+    await sleep(2);
+    const third = await store.pending.openOrCreate(pendingRow(owner, { client_name: 'Other' }), 3);
+    assert.deepEqual([second.cancelled, third.cancelled], [[], []]);
+    assert.equal(await count(), 3);
+
+    const notified: string[] = [];
+    const unsubscribe = store.settledFeed!.subscribe((id) => notified.push(id), () => undefined);
+    try {
+      await sleep(100);
+      const fourth = await store.pending.openOrCreate(pendingRow(owner, { provider: 'linear' }), 3);
+      assert.deepEqual(fourth.cancelled, [first], 'the oldest open one makes room');
+      assert.equal(await count(), 3);
+      const cancelled = await store.pending.byId(first);
+      assert.equal(cancelled?.status, 'cancelled');
+      assert.equal(cancelled?.outcome_reason, 'superseded');
+      assert.equal((await store.pending.byId(completed.id))?.status, 'completed', 'a completed one is never cancelled');
+      await eventually(() => notified.includes(first), 2_000, 'the cancellation to be pushed to held calls');
+    } finally {
+      unsubscribe();
+    }
+  });
+
   test('settle changes an unsettled row once; settledAmong reports only settled ones', async () => {
     const a = pendingRow(ALICE);
     const b = pendingRow(ALICE);
@@ -467,15 +502,21 @@ describe('repositories', () => {
     assert.deepEqual(await db.audit.list({ subject: 'bob', event: 'refresh_failed' }), []);
   });
 
-  test('prune removes what expired (pending a day late) and returns how many rows went', async () => {
-    const db = await open(await server.createDatabase());
+  test('prune removes settled and expired pending rows within minutes (flows with them), other expired rows at once, and returns how many rows went', async () => {
+    const dbUrl = await server.createDatabase();
+    const db = await open(dbUrl);
     const now = Date.now();
-    const old = pendingRow(ALICE, { expires_at: now - DAY - 1 });
-    const recent = pendingRow(ALICE, { expires_at: now - HOUR });
-    await db.pending.create(old);
-    await db.pending.create(recent);
-    // Goes with `old` through ON DELETE CASCADE, so it is not counted on its own.
+    const old = pendingRow(ALICE, { expires_at: now - PENDING_PRUNE_GRACE_MS - 1 });
+    const recent = pendingRow(ALICE, { expires_at: now - 60_000 });
+    const settled = pendingRow(ALICE, { expires_at: now + HOUR });
+    const justSettled = pendingRow(ALICE, { expires_at: now + HOUR });
+    for (const r of [old, recent, settled, justSettled]) await db.pending.create(r);
+    await db.pending.settle(settled.id, 'failed');
+    await sql(dbUrl, 'UPDATE pending_connections SET updated_at = $1 WHERE id = $2', [now - PENDING_PRUNE_GRACE_MS - 1, settled.id]);
+    await db.pending.settle(justSettled.id, 'completed');
+    // Go with `old` and `settled` through ON DELETE CASCADE, so they are not counted on their own.
     await db.oauthFlows.put({ state_hash: 'f-cascade', pending_id: old.id, session_hash: 's', code_verifier: 'v', expires_at: now + HOUR });
+    await db.oauthFlows.put({ state_hash: 'f-settled', pending_id: settled.id, session_hash: 's', code_verifier: 'v', expires_at: now + HOUR });
     await db.oauthFlows.put({ state_hash: 'f-expired', pending_id: recent.id, session_hash: 's', code_verifier: 'v', expires_at: now - 1 });
     await db.oauthFlows.put({ state_hash: 'f-live', pending_id: recent.id, session_hash: 's', code_verifier: 'v', expires_at: now + HOUR });
     await db.loginTransactions.put({ state_hash: 'l-expired', session_hash: 's', code_verifier: 'v', nonce: 'n', return_to: '/', expires_at: now - 1 });
@@ -483,10 +524,13 @@ describe('repositories', () => {
     await db.sessions.create('b-expired', now - 1);
     await db.sessions.create('b-live', now + HOUR);
 
-    assert.equal(await db.pending.prune(now), 4);
+    assert.equal(await db.pending.prune(now), 5);
     assert.equal(await db.pending.byId(old.id), undefined);
-    assert.ok(await db.pending.byId(recent.id), 'expired less than a day ago: kept for late waiters');
+    assert.equal(await db.pending.byId(settled.id), undefined, 'settled more than the grace ago');
+    assert.ok(await db.pending.byId(recent.id), 'expired a minute ago: kept for late waiters and the "expired" page');
+    assert.ok(await db.pending.byId(justSettled.id), 'just settled: a held repeat still reads how it ended');
     assert.equal(await db.oauthFlows.take('f-cascade', 's'), undefined);
+    assert.equal(await db.oauthFlows.take('f-settled', 's'), undefined);
     assert.equal(await db.oauthFlows.take('f-expired', 's'), undefined);
     assert.ok(await db.oauthFlows.take('f-live', 's'));
     assert.equal(await db.loginTransactions.take('l-expired', 's'), undefined);

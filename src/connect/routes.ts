@@ -8,12 +8,10 @@ import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
-import { StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
+import { OAUTH_FLOW_TTL_MS, StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from './connections.js';
 import type { ConnectLinks } from './links.js';
-
-const FLOW_TTL_MS = 10 * 60 * 1000;
 
 export interface ConnectRouteDeps {
   publicUrl: URL;
@@ -172,7 +170,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         pending_id: pending.id,
         session_hash: res.locals.session!.idHash,
         code_verifier: codeVerifier,
-        expires_at: Date.now() + FLOW_TTL_MS,
+        expires_at: Date.now() + OAUTH_FLOW_TTL_MS,
       });
       return true;
     });

@@ -12,9 +12,9 @@ import { deriveKey, Sealer } from '../crypto/index.js';
 import { BrokerError } from './errors.js';
 import { errorHandler } from './error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './host-guard.js';
-import { mcpEndpoint } from './mcp-endpoint.js';
+import { mcpEndpoint, mcpPrincipalKey } from './mcp-endpoint.js';
 import type { PageContext } from './render.js';
-import { pageRateLimit } from './rate-limits.js';
+import { mcpRateLimit, pageRateLimit } from './rate-limits.js';
 import { readiness } from './readiness.js';
 import { noStore, securityHeaders } from './security-headers.js';
 
@@ -81,20 +81,31 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/.well-known/oauth-protected-resource/mcp', metadata);
   app.get('/.well-known/oauth-protected-resource', metadata);
 
+  const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
   const mcp = mcpEndpoint(
-    { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, requiredScopes: config.mcpScopes, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
+    {
+      handler: deps.mcpHandler,
+      verifier: deps.verifier,
+      audience: config.audience,
+      requiredScopes: config.mcpScopes,
+      resourceMetadataUrl,
+      maxBodyBytes: 1024 * 1024,
+      log,
+      ...(config.mcpRateLimitPerMinute > 0 ? { rateLimit: mcpRateLimit(config.mcpRateLimitPerMinute, deps.store, limitKey, mcpPrincipalKey) } : {}),
+    },
     config.publicUrl,
   );
-  app.all('/mcp', originGuard(hosts), mcp);
+  app.all('/mcp', originGuard(hosts), ...mcp);
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
 
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in.
-  const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
   app.use('/auth', pageRateLimit('sign-in', config.rateLimitPerMinute, page, deps.store, limitKey));
   app.use(/^\/connect\/[^/]+\/callback$/, pageRateLimit('callback', config.rateLimitPerMinute, page, deps.store, limitKey));
   app.use(/^\/connect\/[^/]+$/, pageRateLimit('connect', config.rateLimitPerMinute, page, deps.store, limitKey));
+  // Each of these mints a pending connection: limited like the links they make (matched as the route is).
+  app.post('/connections/:provider/connect', pageRateLimit('connect-start', config.rateLimitPerMinute, page, deps.store, limitKey));
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
     if (!formOriginOk(req, hosts) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {

@@ -51,6 +51,8 @@ export interface PendingConnection {
   updated_at: number;
 }
 
+export type NewPendingConnection = Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>;
+
 export type ConnectionStatus = 'active' | 'reauth_required';
 
 export interface ConnectionRow {
@@ -111,9 +113,16 @@ export interface OAuthFlowRepository {
 
 /** Connections asked for and not yet settled. */
 export interface PendingConnectionRepository {
-  create(row: Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason'>): Promise<void>;
+  create(row: NewPendingConnection): Promise<void>;
   byId(id: string): Promise<PendingConnection | undefined>;
   byLinkHash(linkHash: string): Promise<PendingConnection | undefined>;
+  /**
+   * The owner's open, unexpired pending connection with the same provider, scopes and client name,
+   * or else `row`, inserted — atomically, so concurrent calls never mint two. Before inserting, the
+   * owner's oldest open rows beyond `maxOpen - 1` are settled `cancelled` (reason `superseded`);
+   * rows in any other status are never touched. Returns the row and the ids it cancelled.
+   */
+  openOrCreate(row: NewPendingConnection, maxOpen: number, now?: number): Promise<{ pending: PendingConnection; cancelled: string[] }>;
   /** The newest unexpired, unsettled pending connection of `owner` for `provider`. */
   latestInFlight(owner: Owner, provider: string, now?: number): Promise<PendingConnection | undefined>;
   /**
@@ -133,9 +142,22 @@ export interface PendingConnectionRepository {
    * polling waiter asks, at a cost that grows with recent settlements, not with the calls held.
    */
   settledSince(since: number): Promise<Array<{ id: string; status: SettledStatus }>>;
-  /** Removes expired pending connections, flows, sign-ins, sessions and rate-limit windows; returns how many rows went. */
+  /**
+   * Removes pending connections settled, or expired, more than {@link PENDING_PRUNE_GRACE_MS} ago
+   * (with their flows; a claimed one only once its flow has expired too), and expired flows,
+   * sign-ins, sessions and rate-limit windows; returns how many rows went.
+   */
   prune(now?: number): Promise<number>;
 }
+
+/**
+ * How long a settled or expired pending connection is kept: long enough for a held repeat (at most
+ * 50 s) or a polling watcher (2 s look-back) to read how it ended, short enough that one user cannot
+ * pile rows up.
+ */
+export const PENDING_PRUNE_GRACE_MS = 5 * 60_000;
+/** How long a provider authorization (`state` + PKCE verifier) stays valid after the link is claimed. */
+export const OAUTH_FLOW_TTL_MS = 10 * 60_000;
 
 /** Linked provider accounts, one per (principal, provider). Tokens arrive here already sealed. */
 export interface ConnectionRepository {
