@@ -444,6 +444,65 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
   });
 });
 
+describe('invariant 3, continued: a refused callback does not burn the real one, and a spent flow refused settles its link', () => {
+  let stack: Stack;
+  before(async () => {
+    // A second provider whose callback path a GitHub `state` can be sent to (Linear: explicit endpoints, nothing fetched).
+    stack = await startStack({ holdSeconds: 10, env: { LINEAR_CLIENT_ID: 'linear-client', LINEAR_CLIENT_SECRET: 'linear-secret' } });
+  });
+  after(() => stack?.close());
+
+  it("refuses GitHub's state on another provider's callback path with 400 and consumes nothing: the genuine callback still connects", async () => {
+    const browser = new Browser();
+    const start = await startAuthorization(stack, browser, 'sec3b-alice');
+    const callback = await callbackUrl(browser, start.authorize);
+    const misrouted = new URL(callback);
+    misrouted.pathname = '/connect/linear/callback';
+    const exchanges = countRequests(stack.github, 'POST', '/login/oauth/access_token');
+
+    const refused = await browser.open(misrouted.href);
+    assert.equal(refused.status, 400);
+    assert.match(textOf(refused.html), /Nothing was connected/);
+    assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), exchanges, 'the code was not exchanged');
+    const state = new URL(callback).searchParams.get('state')!;
+    assert.equal((readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as { n: number }).n, 1, 'the flow is still there');
+
+    const done = await browser.open(callback);
+    assert.equal(done.status, 200, textOf(done.html));
+    assert.match(textOf(done.html), /Connected as @octocat/);
+  });
+
+  it('settles the link failed when a callback is refused after its flow was taken, so a held repeat answers at once with a fresh link', async () => {
+    const token = await stack.token('sec3b-bob');
+    const args = { owner: 'octo-org', repo: 'refused', title: 'Held' };
+    const first = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_create_issue', arguments: args, _meta: envelope() } });
+    const link = first.json.result.inputRequests.connect_account.params.url as string;
+    const browser = new Browser();
+    const consent = (await openSignedIn(browser, link, 'sec3b-bob')).at(-1)!;
+    const callback = await callbackUrl(browser, await browser.submit(consent, { button: 'allow' }));
+    // The session that started the flow now names someone else (as after a sign-in elsewhere kept the id).
+    assert.equal(writeDb(stack, "UPDATE browser_sessions SET subject = 'sec3b-mallory' WHERE subject = 'sec3b-bob'"), 1);
+
+    const started = Date.now();
+    const held = rawCall(stack.mcpUrl, token, {
+      method: 'tools/call',
+      params: { name: 'github_create_issue', arguments: args, inputResponses: { connect_account: { action: 'accept' } }, requestState: first.json.result.requestState, _meta: envelope() },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const refused = await browser.open(callback);
+    assert.equal(refused.status, 400);
+    const repeat = await held;
+    const elapsed = Date.now() - started;
+
+    const row = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(new URL(link).searchParams.get('req')!))) as { status: string };
+    assert.equal(row.status, 'failed');
+    assert.equal(repeat.json.result.resultType, 'input_required', repeat.text);
+    assert.notEqual(repeat.json.result.inputRequests.connect_account.params.url, link, 'a fresh link: the refused one cannot finish');
+    assert.ok(elapsed < 4_000, `answered right after the refusal, not after the 10 s hold (${elapsed} ms)`);
+    assert.equal(readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3b-bob'").get() as { n: number }).n), 0);
+  });
+});
+
 // ------------------------------------------------------------------------------------------------
 // 4. Tokens at rest
 

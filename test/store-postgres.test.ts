@@ -209,14 +209,15 @@ describe('repositories', () => {
     await store.pending.create(pending);
     const flow = { state_hash: 'of-1', pending_id: pending.id, session_hash: 'sh', code_verifier: 'cv', expires_at: Date.now() + HOUR };
     await store.oauthFlows.put(flow);
-    assert.equal(await store.oauthFlows.take('of-1', 'another-browser'), undefined);
-    assert.equal(await store.oauthFlows.take('of-1', 'another-browser'), undefined, 'another session consumes nothing');
-    const flowTakes = await Promise.all(Array.from({ length: 10 }, () => store.oauthFlows.take('of-1', 'sh')));
+    assert.equal(await store.oauthFlows.take('of-1', 'another-browser', 'github'), undefined);
+    assert.equal(await store.oauthFlows.take('of-1', 'another-browser', 'github'), undefined, 'another session consumes nothing');
+    assert.equal(await store.oauthFlows.take('of-1', 'sh', 'gitlab'), undefined, "another provider's callback consumes nothing");
+    const flowTakes = await Promise.all(Array.from({ length: 10 }, () => store.oauthFlows.take('of-1', 'sh', 'github')));
     assert.deepEqual(
       flowTakes.filter((t) => t !== undefined),
       [flow],
     );
-    assert.equal(await store.oauthFlows.take('of-1', 'sh'), undefined);
+    assert.equal(await store.oauthFlows.take('of-1', 'sh', 'github'), undefined);
   });
 
   test('pending: create, look up, newest in flight', async () => {
@@ -529,10 +530,10 @@ describe('repositories', () => {
     assert.equal(await db.pending.byId(settled.id), undefined, 'settled more than the grace ago');
     assert.ok(await db.pending.byId(recent.id), 'expired a minute ago: kept for late waiters and the "expired" page');
     assert.ok(await db.pending.byId(justSettled.id), 'just settled: a held repeat still reads how it ended');
-    assert.equal(await db.oauthFlows.take('f-cascade', 's'), undefined);
-    assert.equal(await db.oauthFlows.take('f-settled', 's'), undefined);
-    assert.equal(await db.oauthFlows.take('f-expired', 's'), undefined);
-    assert.ok(await db.oauthFlows.take('f-live', 's'));
+    assert.equal(await db.oauthFlows.take('f-cascade', 's', 'github'), undefined);
+    assert.equal(await db.oauthFlows.take('f-settled', 's', 'github'), undefined);
+    assert.equal(await db.oauthFlows.take('f-expired', 's', 'github'), undefined);
+    assert.ok(await db.oauthFlows.take('f-live', 's', 'github'));
     assert.equal(await db.loginTransactions.take('l-expired', 's'), undefined);
     assert.ok(await db.loginTransactions.take('l-live', 's'));
     assert.ok(await db.sessions.find('b-live'));

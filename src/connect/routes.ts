@@ -190,27 +190,29 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         heading: 'Connection not completed',
         action: { href: '/connections', label: 'See your connected accounts' },
       });
-    // The state is tied to the browser session that started it: only that session can take the
-    // flow (taking deletes it, so a replay finds nothing), and another browser holding the callback
-    // URL consumes nothing, so the real user's callback still works.
+    // The state is tied to the browser session that started it and to its provider's callback path:
+    // only that session, on that path, can take the flow (taking deletes it, so a replay finds
+    // nothing); another browser holding the callback URL, or the state sent to another provider's
+    // callback, consumes nothing, so the real user's callback still works.
     const session = res.locals.session;
-    const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash) : undefined;
+    const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash, provider.id) : undefined;
     if (!flow) {
       if (state) log.warn('connect_callback_refused', { provider: provider.id, signedIn: !!session?.principal });
       throw invalid();
     }
     const pending = await store.pending.byId(flow.pending_id);
-    if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
-    if (flow.expires_at <= Date.now()) {
+    if (!pending || pending.status !== 'authorizing') throw invalid();
+    // The flow is spent from here on: a refusal also settles its pending connection, or calls held
+    // on it would wait out their whole hold for a callback that can no longer come.
+    const refuse = async (event?: string) => {
+      if (event) log.warn(event, { provider: provider.id, pending: pending.id });
       await settle(pending, 'failed');
-      throw invalid();
-    }
+      return invalid();
+    };
+    if (pending.provider !== provider.id || flow.expires_at <= Date.now()) throw await refuse();
     // The session that started the flow must still be the link's principal.
     const principal = session?.principal;
-    if (!principal || !samePrincipal(principal, pending)) {
-      log.warn('connect_callback_foreign_session', { provider: provider.id, pending: pending.id });
-      throw invalid();
-    }
+    if (!principal || !samePrincipal(principal, pending)) throw await refuse('connect_callback_foreign_session');
 
     const error = single(req.query.error);
     if (error) {

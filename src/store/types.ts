@@ -107,8 +107,12 @@ export interface LoginTransactionRepository {
 /** Provider authorizations in progress; each `state` can be taken exactly once. */
 export interface OAuthFlowRepository {
   put(flow: OAuthFlow): Promise<void>;
-  /** Like {@link LoginTransactionRepository.take}: only by the browser session that started it. */
-  take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined>;
+  /**
+   * Like {@link LoginTransactionRepository.take}: only by the browser session that started it, and
+   * only on the callback of the provider its pending connection is for — a callback on another
+   * provider's path consumes nothing, so the genuine one still works.
+   */
+  take(stateHash: string, sessionHash: string, provider: string): Promise<OAuthFlow | undefined>;
 }
 
 /** Connections asked for and not yet settled. */
