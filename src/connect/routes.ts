@@ -226,12 +226,27 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
 
     let exchanged: ProviderTokens | undefined;
     try {
-      const requested = scopesForAuthorization(pending, provider, await connections.find(principal, provider.id));
+      const existing = await connections.find(principal, provider.id);
+      const requested = scopesForAuthorization(pending, provider, existing);
       const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier: flow.code_verifier, requestedScopes: requested });
       exchanged = tokens;
       // The connection and the settled link land together: a crash leaves neither half.
-      const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse' });
+      const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse', refuseAccountChange: true });
       void watcher.notify(pending.id);
+      if (outcome === 'refused_different_account') {
+        log.warn('connect_account_change_refused', { provider: provider.id, pending: pending.id });
+        // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
+        void provider.revoke(tokens, 'token').catch(() => undefined);
+        const linked = existing ? `@${existing.account_login}` : 'another account';
+        return renderMessage(
+          res,
+          page,
+          409,
+          'A different account came back',
+          `Your ${provider.displayName} connection here is to ${linked}, but ${provider.displayName} signed you in as @${account.login}. Nothing was changed: ${linked} stays linked, and the access @${account.login} just granted was not kept. To link @${account.login} instead, disconnect ${linked} on your connected accounts page first; otherwise sign in to ${provider.displayName} as ${linked} and ask your assistant to try again.`,
+          { action: { href: '/connections', label: 'See your connected accounts' } },
+        );
+      }
       if (outcome === 'refused_shared_account') {
         log.warn('connect_shared_account_refused', { provider: provider.id, pending: pending.id });
         // The token we were just given is not kept; let the provider forget it — only it: revoking the

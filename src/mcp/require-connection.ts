@@ -21,6 +21,7 @@ const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean)
 /** Pending connections the broker itself refused or replaced: why, in words and as a code. */
 const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; code: string }> = {
   refused_shared_account: (p) => ({ why: `that ${p.displayName} account is already linked to another user`, code: 'account_linked_elsewhere' }),
+  refused_different_account: (p) => ({ why: `${p.displayName} signed you in as a different account than the one linked here, which was kept`, code: 'different_account' }),
   superseded: () => ({ why: 'newer connect links replaced this one before it was opened', code: 'superseded' }),
 };
 
