@@ -121,6 +121,27 @@ describe('bounded pending connections (one user, many calls)', () => {
   });
 });
 
+describe('PENDING_CONNECTIONS_PER_USER', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { PENDING_CONNECTIONS_PER_USER: '2' } });
+  });
+  after(() => stack.close());
+
+  it('sets the cap: with 2, a third request cancels the oldest open link', async () => {
+    const token = await stack.token('capped-erin');
+    for (const name of ['first', 'second', 'third']) await call(stack, token, {}, name);
+    assert.deepEqual(
+      rows(stack, 'capped-erin').map((r) => [r.client_name, r.status]),
+      [
+        ['first', 'cancelled'],
+        ['second', 'open'],
+        ['third', 'open'],
+      ],
+    );
+  });
+});
+
 describe('pruning pending connections (SQLite store)', () => {
   let dir: string;
   let store: Store;
