@@ -55,9 +55,12 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   const verifier = new AccessTokenVerifier(idp, config.audience, config.accessTokenTypes);
   const idpHealth = new IdentityProviderHealth(idp, verifier, config.oidc.issuerId, log);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
-  const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds);
-  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const watcher = new CompletionWatcher(store);
+  const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds, {
+    maxOpenPerUser: config.pendingConnectionsPerUser,
+    onCancelled: (pendingId) => void watcher.notify(pendingId),
+  });
+  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   const mcpHandler = createMcpEndpointHandler({
     publicUrl: config.publicUrl,

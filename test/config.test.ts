@@ -313,6 +313,17 @@ describe('loadConfig: defaults', () => {
     refuses(validEnv({ DATABASE_POOL_MAX: '0' }), 'DATABASE_POOL_MAX must be an integer between 1 and 1000 (got "0")');
   });
 
+  it('bounds pending connections and /mcp: PENDING_CONNECTIONS_PER_USER (default 20) and MCP_RATE_LIMIT_PER_MINUTE (default 600, 0 = off)', () => {
+    const defaults = loadConfig(validEnv());
+    assert.equal(defaults.pendingConnectionsPerUser, 20);
+    assert.equal(defaults.mcpRateLimitPerMinute, 600);
+    const set = loadConfig(validEnv({ PENDING_CONNECTIONS_PER_USER: '5', MCP_RATE_LIMIT_PER_MINUTE: '0' }));
+    assert.equal(set.pendingConnectionsPerUser, 5);
+    assert.equal(set.mcpRateLimitPerMinute, 0);
+    refuses(validEnv({ PENDING_CONNECTIONS_PER_USER: '0' }), 'PENDING_CONNECTIONS_PER_USER must be an integer between 1 and 1000 (got "0")');
+    refuses(validEnv({ MCP_RATE_LIMIT_PER_MINUTE: '-1' }), 'MCP_RATE_LIMIT_PER_MINUTE must be an integer between 0 and 1000000 (got "-1")');
+  });
+
   it('refuses out-of-range numbers, naming the variable', () => {
     refuses(validEnv({ REPEAT_HOLD_SECONDS: '51' }), 'REPEAT_HOLD_SECONDS must be a number between 0 and 50 (got "51")');
     refuses(validEnv({ PORT: 'http' }), 'PORT must be an integer between 0 and 65535 (got "http")');

@@ -102,6 +102,67 @@ describe('one upstream account, two principals', () => {
   });
 });
 
+describe('"more access" or "reconnect" that comes back as another upstream account', () => {
+  let stack: Stack;
+  before(async () => {
+    // read:user by default, so github_create_issue (public_repo) asks for more access.
+    stack = await startStack({ env: { GITHUB_SCOPES: 'read:user' } });
+  });
+  after(() => stack.close());
+
+  /** Calls `tool` as `sub`, doing the browser part as GitHub account `githubLogin`; returns the result and the last page. */
+  async function callThroughBrowser(sub: string, browser: Browser, githubLogin: string, tool: string, args: Record<string, unknown> = {}) {
+    let status = 0;
+    let page = '';
+    const client = await modernClient({
+      url: stack.mcpUrl,
+      token: await stack.token(sub),
+      onUrl: async (url) => {
+        const last = await completeConnect(browser, url, sub, { githubLogin });
+        status = last.status;
+        page = textOf(last.html);
+        return { action: 'accept' };
+      },
+    });
+    try {
+      return { result: await client.callTool({ name: tool, arguments: args }), status, page };
+    } finally {
+      await client.close();
+    }
+  }
+
+  it('refuses to replace the linked account: 409 naming both logins, nothing replaced, the new token revoked, and a normal "nothing was done" for the held call', async () => {
+    const browser = new Browser();
+    await callThroughBrowser('olga', browser, 'octocat', 'github_whoami');
+    const linked = await readConnection(stack.env, 'olga', 'github');
+    assert.equal(linked?.account_login, 'octocat');
+
+    for (const [label, prepare, tool] of [
+      ['more access', async () => undefined, 'github_create_issue'],
+      ['reconnect', () => stack.broker.broker.store.connections.markReauthRequired({ issuer: stack.idp.issuer, subject: 'olga' }, 'github', 'test'), 'github_whoami'],
+    ] as const) {
+      await prepare();
+      const before = await readConnection(stack.env, 'olga', 'github');
+      const { result, status, page } = await callThroughBrowser('olga', browser, 'hubot', tool, tool === 'github_create_issue' ? { owner: 'octo-org', repo: 'switch', title: 'as whom?' } : {});
+      assert.equal(status, 409, `${label}: ${page}`);
+      assert.match(page, /connection here is to @octocat, but GitHub signed you in as @hubot/, label);
+      assert.match(page, /Nothing was changed/, label);
+      assert.equal(result.isError, undefined, label);
+      assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'different_account' }, label);
+      assert.match(resultText(result), /different account than the one linked here, which was kept/, label);
+      assert.deepEqual(await readConnection(stack.env, 'olga', 'github'), before, `${label}: the linked connection is untouched`);
+      assert.equal(stack.github.activeTokenCount('hubot'), 0, `${label}: the token issued for @hubot was revoked`);
+    }
+    assert.equal((await stack.broker.broker.store.audit.list({ subject: 'olga', event: 'binding_refused' })).length, 2);
+    assert.equal(stack.github.issues.length, 0, 'nothing was done as either account');
+
+    // The same account coming back still reconnects.
+    const again = await callThroughBrowser('olga', browser, 'octocat', 'github_whoami');
+    assert.match(resultText(again.result), /@octocat/);
+    assert.equal((await readConnection(stack.env, 'olga', 'github'))?.status, 'active');
+  });
+});
+
 describe('encryption key rotation', () => {
   let stack: Stack;
   before(async () => {

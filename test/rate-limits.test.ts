@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sqliteHandle } from '../src/store/index.js';
 import { Browser } from './support/browser.js';
+import { envelope, rawCall } from './support/mcp.js';
 import { startStack, type Stack } from './support/stack.js';
 
 describe('rate limits on the browser routes', () => {
@@ -30,6 +32,18 @@ describe('rate limits on the browser routes', () => {
       assert.equal(statuses[5], 429);
     });
   }
+
+  it('limits POST /connections/:provider/connect (each one mints a pending connection) with 429 and Retry-After, before anything else runs', async () => {
+    const browser = new Browser();
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await browser.request(`${stack.publicUrl}/connections/github/connect`, { method: 'POST', body: new URLSearchParams() });
+      statuses.push(res.status);
+      if (res.status === 429) assert.equal(res.headers.get('retry-after'), '60');
+      await res.body?.cancel();
+    }
+    assert.deepEqual(statuses, [403, 403, 403, 403, 403, 429], 'five refused for their missing CSRF token, then limited');
+  });
 
   it('keeps separate budgets per route group, so exhausting one leaves the MCP endpoint and /connections alone', async () => {
     const res = await fetch(`${stack.publicUrl}/connections`, { redirect: 'manual' });
@@ -143,4 +157,53 @@ describe('rate limits on every spelling of a route', () => {
       });
     }
   }
+});
+
+describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 600)', () => {
+  let stack: Stack;
+  before(async () => {
+    // '' = unset: the default applies.
+    stack = await startStack({ env: { MCP_RATE_LIMIT_PER_MINUTE: '' } });
+  });
+  after(() => stack.close());
+
+  const list = (token: string | undefined) => rawCall(stack.mcpUrl, token, { method: 'tools/list', params: { _meta: envelope() } });
+
+  it('answers the 601st request of a minute with 429, Retry-After and a JSON-RPC error; unauthenticated requests get 401 and count for no one; other users keep their budget', async () => {
+    for (let i = 0; i < 5; i++) assert.equal((await list(undefined)).status, 401);
+    const token = await stack.token('limited-user');
+    const statuses: number[] = [];
+    const started = Date.now();
+    let firstLimited: Awaited<ReturnType<typeof list>> | undefined;
+    // Ten at a time up to just below the budget, then one by one, so the order of arrival is known.
+    while (statuses.length < 590) for (const r of await Promise.all(Array.from({ length: 10 }, () => list(token)))) statuses.push(r.status);
+    while (!firstLimited && statuses.length < 700) {
+      const r = await list(token);
+      statuses.push(r.status);
+      if (r.status === 429) firstLimited = r;
+    }
+    const elapsed = Date.now() - started;
+    const passed = statuses.filter((s) => s === 200).length;
+    console.log(`# /mcp: ${passed} requests passed in ${elapsed} ms (${Math.round((statuses.length / elapsed) * 60_000)}/min sent) before the first 429; Retry-After ${firstLimited?.headers.get('retry-after')}`);
+    assert.equal(passed, 600, `exactly the budget passes: ${statuses.length} sent`);
+    assert.equal(statuses.length, 601, 'and the very next request is limited');
+    assert.ok(firstLimited);
+    assert.equal((await list(token)).status, 429, 'and so is the one after');
+    const retryAfter = Number(firstLimited.headers.get('retry-after'));
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After is the seconds left in the window: ${retryAfter}`);
+    assert.match(firstLimited.headers.get('content-type') ?? '', /application\/json/);
+    assert.equal(firstLimited.json.jsonrpc, '2.0');
+    assert.equal(firstLimited.json.id, null);
+    assert.equal(firstLimited.json.error.code, -32000);
+    assert.match(firstLimited.json.error.message, /Too many requests: at most 600 MCP requests a minute/);
+
+    assert.equal((await list(undefined)).status, 401, 'authentication still comes first');
+    assert.equal((await list(await stack.token('other-user'))).status, 200, 'another user has a budget of their own');
+  });
+
+  it('counts in the shared store under a keyed hash, never the principal itself', () => {
+    const keys = (sqliteHandle(stack.broker.broker.store).prepare('SELECT key_hash, hits FROM rate_limit_windows').all() as Array<{ key_hash: string; hits: number }>);
+    assert.ok(keys.some((k) => k.hits >= 600), 'the limited user is counted in the database, where every instance sees it');
+    for (const k of keys) assert.ok(!k.key_hash.includes('limited-user') && !k.key_hash.includes(stack.idp.issuer), k.key_hash);
+  });
 });

@@ -10,7 +10,8 @@
 //      during the outage gets a clean answer, LISTEN reconnects and the flow finishes;
 //   6. the official SDK client does the whole story in both protocol eras through the proxy;
 //   7. a callback that cannot save (database gone after the code exchange) says so and revokes;
-//   8. a rate limit holds across the instances.
+//   8. a rate limit holds across the instances (pages per client, /mcp per user), and one user's
+//      concurrent calls spread over them make one pending connection.
 // No GitHub token ever shows up in a reply, a page, a URL or a broker's output.
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
@@ -581,7 +582,7 @@ describe('three instances, the database lost during the code exchange', () => {
 });
 
 describe('three instances, one rate limit', () => {
-  const scaleOut = scaleOutPerSuite({ env: { RATE_LIMIT_PER_MINUTE: '5' } });
+  const scaleOut = scaleOutPerSuite({ env: { RATE_LIMIT_PER_MINUTE: '5', MCP_RATE_LIMIT_PER_MINUTE: '40' } });
 
   it('counts a client once across every instance: the sixth sign-in in a minute is refused wherever it lands', { timeout: 30_000 }, async () => {
     const out = scaleOut();
@@ -600,5 +601,31 @@ describe('three instances, one rate limit', () => {
     const rows = await sql<{ key_hash: string; hits: number }>(out.databaseUrl, 'SELECT key_hash, hits FROM rate_limit_windows');
     assert.ok(rows.length > 0);
     assert.ok(rows.every((r) => /^[A-Za-z0-9_-]{43}$/.test(r.key_hash) && !r.key_hash.includes('127.0.0.1')), 'only keyed hashes, never an address');
+  });
+
+  it('counts an MCP user once across every instance: the 41st call in a minute gets 429, Retry-After and a JSON-RPC error wherever it lands', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
+    const token = await out.stack.token('scale-limited');
+    const from = out.proxy.hits.length;
+    const replies: RawReply[] = [];
+    for (let i = 0; i < 41; i++) replies.push(await rawCall(out.mcpUrl, token, { method: 'tools/list', params: { _meta: envelope() } }));
+    assert.equal(new Set(out.proxy.hits.slice(from).map((h) => h.backend)).size, INSTANCES, 'spread over the three instances');
+    assert.deepEqual(replies.slice(0, 40).filter((r) => r.status !== 200).map((r) => r.status), [], 'the first forty pass');
+    const limited = replies[40]!;
+    assert.equal(limited.status, 429, 'the 41st is refused although its instance saw about 14');
+    assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+    assert.equal(limited.json.error.code, -32000);
+  });
+
+  it('makes one open pending connection for 30 concurrent calls from one user spread over the three instances', { timeout: 30_000 }, async () => {
+    const out = scaleOut();
+    const token = await out.stack.token('scale-bounded');
+    const replies = await Promise.all(
+      Array.from({ length: 30 }, () => rawCall(out.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } })),
+    );
+    const links = new Set(replies.map((r) => r.json.result.inputRequests.connect_account.params.url as string));
+    assert.equal(links.size, 1, 'the same link from every instance');
+    const rows = await sql<{ n: string }>(out.databaseUrl, "SELECT count(*) AS n FROM pending_connections WHERE subject = 'scale-bounded'");
+    assert.equal(Number(rows[0]!.n), 1);
   });
 });

@@ -22,9 +22,10 @@ const STACK_TRACE = /\n\s*at\s/;
 const HTML = /<html|<!doctype/i;
 
 /** Calls `tool` as `sub` with a 2026-07-28 envelope and returns the connect link it elicits. */
-async function askForLink(stack: Stack, sub: string, tool = 'github_whoami'): Promise<{ url: string; handle: string; token: string }> {
+async function askForLink(stack: Stack, sub: string, tool = 'github_whoami', clientName?: string): Promise<{ url: string; handle: string; token: string }> {
   const token = await stack.token(sub);
-  const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: tool, arguments: {}, _meta: envelope() } });
+  const meta = { ...envelope(), ...(clientName ? { 'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' } } : {}) };
+  const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: tool, arguments: {}, _meta: meta } });
   assert.equal(res.status, 200, res.text);
   assert.equal(res.json?.result?.resultType, 'input_required', res.text);
   const url = res.json.result.inputRequests.connect_account.params.url as string;
@@ -210,8 +211,8 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
   });
   after(() => stack?.close());
 
-  it('elicits a link on our origin whose only parameter is a 256-bit random handle, new for every request', async () => {
-    const asked = [await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-bob')];
+  it('elicits a link on our origin whose only parameter is a 256-bit random handle, new for every principal, provider, scope set and client', async () => {
+    const asked = [await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-alice', 'github_whoami', 'other-assistant'), await askForLink(stack, 'sec1-bob')];
     for (const { url, handle, token } of asked) {
       const link = new URL(url);
       assert.equal(link.origin, stack.publicUrl);
@@ -221,7 +222,9 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
       assert.ok(handle.length * 6 >= 128, 'at least 128 bits');
       for (const secret of ['sec1-alice', 'sec1-bob', token, 'gho_']) assert.ok(!url.includes(secret), `link must not contain ${secret.slice(0, 20)}`);
     }
-    assert.equal(new Set(asked.map((a) => a.handle)).size, 3, 'every request gets a different handle');
+    assert.equal(new Set(asked.map((a) => a.handle)).size, 3, 'every principal and client gets a different handle');
+    // The same open request again is shown the same link (bounded pending connections), never another principal's.
+    assert.equal((await askForLink(stack, 'sec1-alice')).handle, asked[0]!.handle);
     // The handle is not derived from anything the URL or the DB shows: it is not the row id.
     const ids = readDb(stack, (db) => (db.prepare('SELECT id FROM pending_connections').all() as Array<{ id: string }>).map((r) => r.id));
     for (const { handle } of asked) assert.ok(!ids.includes(handle));
@@ -485,6 +488,65 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     }
     assert.equal(connectionCount(), before.connections);
     assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), before.exchanges);
+  });
+});
+
+describe('invariant 3, continued: a refused callback does not burn the real one, and a spent flow refused settles its link', () => {
+  let stack: Stack;
+  before(async () => {
+    // A second provider whose callback path a GitHub `state` can be sent to (Linear: explicit endpoints, nothing fetched).
+    stack = await startStack({ holdSeconds: 10, env: { LINEAR_CLIENT_ID: 'linear-client', LINEAR_CLIENT_SECRET: 'linear-secret' } });
+  });
+  after(() => stack?.close());
+
+  it("refuses GitHub's state on another provider's callback path with 400 and consumes nothing: the genuine callback still connects", async () => {
+    const browser = new Browser();
+    const start = await startAuthorization(stack, browser, 'sec3b-alice');
+    const callback = await callbackUrl(browser, start.authorize);
+    const misrouted = new URL(callback);
+    misrouted.pathname = '/connect/linear/callback';
+    const exchanges = countRequests(stack.github, 'POST', '/login/oauth/access_token');
+
+    const refused = await browser.open(misrouted.href);
+    assert.equal(refused.status, 400);
+    assert.match(textOf(refused.html), /Nothing was connected/);
+    assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), exchanges, 'the code was not exchanged');
+    const state = new URL(callback).searchParams.get('state')!;
+    assert.equal((readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as { n: number }).n, 1, 'the flow is still there');
+
+    const done = await browser.open(callback);
+    assert.equal(done.status, 200, textOf(done.html));
+    assert.match(textOf(done.html), /Connected as @octocat/);
+  });
+
+  it('settles the link failed when a callback is refused after its flow was taken, so a held repeat answers at once with a fresh link', async () => {
+    const token = await stack.token('sec3b-bob');
+    const args = { owner: 'octo-org', repo: 'refused', title: 'Held' };
+    const first = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_create_issue', arguments: args, _meta: envelope() } });
+    const link = first.json.result.inputRequests.connect_account.params.url as string;
+    const browser = new Browser();
+    const consent = (await openSignedIn(browser, link, 'sec3b-bob')).at(-1)!;
+    const callback = await callbackUrl(browser, await browser.submit(consent, { button: 'allow' }));
+    // The session that started the flow now names someone else (as after a sign-in elsewhere kept the id).
+    assert.equal(writeDb(stack, "UPDATE browser_sessions SET subject = 'sec3b-mallory' WHERE subject = 'sec3b-bob'"), 1);
+
+    const started = Date.now();
+    const held = rawCall(stack.mcpUrl, token, {
+      method: 'tools/call',
+      params: { name: 'github_create_issue', arguments: args, inputResponses: { connect_account: { action: 'accept' } }, requestState: first.json.result.requestState, _meta: envelope() },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const refused = await browser.open(callback);
+    assert.equal(refused.status, 400);
+    const repeat = await held;
+    const elapsed = Date.now() - started;
+
+    const row = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(new URL(link).searchParams.get('req')!))) as { status: string };
+    assert.equal(row.status, 'failed');
+    assert.equal(repeat.json.result.resultType, 'input_required', repeat.text);
+    assert.notEqual(repeat.json.result.inputRequests.connect_account.params.url, link, 'a fresh link: the refused one cannot finish');
+    assert.ok(elapsed < 4_000, `answered right after the refusal, not after the 10 s hold (${elapsed} ms)`);
+    assert.equal(readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3b-bob'").get() as { n: number }).n), 0);
   });
 });
 
@@ -955,7 +1017,8 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
   });
 
   it('refuses consent, sign-out, connect and disconnect posts without a valid CSRF token with 403 and changes nothing', async () => {
-    const { handle } = await askForLink(stack, 'sec8-dave'); // an open link, left alone
+    // An open link, left alone (from another assistant: the same request again would be shown this very link).
+    const { handle } = await askForLink(stack, 'sec8-dave', 'github_whoami', 'another-assistant');
     const alice = new Browser();
     await connect(stack, alice, 'sec8-dave', 'hubot'); // a connection to disconnect (through a second link)
     const pendingRows = () => readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM pending_connections WHERE subject = 'sec8-dave'").get() as { n: number }).n);

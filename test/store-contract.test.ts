@@ -193,14 +193,15 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         await a.pending.create(pending);
         const flow = oauthFlow('of-1', pending.id);
         await a.oauthFlows.put(flow);
-        assert.equal(await b.oauthFlows.take('of-1', 'browser-2'), undefined, 'another browser consumes nothing');
-        assert.equal(await b.oauthFlows.take('of-1', 'browser-2'), undefined);
-        const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).oauthFlows.take('of-1', 'browser-1')));
+        assert.equal(await b.oauthFlows.take('of-1', 'browser-2', 'github'), undefined, 'another browser consumes nothing');
+        assert.equal(await b.oauthFlows.take('of-1', 'browser-2', 'github'), undefined);
+        assert.equal(await b.oauthFlows.take('of-1', 'browser-1', 'gitlab'), undefined, "another provider's callback consumes nothing");
+        const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).oauthFlows.take('of-1', 'browser-1', 'github')));
         assert.deepEqual(
           takes.filter((x) => x !== undefined),
           [flow],
         );
-        assert.equal(await a.oauthFlows.take('of-1', 'browser-1'), undefined, 'a replayed callback finds nothing');
+        assert.equal(await a.oauthFlows.take('of-1', 'browser-1', 'github'), undefined, 'a replayed callback finds nothing');
       });
 
       test('take hands back an expired flow too (the caller checks expires_at) and consumes it', async () => {
@@ -208,20 +209,20 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         await a.pending.create(pending);
         const flow = oauthFlow('of-expired', pending.id, { expires_at: Date.now() - 1 });
         await a.oauthFlows.put(flow);
-        assert.deepEqual(await b.oauthFlows.take('of-expired', 'browser-1'), flow);
-        assert.equal(await a.oauthFlows.take('of-expired', 'browser-1'), undefined);
+        assert.deepEqual(await b.oauthFlows.take('of-expired', 'browser-1', 'github'), flow);
+        assert.equal(await a.oauthFlows.take('of-expired', 'browser-1', 'github'), undefined);
       });
 
       test('put refuses a flow for an unknown pending connection, and a second flow with the same state', async () => {
         await assert.rejects(a.oauthFlows.put(oauthFlow('of-orphan', 'pc-does-not-exist')), constraintError);
-        assert.equal(await a.oauthFlows.take('of-orphan', 'browser-1'), undefined);
+        assert.equal(await a.oauthFlows.take('of-orphan', 'browser-1', 'github'), undefined);
 
         const pending = pendingRow(ALICE);
         await a.pending.create(pending);
         await a.oauthFlows.put(oauthFlow('of-dup', pending.id));
         await assert.rejects(b.oauthFlows.put(oauthFlow('of-dup', pending.id, { session_hash: 'browser-2' })), constraintError);
-        assert.equal(await a.oauthFlows.take('of-dup', 'browser-2'), undefined, 'the second put wrote nothing');
-        assert.equal((await a.oauthFlows.take('of-dup', 'browser-1'))?.session_hash, 'browser-1');
+        assert.equal(await a.oauthFlows.take('of-dup', 'browser-2', 'github'), undefined, 'the second put wrote nothing');
+        assert.equal((await a.oauthFlows.take('of-dup', 'browser-1', 'github'))?.session_hash, 'browser-1');
       });
     });
 
@@ -384,9 +385,9 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await db.pending.prune(now), 5);
         assert.equal(await other.pending.byId(old.id), undefined);
         assert.equal((await other.pending.byId(recent.id))?.id, recent.id, 'expired less than a day ago: kept for late waiters');
-        assert.equal(await other.oauthFlows.take('f-cascade', 'browser-1'), undefined);
-        assert.equal(await other.oauthFlows.take('f-expired', 'browser-1'), undefined);
-        assert.equal((await other.oauthFlows.take('f-live', 'browser-1'))?.state_hash, 'f-live');
+        assert.equal(await other.oauthFlows.take('f-cascade', 'browser-1', 'github'), undefined);
+        assert.equal(await other.oauthFlows.take('f-expired', 'browser-1', 'github'), undefined);
+        assert.equal((await other.oauthFlows.take('f-live', 'browser-1', 'github'))?.state_hash, 'f-live');
         assert.equal(await other.loginTransactions.take('l-expired', 'browser-1'), undefined);
         assert.equal((await other.loginTransactions.take('l-live', 'browser-1'))?.state_hash, 'l-live');
         assert.equal((await other.sessions.find('b-live'))?.id_hash, 'b-live');
@@ -751,7 +752,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
             await tx.sessions.rotateSignedIn('tx-session-old', 'tx-session-new', { ...ALICE, name: 'A' }, t + HOUR);
             await tx.loginTransactions.put(loginTransaction('tx-login'));
             await tx.oauthFlows.put(oauthFlow('tx-flow', created.id));
-            assert.equal((await tx.oauthFlows.take('tx-flow-existing', 'browser-1'))?.pending_id, existing.id);
+            assert.equal((await tx.oauthFlows.take('tx-flow-existing', 'browser-1', 'github'))?.pending_id, existing.id);
             assert.equal(await tx.leases.acquire(ALICE, 'tx-existing', 'tx-holder', 30_000, t), true);
             assert.equal((await tx.rateLimits.hit('tx-rl', 60_000, t + 1)).hits, 2);
             assert.equal((await tx.pending.byId(created.id))?.status, 'completed', 'the transaction sees its own writes');
@@ -764,8 +765,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await b.pending.byId(created.id), undefined);
         assert.equal(await b.sessions.find('tx-session-new'), undefined);
         assert.equal(await b.loginTransactions.take('tx-login', 'browser-1'), undefined);
-        assert.equal(await b.oauthFlows.take('tx-flow', 'browser-1'), undefined);
-        assert.equal((await b.oauthFlows.take('tx-flow-existing', 'browser-1'))?.pending_id, existing.id, 'a take inside is undone too');
+        assert.equal(await b.oauthFlows.take('tx-flow', 'browser-1', 'github'), undefined);
+        assert.equal((await b.oauthFlows.take('tx-flow-existing', 'browser-1', 'github'))?.pending_id, existing.id, 'a take inside is undone too');
         assert.equal(await b.leases.acquire(ALICE, 'tx-existing', 'other-holder', 30_000, t), true, 'the lease taken inside was never held');
         assert.equal((await b.rateLimits.hit('tx-rl', 60_000, t + 2)).hits, 2, 'the hit inside did not count');
       });

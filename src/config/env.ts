@@ -47,6 +47,10 @@ export interface Config {
   logoUrl: URL | undefined;
   /** Requests per minute and client IP on each of sign-in, connect pages and provider callbacks; 0 = off. */
   rateLimitPerMinute: number;
+  /** MCP requests per minute and principal (`iss` + `sub`); 0 = off. */
+  mcpRateLimitPerMinute: number;
+  /** Open (unused, unexpired) connect links one principal may hold; past it, the oldest is cancelled. */
+  pendingConnectionsPerUser: number;
   /** Express `trust proxy` setting, for deployments behind a reverse proxy. */
   trustProxy: boolean | number | string;
   secureCookies: boolean;
@@ -113,6 +117,8 @@ const rawSchema = z.object({
   PRODUCT_NAME: z.string().optional(),
   LOGO_URL: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: z.string().optional(),
+  MCP_RATE_LIMIT_PER_MINUTE: z.string().optional(),
+  PENDING_CONNECTIONS_PER_USER: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
 });
 
@@ -286,6 +292,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     productName: e.PRODUCT_NAME?.trim() || 'MCP Connect Broker',
     logoUrl: take(() => (e.LOGO_URL ? parseUrl('LOGO_URL', e.LOGO_URL, { allowPath: true }) : undefined)),
     rateLimitPerMinute: take(() => integer('RATE_LIMIT_PER_MINUTE', e.RATE_LIMIT_PER_MINUTE, 60, 0, 100_000)),
+    mcpRateLimitPerMinute: take(() => integer('MCP_RATE_LIMIT_PER_MINUTE', e.MCP_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
+    pendingConnectionsPerUser: take(() => integer('PENDING_CONNECTIONS_PER_USER', e.PENDING_CONNECTIONS_PER_USER, 20, 1, 1000)),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     secureCookies: take(() => publicUrl.protocol === 'https:'),
   };

@@ -94,22 +94,31 @@ export class ConnectionService {
 
   /**
    * Stores a freshly authorized connection — unless `refuseShared` and the upstream account is
-   * already linked to another principal — and settles the pending connection that asked for it
-   * (if any), in one transaction: a crash leaves neither half.
+   * already linked to another principal, or `refuseAccountChange` and the principal's existing
+   * connection is to a different upstream account — and settles the pending connection that asked
+   * for it (if any), in one transaction: a crash leaves neither half.
    */
   save(
     principal: Principal,
     provider: string,
     account: ProviderAccount,
     tokens: ProviderTokens,
-    { pendingId, refuseShared }: { pendingId?: string; refuseShared: boolean },
-  ): Promise<'saved' | 'refused_shared_account'> {
+    { pendingId, refuseShared, refuseAccountChange = false }: { pendingId?: string; refuseShared: boolean; refuseAccountChange?: boolean },
+  ): Promise<'saved' | 'refused_shared_account' | 'refused_different_account'> {
     const sealed = this.#seal(principal, provider, tokens);
     return this.store.transaction(async (tx) => {
       if (refuseShared && (await tx.connections.othersWithAccount(principal, provider, account.id)).length > 0) {
         await tx.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
         if (pendingId) await tx.pending.settle(pendingId, 'denied', 'refused_shared_account');
         return 'refused_shared_account';
+      }
+      // "More access" and "reconnect" come back through the same callback as a first connect: an
+      // account switch there would silently move every tool call to another upstream identity.
+      const existing = refuseAccountChange ? await tx.connections.find(principal, provider) : undefined;
+      if (existing && existing.account_id !== account.id) {
+        await tx.audit.record('binding_refused', principal, provider, 'a different upstream account than the linked one');
+        if (pendingId) await tx.pending.settle(pendingId, 'denied', 'refused_different_account');
+        return 'refused_different_account';
       }
       await tx.connections.save({
         issuer: principal.issuer,

@@ -6,6 +6,13 @@ import type { PendingConnection, Store } from '../store/index.js';
 /** The outcome reason of a link whose elicitation the client declined or cancelled: its page says so, not "already used". */
 export const DECLINED_IN_CLIENT = 'declined_in_client';
 
+export interface ConnectLinkOptions {
+  /** Open links one principal may hold at once; past it, the oldest is cancelled. */
+  maxOpenPerUser?: number;
+  /** Told about links cancelled to make room, so calls held on them in this process answer at once. */
+  onCancelled?: (pendingId: string) => void;
+}
+
 /**
  * Connect links. Each pending connection has a random id (carried in the signed requestState) and
  * a link secret derived from it under a link-only key: 256 bits, stored only as a hash, so the same
@@ -13,14 +20,19 @@ export const DECLINED_IN_CLIENT = 'declined_in_client';
  */
 export class ConnectLinks {
   readonly #key: Buffer;
+  readonly #maxOpen: number;
+  readonly #onCancelled: (pendingId: string) => void;
 
   constructor(
     private readonly store: Store,
     private readonly publicUrl: URL,
     brokerSecret: Buffer,
     private readonly ttlSeconds: number,
+    options: ConnectLinkOptions = {},
   ) {
     this.#key = deriveKey(brokerSecret, 'connect-link');
+    this.#maxOpen = options.maxOpenPerUser ?? 20;
+    this.#onCancelled = options.onCancelled ?? (() => undefined);
   }
 
   #handle(pendingId: string): string {
@@ -28,24 +40,30 @@ export class ConnectLinks {
   }
 
   /**
+   * The principal's open link for the same provider, scopes, client and purpose if there is one
+   * (shown again: the handle is derived from the id), else a new one.
    * @param scopes what to ask the provider for; undefined = the provider's defaults.
    * @param purpose why a tool asks, composed by the tool from validated arguments (never client text as such).
    */
   async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[], purpose?: string): Promise<PendingConnection> {
     const id = randomId();
-    await this.store.pending.create({
-      id,
-      link_hash: sha256Hex(this.#handle(id)),
-      issuer: principal.issuer,
-      subject: principal.subject,
-      provider,
-      // Client-chosen text: nothing invisible (PostgreSQL refuses NUL; bidi controls disguise names).
-      client_name: displayText(clientName) ?? null,
-      scopes: scopes?.length ? scopes.join(' ') : null,
-      purpose: displayText(purpose, 160) ?? null,
-      expires_at: Date.now() + this.ttlSeconds * 1000,
-    });
-    return (await this.store.pending.byId(id))!;
+    const { pending, cancelled } = await this.store.pending.openOrCreate(
+      {
+        id,
+        link_hash: sha256Hex(this.#handle(id)),
+        issuer: principal.issuer,
+        subject: principal.subject,
+        provider,
+        // Client-chosen text: nothing invisible (PostgreSQL refuses NUL; bidi controls disguise names).
+        client_name: displayText(clientName) ?? null,
+        scopes: scopes?.length ? scopes.join(' ') : null,
+        purpose: displayText(purpose, 160) ?? null,
+        expires_at: Date.now() + this.ttlSeconds * 1000,
+      },
+      this.#maxOpen,
+    );
+    for (const cancelledId of cancelled) this.#onCancelled(cancelledId);
+    return pending;
   }
 
   /** The page URL for a pending connection: nothing in it but the provider and the opaque handle. */

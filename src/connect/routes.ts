@@ -8,12 +8,10 @@ import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
-import { StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
+import { OAUTH_FLOW_TTL_MS, StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from './connections.js';
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
-
-const FLOW_TTL_MS = 10 * 60 * 1000;
 
 export interface ConnectRouteDeps {
   publicUrl: URL;
@@ -187,7 +185,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         state_hash: sha256Hex(state),
         ...bound,
         code_verifier: deps.verifierSealer.seal(codeVerifier, verifierContext(bound)).value,
-        expires_at: Date.now() + FLOW_TTL_MS,
+        expires_at: Date.now() + OAUTH_FLOW_TTL_MS,
       });
       return true;
     });
@@ -207,33 +205,35 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         heading: 'Connection not completed',
         action: { href: '/connections', label: 'See your connected accounts' },
       });
-    // The state is tied to the browser session that started it: only that session can take the
-    // flow (taking deletes it, so a replay finds nothing), and another browser holding the callback
-    // URL consumes nothing, so the real user's callback still works.
+    // The state is tied to the browser session that started it and to its provider's callback path:
+    // only that session, on that path, can take the flow (taking deletes it, so a replay finds
+    // nothing); another browser holding the callback URL, or the state sent to another provider's
+    // callback, consumes nothing, so the real user's callback still works.
     const session = res.locals.session;
-    const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash) : undefined;
+    const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash, provider.id) : undefined;
     if (!flow) {
       if (state) log.warn('connect_callback_refused', { provider: provider.id, signedIn: !!session?.principal });
       throw invalid();
     }
     const pending = await store.pending.byId(flow.pending_id);
-    if (!pending || pending.provider !== provider.id || pending.status !== 'authorizing') throw invalid();
+    if (!pending || pending.status !== 'authorizing') throw invalid();
+    // The flow is spent from here on: a refusal also settles its pending connection, or calls held
+    // on it would wait out their whole hold for a callback that can no longer come.
+    const refuse = async (event?: string) => {
+      if (event) log.warn(event, { provider: provider.id, pending: pending.id });
+      await settle(pending, 'failed');
+      return invalid();
+    };
     let codeVerifier: string | undefined;
     try {
       codeVerifier = deps.verifierSealer.open({ keyId: deps.verifierSealer.keyId, value: flow.code_verifier }, verifierContext(flow));
     } catch {
       // Written before verifiers were sealed (or under another BROKER_SECRET): this flow cannot finish.
     }
-    if (flow.expires_at <= Date.now() || codeVerifier === undefined) {
-      await settle(pending, 'failed');
-      throw invalid();
-    }
+    if (pending.provider !== provider.id || flow.expires_at <= Date.now() || codeVerifier === undefined) throw await refuse();
     // The session that started the flow must still be the link's principal.
     const principal = session?.principal;
-    if (!principal || !samePrincipal(principal, pending)) {
-      log.warn('connect_callback_foreign_session', { provider: provider.id, pending: pending.id });
-      throw invalid();
-    }
+    if (!principal || !samePrincipal(principal, pending)) throw await refuse('connect_callback_foreign_session');
 
     const error = single(req.query.error);
     if (error) {
@@ -247,12 +247,27 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
 
     let exchanged: ProviderTokens | undefined;
     try {
-      const requested = scopesForAuthorization(pending, provider, await connections.find(principal, provider.id));
+      const existing = await connections.find(principal, provider.id);
+      const requested = scopesForAuthorization(pending, provider, existing);
       const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier, requestedScopes: requested });
       exchanged = tokens;
       // The connection and the settled link land together: a crash leaves neither half.
-      const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse' });
+      const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse', refuseAccountChange: true });
       void watcher.notify(pending.id);
+      if (outcome === 'refused_different_account') {
+        log.warn('connect_account_change_refused', { provider: provider.id, pending: pending.id });
+        // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
+        void provider.revoke(tokens, 'token').catch(() => undefined);
+        const linked = existing ? `@${existing.account_login}` : 'another account';
+        return renderMessage(
+          res,
+          page,
+          409,
+          'A different account came back',
+          `Your ${provider.displayName} connection here is to ${linked}, but ${provider.displayName} signed you in as @${account.login}. Nothing was changed: ${linked} stays linked, and the access @${account.login} just granted was not kept. To link @${account.login} instead, disconnect ${linked} on your connected accounts page first; otherwise sign in to ${provider.displayName} as ${linked} and ask your assistant to try again.`,
+          { action: { href: '/connections', label: 'See your connected accounts' } },
+        );
+      }
       if (outcome === 'refused_shared_account') {
         log.warn('connect_shared_account_refused', { provider: provider.id, pending: pending.id });
         // The token we were just given is not kept; let the provider forget it — only it: revoking the

@@ -13,9 +13,9 @@ import { deriveKey, Sealer } from '../crypto/index.js';
 import { BrokerError } from './errors.js';
 import { errorHandler } from './error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './host-guard.js';
-import { mcpEndpoint } from './mcp-endpoint.js';
+import { mcpEndpoint, mcpPrincipalKey } from './mcp-endpoint.js';
 import type { PageContext } from './render.js';
-import { pageRateLimit } from './rate-limits.js';
+import { mcpRateLimit, pageRateLimit } from './rate-limits.js';
 import { readiness } from './readiness.js';
 import { noStore, securityHeaders } from './security-headers.js';
 
@@ -101,20 +101,29 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/.well-known/oauth-protected-resource/mcp', metadata);
   app.get('/.well-known/oauth-protected-resource', metadata);
 
+  const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
   const mcp = mcpEndpoint(
-    { handler: deps.mcpHandler, verifier: deps.verifier, audience: config.audience, requiredScopes: config.mcpScopes, resourceMetadataUrl, maxBodyBytes: 1024 * 1024, log },
+    {
+      handler: deps.mcpHandler,
+      verifier: deps.verifier,
+      audience: config.audience,
+      requiredScopes: config.mcpScopes,
+      resourceMetadataUrl,
+      maxBodyBytes: 1024 * 1024,
+      log,
+      ...(config.mcpRateLimitPerMinute > 0 ? { rateLimit: mcpRateLimit(config.mcpRateLimitPerMinute, deps.store, limitKey, mcpPrincipalKey) } : {}),
+    },
     config.publicUrl,
   );
-  app.all('/mcp', originGuard(origins), mcp);
+  app.all('/mcp', originGuard(origins), ...mcp);
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
 
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in. The routers
   // attach them to their routes, so whatever spelling reaches a handler is counted.
-  const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
   const limit = (name: string): RequestHandler => pageRateLimit(name, config.rateLimitPerMinute, page, deps.store, limitKey);
-  const limits = { signIn: limit('sign-in'), connect: limit('connect'), callback: limit('callback') };
+  const limits = { signIn: limit('sign-in'), connect: limit('connect'), callback: limit('callback'), connectStart: limit('connect-start') };
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
     if (!formOriginOk(req, origins) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {

@@ -1,7 +1,7 @@
 import { bearerAuthChallengeResponse, OAuthError, verifyBearerToken, type AuthInfo, type McpHttpHandler } from '@modelcontextprotocol/server';
-import type { Request, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from './web-adapter.js';
-import { IdentityProviderUnavailable, type AccessTokenVerifier } from '../auth/bearer.js';
+import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
 import { withCallScope } from '../mcp/call-scope.js';
 
@@ -13,9 +13,17 @@ export interface McpEndpointOptions {
   resourceMetadataUrl: string;
   maxBodyBytes: number;
   log: Logger;
+  /** Runs between authentication and the handler, keyed by {@link mcpPrincipalKey} (the per-principal limit). */
+  rateLimit?: RequestHandler;
 }
 
-function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
+/** The verified caller of an authenticated /mcp request, as a rate-limit key; undefined before authentication. */
+export function mcpPrincipalKey(res: Response): string | undefined {
+  const principal = principalFromAuthInfo(res.locals.mcpAuth as AuthInfo | undefined);
+  return principal ? JSON.stringify([principal.issuer, principal.subject]) : undefined;
+}
+
+export function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
   res.status(status).set(headers).json({ jsonrpc: '2.0', id: null, error: { code, message } });
 }
 
@@ -35,15 +43,15 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
 
 /**
  * POST/GET/DELETE /mcp: authenticate every request on its own (no sessions, no token passthrough),
- * bound and parse the body ourselves so limits and parse errors are JSON-RPC, then hand the request
- * to the SDK's stateless handler with the verified principal attached.
+ * count it against the caller's rate limit (after authentication, so anonymous requests cost no
+ * one's budget), bound and parse the body ourselves so limits and parse errors are JSON-RPC, then
+ * hand the request to the SDK's stateless handler with the verified principal attached.
  */
-export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
+export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): RequestHandler[] {
   const { handler, verifier, log } = options;
-  return async (req: Request, res: Response): Promise<void> => {
-    let authInfo: AuthInfo;
+  const authenticate = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
-      authInfo = await verifyBearerToken(req.headers.authorization, {
+      res.locals.mcpAuth = await verifyBearerToken(req.headers.authorization, {
         verifier,
         requiredScopes: options.requiredScopes,
         resourceMetadataUrl: options.resourceMetadataUrl,
@@ -59,7 +67,11 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
       }
       throw err;
     }
+    next();
+  };
 
+  const serve = async (req: Request, res: Response): Promise<void> => {
+    const authInfo = res.locals.mcpAuth as AuthInfo;
     let body: string | undefined;
     let parsed: unknown;
     if (req.method === 'POST') {
@@ -85,4 +97,5 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL) {
     const response = await handler.fetch(request, { authInfo: withCallScope(authInfo, parsed), ...(parsed !== undefined ? { parsedBody: parsed } : {}) });
     await sendWebResponse(res, response);
   };
+  return [authenticate, ...(options.rateLimit ? [options.rateLimit] : []), serve];
 }

@@ -1,6 +1,7 @@
-import { rateLimit, type IncrementResponse, type Options, type RateLimitRequestHandler, type Store as RateLimitStore } from 'express-rate-limit';
+import { rateLimit, type AugmentedRequest, type IncrementResponse, type Options, type RateLimitRequestHandler, type Store as RateLimitStore } from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
 import type { Store } from '../store/index.js';
+import type { Response } from 'express';
 import { renderMessage, type PageContext } from './render.js';
 
 /**
@@ -56,6 +57,34 @@ export function pageRateLimit(name: string, limitPerMinute: number, page: PageCo
     handler: (_req, res, _next, options) => {
       res.setHeader('Retry-After', String(Math.ceil(options.windowMs / 1000)));
       renderMessage(res, page, 429, 'Too many requests', 'Too many attempts from your network in a short time. Wait a minute, then try again.');
+    },
+  });
+}
+
+/**
+ * The per-principal limit on /mcp, run after bearer verification: `key` names the verified caller
+ * (an unauthenticated request never gets here). Counted in the shared store like the page limits,
+ * so a client gets one budget however many instances it is spread over; answered with 429, a
+ * `Retry-After` of the seconds left in the window, and a JSON-RPC error body.
+ */
+export function mcpRateLimit(limitPerMinute: number, store: Store, hashKey: Buffer, key: (res: Response) => string | undefined): RateLimitRequestHandler {
+  return rateLimit({
+    windowMs: 60_000,
+    limit: limitPerMinute,
+    skip: (_req, res) => limitPerMinute === 0 || key(res) === undefined,
+    keyGenerator: (_req, res) => key(res)!,
+    standardHeaders: 'draft-7',
+    legacyHeaders: false,
+    store: new SharedCounters(store, hashKey, 'mcp'),
+    handler: (req, res, _next, options) => {
+      const resetAt = (req as AugmentedRequest).rateLimit?.resetTime?.getTime();
+      const retryAfter = resetAt ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))) : Math.ceil(options.windowMs / 1000);
+      res.setHeader('Retry-After', String(retryAfter));
+      res.status(429).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32000, message: `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.` },
+      });
     },
   });
 }

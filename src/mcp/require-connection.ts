@@ -19,6 +19,13 @@ export type ConnectionGate =
 
 const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean))];
 
+/** Pending connections the broker itself refused or replaced: why, in words and as a code. */
+const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; code: string }> = {
+  refused_shared_account: (p) => ({ why: `that ${p.displayName} account is already linked to another user`, code: 'account_linked_elsewhere' }),
+  refused_different_account: (p) => ({ why: `${p.displayName} signed you in as a different account than the one linked here, which was kept`, code: 'different_account' }),
+  superseded: () => ({ why: 'newer connect links replaced this one before it was opened', code: 'superseded' }),
+};
+
 /**
  * Finds the caller's connection to `provider` with `requiredScopes`, refreshed if near expiry, or
  * produces what the tool should answer instead: a URL elicitation of our /connect page
@@ -61,13 +68,10 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     }
     if (outcome === 'cancelled' || outcome === 'denied') {
       const reason = (await deps.store.pending.byId(pending.id))?.outcome_reason;
-      const why =
-        reason === 'refused_shared_account'
-          ? `that ${provider.displayName} account is already linked to another user`
-          : outcome === 'denied'
-            ? `you cancelled at ${provider.displayName}`
-            : 'you cancelled on the connect page';
-      return { ok: false, result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, { status: 'not_connected', reason: reason === 'refused_shared_account' ? 'account_linked_elsewhere' : outcome }) };
+      const known = reason ? SETTLED_REASONS[reason]?.(provider) : undefined;
+      const why = known?.why ?? (outcome === 'denied' ? `you cancelled at ${provider.displayName}` : 'you cancelled on the connect page');
+      const code = known?.code ?? outcome;
+      return { ok: false, result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, { status: 'not_connected', reason: code }) };
     }
     if (outcome === 'aborted') return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
     const current = await deps.store.pending.byId(pending.id);

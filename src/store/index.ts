@@ -5,6 +5,7 @@ import type { Store } from './types.js';
 
 export type * from './types.js';
 export { StoreUnavailableError } from './errors.js';
+export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS } from './types.js';
 export { openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
 
 /**

@@ -111,8 +111,12 @@ export interface LoginTransactionRepository {
 /** Provider authorizations in progress; each `state` can be taken exactly once. */
 export interface OAuthFlowRepository {
   put(flow: OAuthFlow): Promise<void>;
-  /** Like {@link LoginTransactionRepository.take}: only by the browser session that started it. */
-  take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined>;
+  /**
+   * Like {@link LoginTransactionRepository.take}: only by the browser session that started it, and
+   * only on the callback of the provider its pending connection is for — a callback on another
+   * provider's path consumes nothing, so the genuine one still works.
+   */
+  take(stateHash: string, sessionHash: string, provider: string): Promise<OAuthFlow | undefined>;
 }
 
 /** Connections asked for and not yet settled. */
@@ -120,6 +124,13 @@ export interface PendingConnectionRepository {
   create(row: NewPendingConnection): Promise<void>;
   byId(id: string): Promise<PendingConnection | undefined>;
   byLinkHash(linkHash: string): Promise<PendingConnection | undefined>;
+  /**
+   * The owner's open, unexpired pending connection with the same provider, scopes and client name,
+   * or else `row`, inserted — atomically, so concurrent calls never mint two. Before inserting, the
+   * owner's oldest open rows beyond `maxOpen - 1` are settled `cancelled` (reason `superseded`);
+   * rows in any other status are never touched. Returns the row and the ids it cancelled.
+   */
+  openOrCreate(row: NewPendingConnection, maxOpen: number, now?: number): Promise<{ pending: PendingConnection; cancelled: string[] }>;
   /** The newest unexpired, unsettled pending connection of `owner` for `provider`. */
   latestInFlight(owner: Owner, provider: string, now?: number): Promise<PendingConnection | undefined>;
   /**
@@ -139,9 +150,22 @@ export interface PendingConnectionRepository {
    * polling waiter asks, at a cost that grows with recent settlements, not with the calls held.
    */
   settledSince(since: number): Promise<Array<{ id: string; status: SettledStatus }>>;
-  /** Removes expired pending connections, flows, sign-ins, sessions and rate-limit windows; returns how many rows went. */
+  /**
+   * Removes pending connections settled, or expired, more than {@link PENDING_PRUNE_GRACE_MS} ago
+   * (with their flows; a claimed one only once its flow has expired too), and expired flows,
+   * sign-ins, sessions and rate-limit windows; returns how many rows went.
+   */
   prune(now?: number): Promise<number>;
 }
+
+/**
+ * How long a settled or expired pending connection is kept: long enough for a held repeat (at most
+ * 50 s) or a polling watcher (2 s look-back) to read how it ended, short enough that one user cannot
+ * pile rows up.
+ */
+export const PENDING_PRUNE_GRACE_MS = 5 * 60_000;
+/** How long a provider authorization (`state` + PKCE verifier) stays valid after the link is claimed. */
+export const OAUTH_FLOW_TTL_MS = 10 * 60_000;
 
 /** Linked provider accounts, one per (principal, provider). Tokens arrive here already sealed. */
 export interface ConnectionRepository {

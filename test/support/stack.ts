@@ -59,6 +59,9 @@ export function testBrokerEnv(o: { publicUrl: string; dir: string; idp: Pick<Sta
     LOG_LEVEL: 'debug',
     // Tests drive many flows from one IP; test/rate-limits turns limits back on.
     RATE_LIMIT_PER_MINUTE: '0',
+    // Load and fuzz suites send far more than 600 calls a minute as one user; test/rate-limits and
+    // test/pending-bounds check the default.
+    MCP_RATE_LIMIT_PER_MINUTE: '0',
     // Most tests link the stand-in's octocat to many users; test/providers checks the default (refuse).
     SHARED_ACCOUNT_POLICY: 'allow',
   };

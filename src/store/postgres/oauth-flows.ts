@@ -14,8 +14,12 @@ export class PgOAuthFlowRepository implements OAuthFlowRepository {
     ]);
   }
 
-  async take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined> {
-    const r = await this.q.query<OAuthFlow>('DELETE FROM oauth_flows WHERE state_hash = $1 AND session_hash = $2 RETURNING *', [stateHash, sessionHash]);
+  async take(stateHash: string, sessionHash: string, provider: string): Promise<OAuthFlow | undefined> {
+    const r = await this.q.query<OAuthFlow>(
+      `DELETE FROM oauth_flows WHERE state_hash = $1 AND session_hash = $2
+         AND pending_id IN (SELECT id FROM pending_connections WHERE provider = $3) RETURNING *`,
+      [stateHash, sessionHash, provider],
+    );
     return r.rows[0];
   }
 }

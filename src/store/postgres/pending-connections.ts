@@ -1,4 +1,4 @@
-import type { NewPendingConnection, Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
+import { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, type NewPendingConnection, type Owner, type PendingConnection, type PendingConnectionRepository, type SettledStatus } from '../types.js';
 import type { Queryable } from './queryable.js';
 
 /** The NOTIFY channel a settlement is announced on; the payload is the pending connection's id. */
@@ -6,16 +6,48 @@ export const SETTLED_CHANNEL = 'broker_pending_settled';
 
 const DAY_MS = 86_400_000;
 
+const INSERT = `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $10, 'open', $8, $9, $8)`;
+
+function insertValues(row: NewPendingConnection, now: number): unknown[] {
+  return [row.id, row.link_hash, row.issuer, row.subject, row.provider, row.client_name, row.scopes, now, row.expires_at, row.purpose ?? null];
+}
+
 export class PgPendingConnectionRepository implements PendingConnectionRepository {
   constructor(private readonly q: Queryable) {}
 
   async create(row: NewPendingConnection): Promise<void> {
-    const now = Date.now();
-    await this.q.query(
-      `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $10, 'open', $8, $9, $8)`,
-      [row.id, row.link_hash, row.issuer, row.subject, row.provider, row.client_name, row.scopes, now, row.expires_at, row.purpose ?? null],
-    );
+    await this.q.query(INSERT, insertValues(row, Date.now()));
+  }
+
+  async openOrCreate(row: NewPendingConnection, maxOpen: number, now = Date.now()): Promise<{ pending: PendingConnection; cancelled: string[] }> {
+    return this.q.atomically(async (q) => {
+      // One owner at a time, across every instance, until commit: READ COMMITTED alone would let two
+      // concurrent calls each find nothing and each insert.
+      await q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`pending:${row.issuer}\n${row.subject}`]);
+      const same = await q.query<PendingConnection>(
+        `SELECT * FROM pending_connections
+         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND scopes IS NOT DISTINCT FROM $4 AND client_name IS NOT DISTINCT FROM $5
+           AND purpose IS NOT DISTINCT FROM $7 AND status = 'open' AND expires_at > $6
+         ORDER BY created_at DESC LIMIT 1`,
+        [row.issuer, row.subject, row.provider, row.scopes, row.client_name, now, row.purpose ?? null],
+      );
+      if (same.rows[0]) return { pending: same.rows[0], cancelled: [] };
+      const cancelled = await q.query<{ id: string }>(
+        `WITH oldest AS (
+           SELECT id FROM pending_connections WHERE issuer = $1 AND subject = $2 AND status = 'open' AND expires_at > $3
+           ORDER BY created_at DESC OFFSET $4
+         ), cancelled AS (
+           UPDATE pending_connections SET status = 'cancelled', outcome_reason = 'superseded', updated_at = $3
+           WHERE id IN (SELECT id FROM oldest) AND status = 'open' RETURNING id
+         )
+         SELECT id, pg_notify('${SETTLED_CHANNEL}', id) FROM cancelled`,
+        [row.issuer, row.subject, now, Math.max(0, maxOpen - 1)],
+      );
+      await q.query(INSERT, insertValues(row, now));
+      const pending = (await q.query<PendingConnection>('SELECT * FROM pending_connections WHERE id = $1', [row.id])).rows[0]!;
+      return { pending, cancelled: cancelled.rows.map((r) => r.id) };
+    });
   }
 
   async byId(id: string): Promise<PendingConnection | undefined> {
@@ -74,7 +106,17 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
   async prune(now = Date.now()): Promise<number> {
     return this.q.atomically(async (q) => {
       let n = 0;
-      n += (await q.query('DELETE FROM pending_connections WHERE expires_at < $1', [now - DAY_MS])).rowCount ?? 0;
+      const cutoff = now - PENDING_PRUNE_GRACE_MS;
+      // Their flows go with them (ON DELETE CASCADE); a claimed row stays while its flow may still come back.
+      n += (
+        await q.query(
+          `DELETE FROM pending_connections
+           WHERE (status NOT IN ('open', 'authorizing') AND updated_at < $1)
+              OR (status = 'open' AND expires_at < $1)
+              OR (status = 'authorizing' AND expires_at < $1 AND updated_at < $2)`,
+          [cutoff, cutoff - OAUTH_FLOW_TTL_MS],
+        )
+      ).rowCount ?? 0;
       n += (await q.query('DELETE FROM oauth_flows WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM login_transactions WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM browser_sessions WHERE expires_at < $1', [now])).rowCount ?? 0;

@@ -17,7 +17,15 @@ export class SqliteOAuthFlowRepository implements OAuthFlowRepository {
     );
   }
 
-  take(stateHash: string, sessionHash: string): Promise<OAuthFlow | undefined> {
-    return this.gate.run(() => this.db.prepare('DELETE FROM oauth_flows WHERE state_hash = ? AND session_hash = ? RETURNING *').get(stateHash, sessionHash) as OAuthFlow | undefined);
+  take(stateHash: string, sessionHash: string, provider: string): Promise<OAuthFlow | undefined> {
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(
+            `DELETE FROM oauth_flows WHERE state_hash = ? AND session_hash = ?
+               AND pending_id IN (SELECT id FROM pending_connections WHERE provider = ?) RETURNING *`,
+          )
+          .get(stateHash, sessionHash, provider) as OAuthFlow | undefined,
+    );
   }
 }

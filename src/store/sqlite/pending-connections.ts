@@ -1,4 +1,4 @@
-import type { NewPendingConnection, Owner, PendingConnection, PendingConnectionRepository, SettledStatus } from '../types.js';
+import { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, type NewPendingConnection, type Owner, type PendingConnection, type PendingConnectionRepository, type SettledStatus } from '../types.js';
 import type { Db } from './database.js';
 import type { Runner } from './gate.js';
 
@@ -19,15 +19,39 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   }
 
   create(row: NewPendingConnection): Promise<void> {
-    const now = Date.now();
-    return this.gate.run(() => {
-      this.db
+    return this.gate.run(() => this.#insert(row, Date.now()));
+  }
+
+  #insert(row: NewPendingConnection, now: number): void {
+    this.db
+      .prepare(
+        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
+         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, 'open', @now, @expires_at, @now)`,
+      )
+      .run({ ...row, purpose: row.purpose ?? null, now });
+  }
+
+  openOrCreate(row: NewPendingConnection, maxOpen: number, now = Date.now()): Promise<{ pending: PendingConnection; cancelled: string[] }> {
+    // IMMEDIATE takes the write lock before the read, so another process cannot insert in between.
+    const run = this.db.transaction(() => {
+      const same = this.db
         .prepare(
-          `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
-           VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, 'open', @now, @expires_at, @now)`,
+          `SELECT * FROM pending_connections
+           WHERE issuer = ? AND subject = ? AND provider = ? AND scopes IS ? AND client_name IS ? AND purpose IS ? AND status = 'open' AND expires_at > ?
+           ORDER BY created_at DESC, rowid DESC LIMIT 1`,
         )
-        .run({ ...row, purpose: row.purpose ?? null, now });
+        .get(row.issuer, row.subject, row.provider, row.scopes, row.client_name, row.purpose ?? null, now) as PendingConnection | undefined;
+      if (same) return { pending: same, cancelled: [] };
+      const open = this.db
+        .prepare(`SELECT id FROM pending_connections WHERE issuer = ? AND subject = ? AND status = 'open' AND expires_at > ? ORDER BY created_at DESC, rowid DESC`)
+        .all(row.issuer, row.subject, now) as Array<{ id: string }>;
+      const cancelled = open.slice(Math.max(0, maxOpen - 1)).map((r) => r.id);
+      const cancel = this.db.prepare(`UPDATE pending_connections SET status = 'cancelled', outcome_reason = 'superseded', updated_at = ? WHERE id = ? AND status = 'open'`);
+      for (const id of cancelled) cancel.run(now, id);
+      this.#insert(row, now);
+      return { pending: this.#byId.get(row.id) as PendingConnection, cancelled };
     });
+    return this.gate.run(() => run.immediate());
   }
 
   byId(id: string): Promise<PendingConnection | undefined> {
@@ -76,10 +100,18 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   }
 
   prune(now = Date.now()): Promise<number> {
-    const dayAgo = now - 86_400_000;
+    const cutoff = now - PENDING_PRUNE_GRACE_MS;
     return this.gate.run(() =>
       this.db.transaction(() => {
-        let n = this.db.prepare('DELETE FROM pending_connections WHERE expires_at < ?').run(dayAgo).changes;
+        // Their flows go with them (ON DELETE CASCADE); a claimed row stays while its flow may still come back.
+        let n = this.db
+          .prepare(
+            `DELETE FROM pending_connections
+             WHERE (status NOT IN ('open', 'authorizing') AND updated_at < @cutoff)
+                OR (status = 'open' AND expires_at < @cutoff)
+                OR (status = 'authorizing' AND expires_at < @cutoff AND updated_at < @flowCutoff)`,
+          )
+          .run({ cutoff, flowCutoff: cutoff - OAUTH_FLOW_TTL_MS }).changes;
         n += this.db.prepare('DELETE FROM oauth_flows WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM login_transactions WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM browser_sessions WHERE expires_at < ?').run(now).changes;
