@@ -20,7 +20,10 @@ const pkce = () => {
 async function authorizeAt(gh: GitHubStandIn, opts: { login: string; scope?: string | null; challenge?: string }): Promise<string> {
   const q = new URLSearchParams({ client_id: gh.clientId, redirect_uri: REDIRECT, state: 's' });
   if (opts.scope !== null) q.set('scope', opts.scope ?? 'repo read:user');
-  if (opts.challenge) q.set('code_challenge', opts.challenge), q.set('code_challenge_method', 'S256');
+  if (opts.challenge) {
+    q.set('code_challenge', opts.challenge);
+    q.set('code_challenge_method', 'S256');
+  }
   const html = await (await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`)).text();
   const fields = new URLSearchParams();
   for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g)) fields.set(m[1]!, m[2]!.replace(/&amp;/g, '&'));
@@ -52,7 +55,10 @@ describe('GitHub stand-in', () => {
   /** Drives the authorize page like a browser would: GET the form, then POST its fields back. */
   async function authorize(opts: { challenge?: string; login?: string; decision?: string; state?: string } = {}) {
     const q = new URLSearchParams({ client_id: gh.clientId, redirect_uri: REDIRECT, scope: 'repo read:user', state: opts.state ?? 'st<"&>' });
-    if (opts.challenge) q.set('code_challenge', opts.challenge), q.set('code_challenge_method', 'S256');
+    if (opts.challenge) {
+      q.set('code_challenge', opts.challenge);
+      q.set('code_challenge_method', 'S256');
+    }
     const pageRes = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
     assert.equal(pageRes.status, 200);
     const html = await pageRes.text();

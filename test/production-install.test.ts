@@ -46,7 +46,7 @@ describe('a production install (npm ci --omit=dev, npm start)', { skip: NPM_MISS
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'broker-production-'));
-    for (const entry of ['package.json', 'package-lock.json', 'views', 'public', 'migrations']) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+    for (const entry of ['package.json', 'package-lock.json', 'scripts', 'views', 'public', 'migrations']) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
     port = await freePort();
     idp = await startIdp({
       clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`http://127.0.0.1:${port}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
@@ -76,7 +76,7 @@ describe('a production install (npm ci --omit=dev, npm start)', { skip: NPM_MISS
   it('says in one line that dist/ is missing when npm start runs before npm run build', async () => {
     const start = await run('npm', ['start', '--silent'], dir, cleanEnv({ NODE_ENV: 'production' }));
     assert.notEqual(start.code, 0);
-    assert.equal(start.output.trim(), 'dist/main.js is missing: run npm run build first (npm start runs the compiled broker from dist/)');
+    assert.equal(start.output.trim(), 'dist/main.js is missing: run `npm run build` first (npm start runs the compiled broker from dist/)');
   });
 
   it('builds with npm run build (in the checkout) and starts from dist/ with npm start, ready, and stops on SIGTERM', async () => {

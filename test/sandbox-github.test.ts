@@ -77,7 +77,10 @@ const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'")
 async function authorize(gh: Running, opts: { challenge?: string; login?: string; decision?: string; state?: string; scope?: string | null; client?: { clientId: string } } = {}) {
   const q = new URLSearchParams({ client_id: (opts.client ?? CLIENT).clientId, redirect_uri: REDIRECT, scope: opts.scope ?? 'repo read:user', state: opts.state ?? 'st<"&>' });
   if (opts.scope === null) q.delete('scope'); // no scope parameter at all
-  if (opts.challenge) q.set('code_challenge', opts.challenge), q.set('code_challenge_method', 'S256');
+  if (opts.challenge) {
+    q.set('code_challenge', opts.challenge);
+    q.set('code_challenge_method', 'S256');
+  }
   const pageRes = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
   assert.equal(pageRes.status, 200);
   const html = await pageRes.text();

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../../src/config/env.js';
 import { createLogger } from '../../src/log.js';
 import { startBroker, type RunningBroker } from '../../src/server.js';
-import { Browser, type Page } from './browser.js';
+import type { Browser, Page } from './browser.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type IdpClient, type StartedIdp } from './idp.js';
 
