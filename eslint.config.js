@@ -56,9 +56,18 @@ export default tseslint.config(
     files: ['src/store/**/*.ts'],
     rules: {
       'no-console': 'error',
-      'no-restricted-imports': ['error', { paths: [{ name: 'node:crypto', message: 'Only src/crypto/ uses node:crypto: take a helper from src/crypto/index.ts.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { paths: [{ name: 'node:crypto', message: 'Only src/crypto/ uses node:crypto: take a helper from src/crypto/index.ts.' }] },
+      ],
     },
   },
-  { files: ['src/crypto/**/*.ts'], rules: { 'no-console': 'error', 'no-restricted-imports': ['error', { paths: [storeOnly, { name: 'pg', message: storeOnly.message }] }] } },
+  {
+    files: ['src/crypto/**/*.ts'],
+    rules: {
+      'no-console': 'error',
+      'no-restricted-imports': ['error', { paths: [storeOnly, { name: 'pg', message: storeOnly.message }] }],
+    },
+  },
   prettier,
 );

@@ -48,7 +48,8 @@ for (const [id, t] of self) {
 }
 const show = (title: string, m: Map<string, number>) => {
   process.stdout.write(`\n${title}\n`);
-  for (const [k, t] of [...m].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`${((t / total) * 100).toFixed(1).padStart(5)} %  ${(t / 1000).toFixed(0).padStart(7)} ms  ${k}\n`);
+  for (const [k, t] of [...m].sort((a, b) => b[1] - a[1]).slice(0, top))
+    process.stdout.write(`${((t / total) * 100).toFixed(1).padStart(5)} %  ${(t / 1000).toFixed(0).padStart(7)} ms  ${k}\n`);
 };
 process.stdout.write(`${file}: ${(total / 1e6).toFixed(1)} s sampled\n`);
 show('self time by package / file', byPlace);

@@ -17,7 +17,17 @@ import type { Phase, PhaseContext } from './lib/phase.js';
 import { loadavgNow, machine, Report } from './lib/report.js';
 import { Resources } from './lib/resources.js';
 import { recordingFor, recordResults } from './lib/results-file.js';
-import { BENCH_DIR, MEASURING_KNOBS, PHASE_NAMES, PHASES, phaseSelected, say, settingsRecord, started, unknownPhases } from './lib/settings.js';
+import {
+  BENCH_DIR,
+  MEASURING_KNOBS,
+  PHASE_NAMES,
+  PHASES,
+  phaseSelected,
+  say,
+  settingsRecord,
+  started,
+  unknownPhases,
+} from './lib/settings.js';
 import { startStack } from './lib/stack.js';
 import { round } from './lib/stats.js';
 import { formatTable } from './lib/table.js';
@@ -33,7 +43,8 @@ import { throughput } from './phases/throughput.js';
 const ALL: readonly Phase[] = [throughput, overhead, first, completion, postgres, held, store];
 
 const unknown = unknownPhases(PHASES);
-if (unknown.length) say(`BENCH_PHASES: no phase named ${unknown.map((p) => JSON.stringify(p)).join(', ')} (the phases: ${PHASE_NAMES.join(', ')})`);
+if (unknown.length)
+  say(`BENCH_PHASES: no phase named ${unknown.map((p) => JSON.stringify(p)).join(', ')} (the phases: ${PHASE_NAMES.join(', ')})`);
 
 const report = new Report();
 report.results.machine = machine();
@@ -51,7 +62,10 @@ async function main(): Promise<void> {
     // What a phase declares is what a partial run merges: say so when the two drift apart.
     const undeclared = [
       ...Object.keys(report.results).filter((k) => !keys.has(k) && !phase.keys.includes(k)),
-      ...report.rows.slice(rows).filter((r) => !phase.sections.includes(r.section)).map((r) => `section ${r.section}`),
+      ...report.rows
+        .slice(rows)
+        .filter((r) => !phase.sections.includes(r.section))
+        .map((r) => `section ${r.section}`),
     ];
     if (undeclared.length) say(`${phase.name} phase: not in its declared keys and sections: ${[...new Set(undeclared)].join(', ')}`);
   };

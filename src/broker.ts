@@ -51,7 +51,12 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     ]),
   );
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
-  const idp = new OidcClient({ issuer: config.oidc.issuer, clientId: config.oidc.clientId, clientSecret: config.oidc.clientSecret, authMethod: config.oidc.authMethod });
+  const idp = new OidcClient({
+    issuer: config.oidc.issuer,
+    clientId: config.oidc.clientId,
+    clientSecret: config.oidc.clientSecret,
+    authMethod: config.oidc.authMethod,
+  });
   const verifier = new AccessTokenVerifier(idp, config.audience, config.accessTokenTypes);
   const idpHealth = new IdentityProviderHealth(idp, verifier, config.oidc.issuerId, log);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
@@ -74,7 +79,21 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     github,
     providers,
   });
-  const app = createApp({ config, store, sessions, idp, idpHealth, verifier, mcpHandler, links, connections, watcher, providers, log, publicUrl: config.publicUrl, sharedAccountPolicy: config.sharedAccountPolicy,
+  const app = createApp({
+    config,
+    store,
+    sessions,
+    idp,
+    idpHealth,
+    verifier,
+    mcpHandler,
+    links,
+    connections,
+    watcher,
+    providers,
+    log,
+    publicUrl: config.publicUrl,
+    sharedAccountPolicy: config.sharedAccountPolicy,
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });
 

@@ -13,7 +13,10 @@ export interface Logger {
   error(event: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(level: LogLevel = (process.env.LOG_LEVEL as LogLevel) in ORDER ? (process.env.LOG_LEVEL as LogLevel) : 'info', write: (line: string) => void = (l) => process.stderr.write(l + '\n')): Logger {
+export function createLogger(
+  level: LogLevel = (process.env.LOG_LEVEL as LogLevel) in ORDER ? (process.env.LOG_LEVEL as LogLevel) : 'info',
+  write: (line: string) => void = (l) => process.stderr.write(l + '\n'),
+): Logger {
   const at = (lvl: LogLevel) => (event: string, fields?: Record<string, unknown>) => {
     if (ORDER[lvl] < ORDER[level]) return;
     write(JSON.stringify({ time: new Date().toISOString(), level: lvl, event, ...fields }));

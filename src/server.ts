@@ -30,7 +30,9 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
     }
     const [status, text] = err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large'] : [400, 'Bad Request'];
     const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `${text}: the request could not be parsed` } });
-    socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   });
   // The first IdP check (discovery, JWKS) before we report started: its failure is logged first, and
   // /readyz answers from it. A silent IdP is not waited for beyond FIRST_IDP_CHECK_WAIT_MS.

@@ -10,12 +10,22 @@ const RESOURCE_CLIENT_SECRET = 'resource-named-client-secret';
 
 /** A client registered at the IdP under the resource URL itself, as some IdPs model an API. */
 function resourceNamedClient(publicUrl: string) {
-  return [{ client_id: `${publicUrl}/mcp`, client_secret: RESOURCE_CLIENT_SECRET, redirect_uris: [`${publicUrl}/id-token-landing`], token_endpoint_auth_method: 'client_secret_post' }];
+  return [
+    {
+      client_id: `${publicUrl}/mcp`,
+      client_secret: RESOURCE_CLIENT_SECRET,
+      redirect_uris: [`${publicUrl}/id-token-landing`],
+      token_endpoint_auth_method: 'client_secret_post',
+    },
+  ];
 }
 
 /** Runs a real authorization-code flow at the stack's IdP as the resource-named client and returns its ID token. */
 async function idTokenFromIdp(stack: Stack, user: string, nonce?: string): Promise<string> {
-  const discovery = (await (await fetch(`${stack.idp.issuer}/.well-known/openid-configuration`)).json()) as { authorization_endpoint: string; token_endpoint: string };
+  const discovery = (await (await fetch(`${stack.idp.issuer}/.well-known/openid-configuration`)).json()) as {
+    authorization_endpoint: string;
+    token_endpoint: string;
+  };
   const [client] = resourceNamedClient(stack.publicUrl);
   const verifier = randomBytes(32).toString('base64url');
   const authorize = new URL(discovery.authorization_endpoint);
@@ -38,7 +48,14 @@ async function idTokenFromIdp(stack: Stack, user: string, nonce?: string): Promi
   const res = await fetch(discovery.token_endpoint, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: client!.redirect_uris[0]!, code_verifier: verifier, client_id: client!.client_id, client_secret: RESOURCE_CLIENT_SECRET }),
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: client!.redirect_uris[0]!,
+      code_verifier: verifier,
+      client_id: client!.client_id,
+      client_secret: RESOURCE_CLIENT_SECRET,
+    }),
   });
   const tokens = (await res.json()) as { id_token?: string };
   assert.equal(res.status, 200, JSON.stringify(tokens));
@@ -62,7 +79,10 @@ async function assertRefused(stack: Stack, token: string, label: string): Promis
   const challenge = res.headers.get('www-authenticate') ?? '';
   assert.match(challenge, /^Bearer /, label);
   assert.match(challenge, /error="invalid_token"/, `${label}: ${challenge}`);
-  assert.ok(challenge.includes(`resource_metadata="${stack.publicUrl}/.well-known/oauth-protected-resource/mcp"`), `${label}: ${challenge}`);
+  assert.ok(
+    challenge.includes(`resource_metadata="${stack.publicUrl}/.well-known/oauth-protected-resource/mcp"`),
+    `${label}: ${challenge}`,
+  );
   assert.doesNotMatch(res.text, /\bat .*\(.*:\d+:\d+\)/, `${label}: no stack trace`);
 }
 
@@ -75,7 +95,7 @@ describe('only access tokens are access tokens', () => {
   });
   after(() => stack?.close());
 
-  it("refuses with 401 invalid_token an ID token the IdP issued to a client whose client_id is this resource, with or without a nonce", async () => {
+  it('refuses with 401 invalid_token an ID token the IdP issued to a client whose client_id is this resource, with or without a nonce', async () => {
     for (const nonce of [undefined, randomBytes(16).toString('base64url')]) {
       const idToken = await idTokenFromIdp(stack, 'at-ivy', nonce);
       const claims = decodeJwt(idToken);
@@ -105,8 +125,18 @@ describe('only access tokens are access tokens', () => {
 
   it('refuses symmetric and unsigned tokens (HS256 under the IdP kid, alg none)', async () => {
     const now = Math.floor(Date.now() / 1000);
-    const claims = { client_id: 'connect-broker', scope: 'mcp', iss: stack.idp.issuer, sub: 'at-alg', aud: stack.mcpUrl, iat: now, exp: now + 300 };
-    const hs256 = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid, typ: 'at+jwt' }).sign(new TextEncoder().encode('a shared secret that anyone might guess'));
+    const claims = {
+      client_id: 'connect-broker',
+      scope: 'mcp',
+      iss: stack.idp.issuer,
+      sub: 'at-alg',
+      aud: stack.mcpUrl,
+      iat: now,
+      exp: now + 300,
+    };
+    const hs256 = await new SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS256', kid, typ: 'at+jwt' })
+      .sign(new TextEncoder().encode('a shared secret that anyone might guess'));
     await assertRefused(stack, hs256, 'HS256');
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'at+jwt' })).toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
     await assertRefused(stack, none, 'alg none');
@@ -114,8 +144,16 @@ describe('only access tokens are access tokens', () => {
 
   it('refuses an iat more than a minute in the future and accepts one within the minute', async () => {
     const now = Math.floor(Date.now() / 1000);
-    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 120, expiresInSeconds: 600 }), 'iat two minutes ahead');
-    await assertRefused(stack, await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 3600, expiresInSeconds: 7200 }), 'iat an hour ahead');
+    await assertRefused(
+      stack,
+      await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 120, expiresInSeconds: 600 }),
+      'iat two minutes ahead',
+    );
+    await assertRefused(
+      stack,
+      await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 3600, expiresInSeconds: 7200 }),
+      'iat an hour ahead',
+    );
     await assertAccepted(stack, await stack.idp.mintAccessToken({ sub: 'at-iat', issuedAt: now + 30 }), 'iat 30 s ahead (clock skew)');
   });
 });

@@ -22,6 +22,9 @@ describe('operator branding', () => {
 
   it('refuses a plain-http logo on a non-loopback host at start-up', async () => {
     const { loadConfig, ConfigError } = await import('../src/config/env.js');
-    assert.throws(() => loadConfig({ ...stack.env, LOGO_URL: 'http://cdn.acme.example/logo.png' }), (err: unknown) => err instanceof ConfigError && /^LOGO_URL must use https/.test(err.message));
+    assert.throws(
+      () => loadConfig({ ...stack.env, LOGO_URL: 'http://cdn.acme.example/logo.png' }),
+      (err: unknown) => err instanceof ConfigError && /^LOGO_URL must use https/.test(err.message),
+    );
   });
 });

@@ -70,7 +70,15 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     persistent = await chromium.launchPersistentContext(profileDir, {
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+        '--disable-quic',
+      ],
     });
   });
 
@@ -136,7 +144,12 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     const response = await settled;
     if (!arrived(new URL(response.url()))) {
       await page.waitForLoadState('load');
-      const shown = squash(await page.locator('body').innerText().catch(() => ''));
+      const shown = squash(
+        await page
+          .locator('body')
+          .innerText()
+          .catch(() => ''),
+      );
       assert.fail(`expected to arrive elsewhere; got ${response.status()} ${response.url()} showing: ${shown.slice(0, 300)}`);
     }
     await page.waitForURL(arrived, { waitUntil: 'load' });
@@ -158,7 +171,12 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     if (isBroker(page.url())) {
       const style = await page.evaluate(() => {
         const body = getComputedStyle(document.body);
-        return { font: body.fontFamily, margin: body.margin, sheets: document.styleSheets.length, rules: document.styleSheets[0]?.cssRules.length ?? 0 };
+        return {
+          font: body.fontFamily,
+          margin: body.margin,
+          sheets: document.styleSheets.length,
+          rules: document.styleSheets[0]?.cssRules.length ?? 0,
+        };
       });
       assert.doesNotMatch(style.font, /Times New Roman/, 'the UA default font means the stylesheet did not apply');
       assert.match(style.font, /^system-ui\b/);
@@ -215,7 +233,10 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
 
   /** A link minted for `sub` by a raw first tools/call (so nothing else drives it). */
   async function linkFor(sub: string): Promise<string> {
-    const r = await rawCall(stack.mcpUrl, await stack.token(sub), { method: 'tools/call', params: { name: 'github_create_issue', arguments: ISSUE_ARGS, _meta: envelope() } });
+    const r = await rawCall(stack.mcpUrl, await stack.token(sub), {
+      method: 'tools/call',
+      params: { name: 'github_create_issue', arguments: ISSUE_ARGS, _meta: envelope() },
+    });
     assert.equal(r.json?.result?.resultType, 'input_required', r.text);
     return r.json.result.inputRequests[CONNECT_KEY].params.url as string;
   }
@@ -278,7 +299,12 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     assert.equal(urls.length, 1, 'exactly one elicitation');
     assert.equal(result.isError, undefined);
     assert.equal(resultText(result), `Created issue #1 in octo-org/hello as @octocat: ${stack.github.webUrl}/octo-org/hello/issues/1`);
-    assert.deepEqual(result.structuredContent, { status: 'created', number: 1, url: `${stack.github.webUrl}/octo-org/hello/issues/1`, repository: 'octo-org/hello' });
+    assert.deepEqual(result.structuredContent, {
+      status: 'created',
+      number: 1,
+      url: `${stack.github.webUrl}/octo-org/hello/issues/1`,
+      repository: 'octo-org/hello',
+    });
     assert.equal(stack.github.issues.length, issuesBefore + 1);
     assert.equal(stack.github.issues.at(-1)!.author, 'octocat');
     assertCleanVisits(tab);
@@ -316,7 +342,11 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       await tab.page.goto(url);
       await signInAtIdp(tab, 'carol', consentPage);
       await checkPage(tab, { status: 200, heading: 'Connect your GitHub account' });
-      await clickTo(tab, tab.page.getByRole('button', { name: 'Cancel' }), at(broker, '/connect/github', (q) => q.size === 0));
+      await clickTo(
+        tab,
+        tab.page.getByRole('button', { name: 'Cancel' }),
+        at(broker, '/connect/github', (q) => q.size === 0),
+      );
       const text = await checkPage(tab, { status: 200, heading: 'Nothing was connected', shot: 'cancelled' });
       assert.match(text, /You cancelled, so your GitHub account was not connected\. You can close this tab\./);
     });
@@ -324,7 +354,11 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     assert.equal(result.isError, undefined, 'a cancel is not an error');
     assert.equal(resultText(result), 'GitHub was not connected (you cancelled on the connect page), so nothing was done.');
     assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'cancelled' });
-    assert.equal(stack.github.requests.filter((r) => r.path === '/login/oauth/authorize').length, authorizeRequestsBefore, 'GitHub was never contacted');
+    assert.equal(
+      stack.github.requests.filter((r) => r.path === '/login/oauth/authorize').length,
+      authorizeRequestsBefore,
+      'GitHub was never contacted',
+    );
     assert.equal(stack.github.issues.length, issuesBefore);
     assertCleanVisits(tab);
   });
@@ -356,7 +390,9 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     const db = new Database(stack.env.DATABASE_PATH!);
     try {
       db.pragma('busy_timeout = 5000');
-      const changed = db.prepare('UPDATE pending_connections SET expires_at = ? WHERE link_hash = ?').run(Date.now() - 1000, createHash('sha256').update(handle).digest('hex')).changes;
+      const changed = db
+        .prepare('UPDATE pending_connections SET expires_at = ? WHERE link_hash = ?')
+        .run(Date.now() - 1000, createHash('sha256').update(handle).digest('hex')).changes;
       assert.equal(changed, 1, 'the link row was found');
     } finally {
       db.close();
@@ -426,7 +462,10 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       await page.keyboard.press('Tab');
       focused.push(squash(await page.evaluate(() => document.activeElement?.textContent ?? '')));
     }
-    assert.ok(await primary.evaluate((el) => el === document.activeElement), `Tab reaches the primary button; focus went through: ${focused.join(' | ')}`);
+    assert.ok(
+      await primary.evaluate((el) => el === document.activeElement),
+      `Tab reaches the primary button; focus went through: ${focused.join(' | ')}`,
+    );
     assert.ok(focused.length <= 5, `within a few Tab presses: ${focused.join(' | ')}`);
 
     assert.ok(await primary.isVisible());
@@ -434,7 +473,10 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     assert.ok(box, 'the button has a box');
     assert.ok(box.x >= 0 && box.x + box.width <= width, `the button fits the width: ${JSON.stringify(box)}`);
     assert.ok(box.height >= 44, `a comfortable touch target: ${box.height}px`);
-    const layout = await primary.evaluate((el) => ({ outline: getComputedStyle(el).outlineStyle, scrollWidth: document.documentElement.scrollWidth }));
+    const layout = await primary.evaluate((el) => ({
+      outline: getComputedStyle(el).outlineStyle,
+      scrollWidth: document.documentElement.scrollWidth,
+    }));
     assert.equal(layout.outline, 'solid', 'keyboard focus is visible');
     assert.ok(layout.scrollWidth <= width, `no horizontal scrolling: ${layout.scrollWidth}px`);
     await page.screenshot({ path: join(SHOTS, 'consent-phone.png'), fullPage: true });
@@ -452,7 +494,10 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     before(async () => {
       dir = mkdtempSync(join(tmpdir(), 'broker-dev-browser-'));
       const port = await freePort();
-      dev = await startDevBroker({ PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: join(dir, 'data', 'broker.db') }, createLogger('error'));
+      dev = await startDevBroker(
+        { PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: join(dir, 'data', 'broker.db') },
+        createLogger('error'),
+      );
     });
     after(async () => {
       await dev?.running.close();
@@ -467,8 +512,14 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     /** An access token for `user` from the dev IdP, the way an MCP client gets one (DCR, PKCE, sign-in). */
     async function devAccessToken(user: string): Promise<string> {
       const oauth = new InMemoryOAuthClient(REDIRECT, 'Browser test assistant');
-      const client = new Client({ name: 'dev-browser-test', version: '1.0.0' }, { capabilities: {}, versionNegotiation: { mode: { pin: '2026-07-28' } } });
-      await assert.rejects(client.connect(new StreamableHTTPClientTransport(new URL(dev!.mcpUrl), { authProvider: oauth })), UnauthorizedError);
+      const client = new Client(
+        { name: 'dev-browser-test', version: '1.0.0' },
+        { capabilities: {}, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+      );
+      await assert.rejects(
+        client.connect(new StreamableHTTPClientTransport(new URL(dev!.mcpUrl), { authProvider: oauth })),
+        UnauthorizedError,
+      );
       assert.ok(oauth.authorizationUrl, 'the client was sent to the IdP');
       const transport = new StreamableHTTPClientTransport(new URL(dev!.mcpUrl), { authProvider: oauth });
       await transport.finishAuth(await authorizeInBrowser(new Browser(), oauth.authorizationUrl, REDIRECT, user));
@@ -480,13 +531,20 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     async function devSignIn(tab: Tab, user: string, arrived: (url: URL) => boolean): Promise<void> {
       assert.ok(atDevIdpSignIn(new URL(tab.page.url())), `at the dev IdP's sign-in: ${tab.page.url()}`);
       const text = await checkPage(tab, { status: 200, heading: 'Development sign-in' });
-      assert.match(text, /MCP Connect Broker \(the name it gives itself\) asks you to sign in\./, 'names who is signing in: the client_name, not its client_id');
+      assert.match(
+        text,
+        /MCP Connect Broker \(the name it gives itself\) asks you to sign in\./,
+        'names who is signing in: the client_name, not its client_id',
+      );
       await tab.page.getByLabel('User name').fill(user);
       await clickTo(tab, tab.page.getByRole('button', { name: 'Sign in', exact: true }), arrived);
     }
 
     it("opens Alice's link as Bob, gets the wrong-account page, switches, signs in as Alice and reaches the consent page", async () => {
-      const r = await rawCall(dev!.mcpUrl, await devAccessToken('alice'), { method: 'tools/call', params: { name: 'github_create_issue', arguments: ISSUE_ARGS, _meta: envelope() } });
+      const r = await rawCall(dev!.mcpUrl, await devAccessToken('alice'), {
+        method: 'tools/call',
+        params: { name: 'github_create_issue', arguments: ISSUE_ARGS, _meta: envelope() },
+      });
       assert.equal(r.json?.result?.resultType, 'input_required', r.text);
       const link = r.json.result.inputRequests[CONNECT_KEY].params.url as string;
 
@@ -498,7 +556,11 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
 
       await clickTo(tab, tab.page.getByRole('button', { name: 'Sign in as a different user' }), atDevIdpSignIn);
       await devSignIn(tab, 'alice', devConsent);
-      const consent = await checkPage(tab, { status: 200, heading: 'Connect your GitHub (sandbox) account', shot: 'dev-consent-after-switch' });
+      const consent = await checkPage(tab, {
+        status: 200,
+        heading: 'Connect your GitHub (sandbox) account',
+        shot: 'dev-consent-after-switch',
+      });
       assert.match(consent, /You are signed in here as alice/);
       assert.equal(tab.page.url(), link, 'back on the very link');
     });
@@ -515,7 +577,10 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       await clickTo(tab, page.getByRole('button', { name: 'Sign out' }), at(devBroker, '/auth/signed-out'));
       const done = await checkPage(tab, { status: 200, heading: 'Signed out', shot: 'signed-out' });
       assert.match(done, /You are signed out of this service and of your identity provider/);
-      assert.ok(tab.visits.every((v) => !/id_token_hint=/.test(v.url) || new URL(v.url).pathname === '/idp/session/end'), 'the ID token travels only to the IdP logout endpoint');
+      assert.ok(
+        tab.visits.every((v) => !/id_token_hint=/.test(v.url) || new URL(v.url).pathname === '/idp/session/end'),
+        'the ID token travels only to the IdP logout endpoint',
+      );
 
       await page.goto(`${devBroker()}/connections`);
       assert.ok(atDevIdpSignIn(new URL(page.url())), `the next visit asks to sign in again, not an automatic sign-in: ${page.url()}`);

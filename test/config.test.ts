@@ -59,7 +59,9 @@ function refuses(env: NodeJS.ProcessEnv, message: string): void {
 
 /** What a missing required variable is reported as. */
 function missing(name: (typeof REQUIRED)[number]): string {
-  return name === 'TOKEN_ENCRYPTION_KEY' ? 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTION_KEY or the key ring TOKEN_ENCRYPTION_KEYS)' : `${name} is required`;
+  return name === 'TOKEN_ENCRYPTION_KEY'
+    ? 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTION_KEY or the key ring TOKEN_ENCRYPTION_KEYS)'
+    : `${name} is required`;
 }
 
 describe('loadConfig: required variables', () => {
@@ -126,15 +128,27 @@ describe('loadConfig: secrets', () => {
   });
 
   it('refuses a TOKEN_ENCRYPTION_KEY that does not decode to exactly 32 bytes', () => {
-    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: randomBytes(16).toString('base64') }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 16 bytes)');
-    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: randomBytes(33).toString('base64') }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 33 bytes)');
+    refuses(
+      validEnv({ TOKEN_ENCRYPTION_KEY: randomBytes(16).toString('base64') }),
+      'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 16 bytes)',
+    );
+    refuses(
+      validEnv({ TOKEN_ENCRYPTION_KEY: randomBytes(33).toString('base64') }),
+      'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 33 bytes)',
+    );
     refuses(validEnv({ TOKEN_ENCRYPTION_KEY: '' }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 0 bytes)');
   });
 
   it('refuses a TOKEN_ENCRYPTION_KEY that is not base64 at all', () => {
     // 32 characters, but with spaces and '!': must not be decoded leniently into some other key.
-    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: 'not base64! not base64! not b64!' }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 0 bytes)');
-    refuses(validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('hex') }), 'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 48 bytes)');
+    refuses(
+      validEnv({ TOKEN_ENCRYPTION_KEY: 'not base64! not base64! not b64!' }),
+      'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 0 bytes)',
+    );
+    refuses(
+      validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('hex') }),
+      'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 48 bytes)',
+    );
   });
 
   it('accepts the key in base64 and base64url and decodes both to the same 32 bytes', () => {
@@ -217,12 +231,31 @@ describe('the host names the Host guard accepts', () => {
 
 describe('the origins the Origin checks accept (ALLOWED_ORIGINS)', () => {
   it("accepts in production exactly PUBLIC_URL's origin and the listed ones: another port or scheme on the same host is another site", () => {
-    const origins = allowedOrigins(loadConfig(validEnv({ ALLOWED_HOSTS: 'broker.internal', ALLOWED_ORIGINS: 'https://assistant.example.com, https://App.Example.com:8443' })));
+    const origins = allowedOrigins(
+      loadConfig(
+        validEnv({ ALLOWED_HOSTS: 'broker.internal', ALLOWED_ORIGINS: 'https://assistant.example.com, https://App.Example.com:8443' }),
+      ),
+    );
     assert.deepEqual([...origins].sort(), ['https://app.example.com:8443', 'https://assistant.example.com', 'https://broker.example.com']);
-    for (const origin of ['https://broker.example.com', 'https://assistant.example.com', 'https://app.example.com:8443', 'HTTPS://BROKER.EXAMPLE.COM', undefined]) {
+    for (const origin of [
+      'https://broker.example.com',
+      'https://assistant.example.com',
+      'https://app.example.com:8443',
+      'HTTPS://BROKER.EXAMPLE.COM',
+      undefined,
+    ]) {
       assert.ok(originAllowed(origin, origins), String(origin));
     }
-    for (const origin of ['http://broker.example.com', 'https://broker.example.com:1234', 'https://broker.example.com:443', 'https://broker.example.com/', 'https://broker.internal', 'https://app.example.com', 'http://localhost:3000', 'null']) {
+    for (const origin of [
+      'http://broker.example.com',
+      'https://broker.example.com:1234',
+      'https://broker.example.com:443',
+      'https://broker.example.com/',
+      'https://broker.internal',
+      'https://app.example.com',
+      'http://localhost:3000',
+      'null',
+    ]) {
       assert.equal(originAllowed(origin, origins), false, origin);
     }
   });
@@ -231,17 +264,36 @@ describe('the origins the Origin checks accept (ALLOWED_ORIGINS)', () => {
     for (const publicUrl of ['http://127.0.0.1:3000', 'http://localhost:3000', 'http://[::1]:3000']) {
       const origins = allowedOrigins(loadConfig(validEnv({ PUBLIC_URL: publicUrl })));
       assert.deepEqual([...origins].sort(), ['http://127.0.0.1:3000', 'http://[::1]:3000', 'http://localhost:3000'], publicUrl);
-      for (const other of ['http://localhost:8080', 'https://localhost:3000', 'http://127.0.0.2:3000', 'http://localhost']) assert.equal(originAllowed(other, origins), false, other);
+      for (const other of ['http://localhost:8080', 'https://localhost:3000', 'http://127.0.0.2:3000', 'http://localhost'])
+        assert.equal(originAllowed(other, origins), false, other);
     }
   });
 
   it('refuses an ALLOWED_ORIGINS entry that is not exactly scheme://host[:port], or http:// off loopback', () => {
-    const notAnOrigin = (entry: string) => `ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`;
-    for (const entry of ['https://app.example.com/', 'https://app.example.com/path', 'https://app.example.com?x=1', 'https://app.example.com#x', 'https://user@app.example.com', 'app.example.com', 'ftp://app.example.com', 'https://', 'https://app.example.com:99999', '*']) {
+    const notAnOrigin = (entry: string) =>
+      `ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`;
+    for (const entry of [
+      'https://app.example.com/',
+      'https://app.example.com/path',
+      'https://app.example.com?x=1',
+      'https://app.example.com#x',
+      'https://user@app.example.com',
+      'app.example.com',
+      'ftp://app.example.com',
+      'https://',
+      'https://app.example.com:99999',
+      '*',
+    ]) {
       refuses(validEnv({ ALLOWED_ORIGINS: `https://ok.example.com,${entry}` }), notAnOrigin(entry));
     }
-    refuses(validEnv({ ALLOWED_ORIGINS: 'http://app.example.com' }), 'ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "http://app.example.com")');
-    assert.deepEqual(loadConfig(validEnv({ ALLOWED_ORIGINS: 'http://localhost:6274,https://app.example.com:443' })).allowedOrigins, ['http://localhost:6274', 'https://app.example.com']);
+    refuses(
+      validEnv({ ALLOWED_ORIGINS: 'http://app.example.com' }),
+      'ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "http://app.example.com")',
+    );
+    assert.deepEqual(loadConfig(validEnv({ ALLOWED_ORIGINS: 'http://localhost:6274,https://app.example.com:443' })).allowedOrigins, [
+      'http://localhost:6274',
+      'https://app.example.com',
+    ]);
     assert.deepEqual(loadConfig(validEnv()).allowedOrigins, []);
   });
 });
@@ -251,13 +303,22 @@ describe('MCP_ACCESS_TOKEN_TYPES', () => {
     assert.deepEqual(loadConfig(validEnv()).accessTokenTypes, ['at+jwt']);
     assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: '' })).accessTokenTypes, ['at+jwt']);
     assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'JWT' })).accessTokenTypes, ['jwt']);
-    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' at+jwt , application/JWT ' })).accessTokenTypes, ['at+jwt', 'application/jwt']);
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' at+jwt , application/JWT ' })).accessTokenTypes, [
+      'at+jwt',
+      'application/jwt',
+    ]);
   });
 
   it('refuses a list with no value or with something that is not a typ', () => {
     refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' , ' }), 'MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
-    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at+jwt;JWT' }), 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at+jwt;jwt")');
-    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at jwt' }), 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at jwt")');
+    refuses(
+      validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at+jwt;JWT' }),
+      'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at+jwt;jwt")',
+    );
+    refuses(
+      validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at jwt' }),
+      'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at jwt")',
+    );
   });
 });
 
@@ -287,11 +348,16 @@ describe('loadConfig: defaults', () => {
     const config = loadConfig(validEnv({ MCP_AUDIENCE: 'https://api.example.com/mcp/' }));
     assert.equal(config.audience, 'https://api.example.com/mcp');
     assert.equal(config.mcpUrl.href, 'https://broker.example.com/mcp');
-    refuses(validEnv({ MCP_AUDIENCE: 'http://api.example.com/mcp' }), 'MCP_AUDIENCE must use https:// (http:// is accepted only for loopback hosts)');
+    refuses(
+      validEnv({ MCP_AUDIENCE: 'http://api.example.com/mcp' }),
+      'MCP_AUDIENCE must use https:// (http:// is accepted only for loopback hosts)',
+    );
   });
 
   it('takes HOST, DATABASE_PATH and REPEAT_HOLD_SECONDS when given', () => {
-    const config = loadConfig(validEnv({ HOST: '0.0.0.0', DATABASE_PATH: '/var/lib/broker/db.sqlite', REPEAT_HOLD_SECONDS: '2.5', PORT: '8080' }));
+    const config = loadConfig(
+      validEnv({ HOST: '0.0.0.0', DATABASE_PATH: '/var/lib/broker/db.sqlite', REPEAT_HOLD_SECONDS: '2.5', PORT: '8080' }),
+    );
     assert.equal(config.host, '0.0.0.0');
     assert.equal(config.database.path, '/var/lib/broker/db.sqlite');
     assert.equal(config.repeatHoldMs, 2500);
@@ -301,15 +367,27 @@ describe('loadConfig: defaults', () => {
   it('selects PostgreSQL with DATABASE_URL, with pool and statement-timeout settings', () => {
     const sqlite = loadConfig(validEnv());
     assert.deepEqual(sqlite.database, { url: undefined, path: './data/broker.db', poolMax: 10, statementTimeoutMs: 5000 });
-    const pg = loadConfig(validEnv({ DATABASE_URL: 'postgres://broker:s3cret@db.internal:5432/broker', DATABASE_POOL_MAX: '25', DATABASE_STATEMENT_TIMEOUT_MS: '2000' }));
+    const pg = loadConfig(
+      validEnv({
+        DATABASE_URL: 'postgres://broker:s3cret@db.internal:5432/broker',
+        DATABASE_POOL_MAX: '25',
+        DATABASE_STATEMENT_TIMEOUT_MS: '2000',
+      }),
+    );
     assert.equal(pg.database.url, 'postgres://broker:s3cret@db.internal:5432/broker');
     assert.equal(pg.database.poolMax, 25);
     assert.equal(pg.database.statementTimeoutMs, 2000);
   });
 
   it('refuses a DATABASE_URL that is not postgres:// without echoing it', () => {
-    refuses(validEnv({ DATABASE_URL: 'mysql://root:hunter2@db/x' }), 'DATABASE_URL must start with postgres:// (got "mysql://…"); leave it unset for SQLite');
-    refuses(validEnv({ DATABASE_URL: 'not a url hunter2' }), 'DATABASE_URL must be a URL such as postgres://user:password@host:5432/database');
+    refuses(
+      validEnv({ DATABASE_URL: 'mysql://root:hunter2@db/x' }),
+      'DATABASE_URL must start with postgres:// (got "mysql://…"); leave it unset for SQLite',
+    );
+    refuses(
+      validEnv({ DATABASE_URL: 'not a url hunter2' }),
+      'DATABASE_URL must be a URL such as postgres://user:password@host:5432/database',
+    );
     refuses(validEnv({ DATABASE_POOL_MAX: '0' }), 'DATABASE_POOL_MAX must be an integer between 1 and 1000 (got "0")');
   });
 
@@ -320,7 +398,10 @@ describe('loadConfig: defaults', () => {
     const set = loadConfig(validEnv({ PENDING_CONNECTIONS_PER_USER: '5', MCP_RATE_LIMIT_PER_MINUTE: '0' }));
     assert.equal(set.pendingConnectionsPerUser, 5);
     assert.equal(set.mcpRateLimitPerMinute, 0);
-    refuses(validEnv({ PENDING_CONNECTIONS_PER_USER: '0' }), 'PENDING_CONNECTIONS_PER_USER must be an integer between 1 and 1000 (got "0")');
+    refuses(
+      validEnv({ PENDING_CONNECTIONS_PER_USER: '0' }),
+      'PENDING_CONNECTIONS_PER_USER must be an integer between 1 and 1000 (got "0")',
+    );
     refuses(validEnv({ MCP_RATE_LIMIT_PER_MINUTE: '-1' }), 'MCP_RATE_LIMIT_PER_MINUTE must be an integer between 0 and 1000000 (got "-1")');
   });
 
@@ -332,7 +413,11 @@ describe('loadConfig: defaults', () => {
 
 /** Runs `src/main.ts` with exactly `env` and waits (at most 15 s) for it to exit. */
 async function runMain(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: fileURLToPath(new URL('../', import.meta.url)), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: fileURLToPath(new URL('../', import.meta.url)),
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -355,7 +440,10 @@ describe('starting the service with a bad environment', () => {
     const dir = mkdtempSync(join(tmpdir(), 'broker-config-'));
     try {
       const dbPath = join(dir, 'broker.db');
-      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...validEnv({ BROKER_SECRET: undefined, PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_PATH: dbPath }) };
+      const env: NodeJS.ProcessEnv = {
+        PATH: process.env.PATH,
+        ...validEnv({ BROKER_SECRET: undefined, PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_PATH: dbPath }),
+      };
       const { code, stdout, stderr } = await runMain(env);
       assert.equal(code, 1);
       assert.equal(stderr, 'Configuration error: BROKER_SECRET is required\n');
@@ -375,7 +463,14 @@ describe('starting the service with a bad environment', () => {
 
   it('exits with code 1 and one line naming DATABASE_URL (without its password) when PostgreSQL cannot be reached', async () => {
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...validEnv({ PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_URL: `postgres://broker:hunter2-secret@127.0.0.1:${port}/broker` }) };
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      ...validEnv({
+        PORT: '0',
+        PUBLIC_URL: 'http://127.0.0.1:1',
+        DATABASE_URL: `postgres://broker:hunter2-secret@127.0.0.1:${port}/broker`,
+      }),
+    };
     const { code, stdout, stderr } = await runMain(env);
     assert.equal(code, 1);
     assert.match(stderr, /^Could not start: DATABASE_URL: cannot open the PostgreSQL database \(.*ECONNREFUSED.*\)\n$/);

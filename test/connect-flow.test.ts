@@ -25,7 +25,10 @@ describe('the connect flow, end to end with a 2026-07-28 client', () => {
         return { action: 'accept' };
       },
     });
-    const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'hello', title: 'It works', body: 'Filed through the broker' } });
+    const result = await client.callTool({
+      name: 'github_create_issue',
+      arguments: { owner: 'octo-org', repo: 'hello', title: 'It works', body: 'Filed through the broker' },
+    });
     await client.close();
 
     assert.equal(seen.length, 1, 'exactly one elicitation');
@@ -37,7 +40,12 @@ describe('the connect flow, end to end with a 2026-07-28 client', () => {
 
     assert.equal(result.isError, undefined);
     assert.match(resultText(result), /Created issue #1 in octo-org\/hello/);
-    assert.deepEqual(result.structuredContent, { status: 'created', number: 1, url: `${stack.github.webUrl}/octo-org/hello/issues/1`, repository: 'octo-org/hello' });
+    assert.deepEqual(result.structuredContent, {
+      status: 'created',
+      number: 1,
+      url: `${stack.github.webUrl}/octo-org/hello/issues/1`,
+      repository: 'octo-org/hello',
+    });
     assert.equal(stack.github.issues.length, 1);
     assert.equal(stack.github.issues[0]!.author, 'octocat');
   });

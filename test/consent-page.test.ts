@@ -9,12 +9,22 @@ import { envelope, rawCall } from './support/mcp.js';
 import { signIn, startStack, type Stack } from './support/stack.js';
 
 /** A 2026-07-28 tools/call as `sub` from a client calling itself `clientName`; returns the connect link it elicits. */
-async function askForLink(stack: Stack, sub: string, name: string, args: Record<string, unknown>, clientName = 'raw-client'): Promise<{ url: string; token: string; requestState: string }> {
+async function askForLink(
+  stack: Stack,
+  sub: string,
+  name: string,
+  args: Record<string, unknown>,
+  clientName = 'raw-client',
+): Promise<{ url: string; token: string; requestState: string }> {
   const token = await stack.token(sub);
   const meta = { ...envelope(), 'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' } };
   const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name, arguments: args, _meta: meta } });
   assert.equal(res.json?.result?.resultType, 'input_required', res.text);
-  return { url: res.json.result.inputRequests.connect_account.params.url as string, token, requestState: res.json.result.requestState as string };
+  return {
+    url: res.json.result.inputRequests.connect_account.params.url as string,
+    token,
+    requestState: res.json.result.requestState as string,
+  };
 }
 
 /** Opens `link` in a fresh browser signed in as `sub`, and returns the page it shows. */
@@ -57,7 +67,10 @@ describe('the consent page', () => {
     await signIn(browser, stack, 'scopes-user');
     const consent = await browser.open(url);
     assert.equal(consent.status, 200, textOf(consent.html));
-    assert.deepEqual([...consent.html.matchAll(/<code class="muted small">([^<]+)<\/code>/g)].map((m) => m[1]), ['repo']);
+    assert.deepEqual(
+      [...consent.html.matchAll(/<code class="muted small">([^<]+)<\/code>/g)].map((m) => m[1]),
+      ['repo'],
+    );
     assert.match(textOf(consent.html), /Read and write your public and private repositories/);
     assert.doesNotMatch(textOf(consent.html), /Read and write your public repositories,/);
     const authorize = await browser.submit(consent, { button: 'allow' });
@@ -66,7 +79,13 @@ describe('the consent page', () => {
   });
 
   it('says why a tool made the link, stored with the pending connection, and never the arguments in full', async () => {
-    const { url } = await askForLink(stack, 'purpose-user', 'github_create_issue', { owner: 'acme', repo: 'widgets', title: 'Hello', body: 'secret body text' }, 'Claude');
+    const { url } = await askForLink(
+      stack,
+      'purpose-user',
+      'github_create_issue',
+      { owner: 'acme', repo: 'widgets', title: 'Hello', body: 'secret body text' },
+      'Claude',
+    );
     assert.equal(pendingRows(stack, 'purpose-user')[0]!.purpose, 'create the issue in acme/widgets');
     const consent = await openAs(stack, 'purpose-user', url);
     assert.equal(consent.status, 200, textOf(consent.html));

@@ -1,7 +1,21 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { constantTimeEqual, deriveKey, keyIdFor, mac, randomHandle, Sealer, SealError, sha256Base64url, sha256Hex, verifyMac, type OpenFailure, type SealContext, type Sealed } from '../src/crypto/index.js';
+import {
+  constantTimeEqual,
+  deriveKey,
+  keyIdFor,
+  mac,
+  randomHandle,
+  Sealer,
+  SealError,
+  sha256Base64url,
+  sha256Hex,
+  verifyMac,
+  type OpenFailure,
+  type SealContext,
+  type Sealed,
+} from '../src/crypto/index.js';
 
 const ALICE: SealContext = { issuer: 'https://idp.example.com', subject: 'alice', provider: 'github' };
 const SECRET = '{"accessToken":"gho_0123456789abcdefghijABCDEFGHIJ012345","scopes":["repo"]}';
@@ -110,7 +124,10 @@ describe('Sealer (AES-256-GCM, bound to principal and provider)', () => {
   it('refuses an empty key ring and keys that are not 32 bytes', () => {
     assert.throws(() => new Sealer([]), { name: 'RangeError', message: 'Sealer needs at least one key' });
     assert.throws(() => new Sealer([randomBytes(16)]), { name: 'RangeError', message: 'AES-256-GCM keys must be 32 bytes' });
-    assert.throws(() => new Sealer([randomBytes(32), randomBytes(33)]), { name: 'RangeError', message: 'AES-256-GCM keys must be 32 bytes' });
+    assert.throws(() => new Sealer([randomBytes(32), randomBytes(33)]), {
+      name: 'RangeError',
+      message: 'AES-256-GCM keys must be 32 bytes',
+    });
   });
 
   it('gives different keys different ids', () => {
@@ -201,6 +218,9 @@ describe('randomHandle and digests', () => {
 
   it('hashes with SHA-256 in hex and base64url', () => {
     assert.equal(sha256Hex('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
-    assert.equal(sha256Base64url('abc'), Buffer.from('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad', 'hex').toString('base64url'));
+    assert.equal(
+      sha256Base64url('abc'),
+      Buffer.from('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad', 'hex').toString('base64url'),
+    );
   });
 });

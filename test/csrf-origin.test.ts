@@ -26,7 +26,11 @@ describe('form posts and the Origin header', () => {
 
   it('accepts `Origin: null` with `Sec-Fetch-Site: same-origin` and a valid CSRF token', async () => {
     const { browser, csrf } = await logoutForm();
-    const res = await browser.request(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams({ csrf }), headers: { origin: 'null', 'sec-fetch-site': 'same-origin' } });
+    const res = await browser.request(`${stack.publicUrl}/auth/logout`, {
+      method: 'POST',
+      body: new URLSearchParams({ csrf }),
+      headers: { origin: 'null', 'sec-fetch-site': 'same-origin' },
+    });
     assert.equal(res.status, 303, 'accepted: on to the IdP to end its session too');
     assert.match(res.headers.get('location') ?? '', /\/session\/end\?/);
   });
@@ -34,7 +38,11 @@ describe('form posts and the Origin header', () => {
   for (const site of ['cross-site', 'same-site', undefined]) {
     it(`refuses \`Origin: null\` with Sec-Fetch-Site ${site ?? 'absent'} with 403, even with a valid CSRF token`, async () => {
       const { browser, csrf } = await logoutForm();
-      const res = await browser.request(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams({ csrf }), headers: { origin: 'null', ...(site ? { 'sec-fetch-site': site } : {}) } });
+      const res = await browser.request(`${stack.publicUrl}/auth/logout`, {
+        method: 'POST',
+        body: new URLSearchParams({ csrf }),
+        headers: { origin: 'null', ...(site ? { 'sec-fetch-site': site } : {}) },
+      });
       assert.equal(res.status, 403);
       const after = await browser.open(`${stack.publicUrl}/connections`);
       assert.match(after.html, /Signed in as/, 'the session survived the refused post');
@@ -64,7 +72,14 @@ describe('form posts and the Origin header', () => {
   /** Our own origin, its loopback aliases on the same scheme and port, and what ALLOWED_ORIGINS lists. */
   function accepted(): string[] {
     const { port } = new URL(stack.publicUrl);
-    return [stack.publicUrl, `http://localhost:${port}`, `http://[::1]:${port}`, 'https://assistant.example', 'http://localhost:6274', stack.publicUrl.toUpperCase()];
+    return [
+      stack.publicUrl,
+      `http://localhost:${port}`,
+      `http://[::1]:${port}`,
+      'https://assistant.example',
+      'http://localhost:6274',
+      stack.publicUrl.toUpperCase(),
+    ];
   }
 
   it('refuses POST /mcp from an origin on another port, scheme or host with 403 and a JSON-RPC error', async () => {
@@ -87,7 +102,11 @@ describe('form posts and the Origin header', () => {
   it('refuses a form post from an origin on another port, scheme or host with 403, even with a valid CSRF token', async () => {
     const { browser, csrf } = await logoutForm();
     for (const origin of lookalikes()) {
-      const res = await browser.request(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams({ csrf }), headers: { origin } });
+      const res = await browser.request(`${stack.publicUrl}/auth/logout`, {
+        method: 'POST',
+        body: new URLSearchParams({ csrf }),
+        headers: { origin },
+      });
       assert.equal(res.status, 403, origin);
       await res.body?.cancel();
     }
@@ -98,7 +117,11 @@ describe('form posts and the Origin header', () => {
   it('accepts a form post from our exact origin, its loopback aliases and a listed ALLOWED_ORIGINS origin', async () => {
     for (const origin of accepted()) {
       const { browser, csrf } = await logoutForm();
-      const res = await browser.request(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams({ csrf }), headers: { origin } });
+      const res = await browser.request(`${stack.publicUrl}/auth/logout`, {
+        method: 'POST',
+        body: new URLSearchParams({ csrf }),
+        headers: { origin },
+      });
       // Accepted: the session ends here and the browser goes on to the IdP's end-session endpoint.
       assert.equal(res.status, 303, origin);
       assert.ok(res.headers.get('location')?.startsWith(`${stack.idp.issuer}/session/end?`), origin);
@@ -107,7 +130,11 @@ describe('form posts and the Origin header', () => {
 
   it('refuses a foreign Origin on a form post with 403', async () => {
     const { browser, csrf } = await logoutForm();
-    const res = await browser.request(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams({ csrf }), headers: { origin: 'https://evil.example' } });
+    const res = await browser.request(`${stack.publicUrl}/auth/logout`, {
+      method: 'POST',
+      body: new URLSearchParams({ csrf }),
+      headers: { origin: 'https://evil.example' },
+    });
     assert.equal(res.status, 403);
   });
 });

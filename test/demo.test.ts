@@ -4,7 +4,10 @@ import { describe, it } from 'node:test';
 
 describe('npm run demo', () => {
   it('walks through sign-in, the URL elicitation, the browser steps and the repeat, and prints the created issue', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/dev/demo.ts'], { env: { ...process.env, GITHUB_CLIENT_ID: '', GITHUB_CLIENT_SECRET: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/dev/demo.ts'], {
+      env: { ...process.env, GITHUB_CLIENT_ID: '', GITHUB_CLIENT_SECRET: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));

@@ -18,8 +18,17 @@ import { selfSignedCertificate } from './support/tls.js';
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 
 /** Signs an SDK client in through MCP authorization (PRM → discovery → DCR → PKCE) as `user`. */
-async function signedInClient(mcpUrl: string, browser: Browser, user: string, oauth = new InMemoryOAuthClient(REDIRECT, 'Dev-mode test assistant'), onUrl?: (url: string) => Promise<void>) {
-  const client = new Client({ name: 'dev-test', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+async function signedInClient(
+  mcpUrl: string,
+  browser: Browser,
+  user: string,
+  oauth = new InMemoryOAuthClient(REDIRECT, 'Dev-mode test assistant'),
+  onUrl?: (url: string) => Promise<void>,
+) {
+  const client = new Client(
+    { name: 'dev-test', version: '1.0.0' },
+    { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+  );
   client.setRequestHandler('elicitation/create', async (request) => {
     const params = request.params as { mode?: string; url?: string };
     if (params.mode !== 'url' || !params.url || !onUrl) return { action: 'decline' as const };
@@ -48,7 +57,10 @@ describe('npm run dev: the broker with nothing configured', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'broker-dev-'));
     port = await freePort();
-    dev = await startDevBroker(env(), createLogger('debug', (l) => logs.push(l)));
+    dev = await startDevBroker(
+      env(),
+      createLogger('debug', (l) => logs.push(l)),
+    );
   });
   after(async () => {
     await dev.running.close();
@@ -79,12 +91,22 @@ describe('npm run dev: the broker with nothing configured', () => {
       page = await browser.submit(page, { button: 'authorize', fields: { login: 'octocat' } });
       connectedPage = textOf(page.html);
     });
-    const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'dev', title: 'Offline issue' } });
+    const result = await client.callTool({
+      name: 'github_create_issue',
+      arguments: { owner: 'octo-org', repo: 'dev', title: 'Offline issue' },
+    });
     await client.close();
     assert.match(connectedPage, /Connected as @octocat/);
     assert.match(connectedPage, /Sandbox mode/);
-    assert.match(resultText(result), /Created issue #1 in octo-org\/dev as @octocat: http:\/\/127\.0\.0\.1:\d+\/sandbox\/github\/octo-org\/dev\/issues\/1/);
-    assert.match(resultText(result), /GitHub \(sandbox\): simulated for development, not the real service/, 'tool results that touch the sandbox say so');
+    assert.match(
+      resultText(result),
+      /Created issue #1 in octo-org\/dev as @octocat: http:\/\/127\.0\.0\.1:\d+\/sandbox\/github\/octo-org\/dev\/issues\/1/,
+    );
+    assert.match(
+      resultText(result),
+      /GitHub \(sandbox\): simulated for development, not the real service/,
+      'tool results that touch the sandbox say so',
+    );
     const issuePage = await fetch((result.structuredContent as { url: string }).url);
     assert.equal(issuePage.status, 200, 'the issue link works');
   });
@@ -103,7 +125,10 @@ describe('npm run dev: the broker with nothing configured', () => {
     await dev.running.close();
     // Let this process's HTTP client see the old server's sockets close before reusing the pool.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    dev = await startDevBroker(env(), createLogger('debug', (l) => logs.push(l)));
+    dev = await startDevBroker(
+      env(),
+      createLogger('debug', (l) => logs.push(l)),
+    );
 
     const again = await signedInClient(dev.mcpUrl, browser, 'bob', oauth, async () => assert.fail('no new elicitation after a restart'));
     const whoami = await again.client.callTool({ name: 'github_whoami', arguments: {} });
@@ -116,46 +141,76 @@ describe('npm run dev: the broker with nothing configured', () => {
   });
 
   /** The dev IdP's authorization URL for `clientId`, asking for the MCP resource. */
-  const authorizeUrl = (clientId: string, redirectUri: string) => `${dev.publicUrl}/idp/auth?${new URLSearchParams({
-    client_id: clientId, redirect_uri: redirectUri, response_type: 'code', scope: 'mcp', resource: dev.mcpUrl, state: 's',
-    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
-  })}`;
+  const authorizeUrl = (clientId: string, redirectUri: string) =>
+    `${dev.publicUrl}/idp/auth?${new URLSearchParams({
+      client_id: clientId,
+      redirect_uri: redirectUri,
+      response_type: 'code',
+      scope: 'mcp',
+      resource: dev.mcpUrl,
+      state: 's',
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+    })}`;
 
   it('asks for consent before a client with a non-loopback redirect URI (say one a web page registered) gets a code', async () => {
     const reg = await fetch(`${dev.publicUrl}/idp/reg`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ client_name: 'Web page client', redirect_uris: ['https://evil.example/cb'], token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        client_name: 'Web page client',
+        redirect_uris: ['https://evil.example/cb'],
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+      }),
     });
     assert.equal(reg.status, 201);
-    const { client_id: clientId } = await reg.json() as { client_id: string };
+    const { client_id: clientId } = (await reg.json()) as { client_id: string };
     const browser = new Browser();
     const signIn = await browser.open(authorizeUrl(clientId, 'https://evil.example/cb'));
     assert.match(textOf(signIn.html), /Development sign-in/);
     const consent = await browser.submit(signIn, { fields: { login: 'dora' } });
     assert.equal(consent.status, 200);
     assert.match(textOf(consent.html), /Allow Web page client to act as you\?/);
-    assert.ok(consent.trail.every((url) => !url.startsWith('https://evil.example')), `no code went to the page: ${consent.trail.join(' -> ')}`);
+    assert.ok(
+      consent.trail.every((url) => !url.startsWith('https://evil.example')),
+      `no code went to the page: ${consent.trail.join(' -> ')}`,
+    );
   });
 
   const certificate = selfSignedCertificate();
-  it('fetches a client ID metadata document from a loopback https URL (offline CIMD)', { skip: certificate ? false : 'openssl is not available to make a certificate' }, async () => {
-    let clientId = '';
-    const redirectUri = 'http://127.0.0.1:9/cb';
-    const documents = createHttpsServer(certificate!, (_req, res) => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ client_id: clientId, client_name: 'Offline CIMD assistant', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] }));
-    });
-    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
-    try {
-      clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
-      const page = await new Browser().open(authorizeUrl(clientId, redirectUri));
-      assert.equal(page.status, 200, textOf(page.html));
-      assert.match(textOf(page.html), /Development sign-in .*Offline CIMD assistant \(the name it gives itself\) asks you to sign in\./);
-    } finally {
-      documents.closeAllConnections();
-      await new Promise<void>((resolve) => documents.close(() => resolve()));
-    }
-  });
+  it(
+    'fetches a client ID metadata document from a loopback https URL (offline CIMD)',
+    { skip: certificate ? false : 'openssl is not available to make a certificate' },
+    async () => {
+      let clientId = '';
+      const redirectUri = 'http://127.0.0.1:9/cb';
+      const documents = createHttpsServer(certificate!, (_req, res) => {
+        res.setHeader('content-type', 'application/json');
+        res.end(
+          JSON.stringify({
+            client_id: clientId,
+            client_name: 'Offline CIMD assistant',
+            redirect_uris: [redirectUri],
+            token_endpoint_auth_method: 'none',
+            grant_types: ['authorization_code'],
+            response_types: ['code'],
+          }),
+        );
+      });
+      await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+      try {
+        clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
+        const page = await new Browser().open(authorizeUrl(clientId, redirectUri));
+        assert.equal(page.status, 200, textOf(page.html));
+        assert.match(textOf(page.html), /Development sign-in .*Offline CIMD assistant \(the name it gives itself\) asks you to sign in\./);
+      } finally {
+        documents.closeAllConnections();
+        await new Promise<void>((resolve) => documents.close(() => resolve()));
+      }
+    },
+  );
 
   it('never logs a token', () => {
     assert.ok(logs.length > 0);
@@ -165,21 +220,42 @@ describe('npm run dev: the broker with nothing configured', () => {
 
 describe('npm run dev refuses unsafe settings', () => {
   it('refuses NODE_ENV=production', async () => {
-    await assert.rejects(startDevBroker({ NODE_ENV: 'production' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /NODE_ENV/.test(err.message));
+    await assert.rejects(
+      startDevBroker({ NODE_ENV: 'production' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /NODE_ENV/.test(err.message),
+    );
   });
 
   it('refuses a PUBLIC_URL that is not loopback', async () => {
-    await assert.rejects(startDevBroker({ PUBLIC_URL: 'https://broker.example.com' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /PUBLIC_URL must be a loopback URL/.test(err.message));
+    await assert.rejects(
+      startDevBroker({ PUBLIC_URL: 'https://broker.example.com' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /PUBLIC_URL must be a loopback URL/.test(err.message),
+    );
   });
 
   it('refuses to be reachable under a non-loopback name (ALLOWED_HOSTS, MCP_AUDIENCE, TRUST_PROXY)', async () => {
-    await assert.rejects(startDevBroker({ ALLOWED_HOSTS: 'localhost,broker.public.example' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /ALLOWED_HOSTS must list only loopback names/.test(err.message));
-    await assert.rejects(startDevBroker({ ALLOWED_ORIGINS: 'http://localhost:6274,https://assistant.example' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /ALLOWED_ORIGINS must list only loopback origins/.test(err.message));
-    await assert.rejects(startDevBroker({ MCP_AUDIENCE: 'https://broker.public.example/mcp' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /MCP_AUDIENCE/.test(err.message));
-    await assert.rejects(startDevBroker({ TRUST_PROXY: '1' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /TRUST_PROXY/.test(err.message));
+    await assert.rejects(
+      startDevBroker({ ALLOWED_HOSTS: 'localhost,broker.public.example' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /ALLOWED_HOSTS must list only loopback names/.test(err.message),
+    );
+    await assert.rejects(
+      startDevBroker({ ALLOWED_ORIGINS: 'http://localhost:6274,https://assistant.example' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /ALLOWED_ORIGINS must list only loopback origins/.test(err.message),
+    );
+    await assert.rejects(
+      startDevBroker({ MCP_AUDIENCE: 'https://broker.public.example/mcp' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /MCP_AUDIENCE/.test(err.message),
+    );
+    await assert.rejects(
+      startDevBroker({ TRUST_PROXY: '1' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /TRUST_PROXY/.test(err.message),
+    );
   });
 
   it('refuses to listen on a non-loopback HOST', async () => {
-    await assert.rejects(startDevBroker({ HOST: '0.0.0.0' }, createLogger('error')), (err: unknown) => err instanceof ConfigError && /HOST/.test(err.message));
+    await assert.rejects(
+      startDevBroker({ HOST: '0.0.0.0' }, createLogger('error')),
+      (err: unknown) => err instanceof ConfigError && /HOST/.test(err.message),
+    );
   });
 });

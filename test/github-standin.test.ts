@@ -26,7 +26,8 @@ async function authorizeAt(gh: GitHubStandIn, opts: { login: string; scope?: str
   }
   const html = await (await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`)).text();
   const fields = new URLSearchParams();
-  for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g)) fields.set(m[1]!, m[2]!.replace(/&amp;/g, '&'));
+  for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g))
+    fields.set(m[1]!, m[2]!.replace(/&amp;/g, '&'));
   fields.set('login', opts.login);
   fields.set('decision', 'authorize');
   const res = await fetch(`${gh.webUrl}/login/oauth/authorize`, { method: 'POST', body: fields, redirect: 'manual' });
@@ -37,24 +38,36 @@ async function authorizeAt(gh: GitHubStandIn, opts: { login: string; scope?: str
 /** POST to the token endpoint with the stand-in's client credentials; returns the parsed JSON. */
 async function tokenRequest(gh: GitHubStandIn, fields: Record<string, string>): Promise<Record<string, string | number>> {
   const res = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
-    method: 'POST', headers: { accept: 'application/json' },
+    method: 'POST',
+    headers: { accept: 'application/json' },
     body: new URLSearchParams({ client_id: gh.clientId, client_secret: gh.clientSecret, redirect_uri: REDIRECT, ...fields }),
   });
   assert.equal(res.status, 200);
   return (await res.json()) as Record<string, string | number>;
 }
 
-const refreshAt = (gh: GitHubStandIn, refreshToken: string) => tokenRequest(gh, { grant_type: 'refresh_token', refresh_token: refreshToken });
-const userStatus = async (gh: GitHubStandIn, token: string) => (await fetch(`${gh.apiUrl}/user`, { headers: { authorization: `Bearer ${token}` } })).status;
+const refreshAt = (gh: GitHubStandIn, refreshToken: string) =>
+  tokenRequest(gh, { grant_type: 'refresh_token', refresh_token: refreshToken });
+const userStatus = async (gh: GitHubStandIn, token: string) =>
+  (await fetch(`${gh.apiUrl}/user`, { headers: { authorization: `Bearer ${token}` } })).status;
 
 describe('GitHub stand-in', () => {
   let gh: GitHubStandIn;
-  before(async () => { gh = await startGitHubStandIn(); });
-  after(async () => { await gh.close(); });
+  before(async () => {
+    gh = await startGitHubStandIn();
+  });
+  after(async () => {
+    await gh.close();
+  });
 
   /** Drives the authorize page like a browser would: GET the form, then POST its fields back. */
   async function authorize(opts: { challenge?: string; login?: string; decision?: string; state?: string } = {}) {
-    const q = new URLSearchParams({ client_id: gh.clientId, redirect_uri: REDIRECT, scope: 'repo read:user', state: opts.state ?? 'st<"&>' });
+    const q = new URLSearchParams({
+      client_id: gh.clientId,
+      redirect_uri: REDIRECT,
+      scope: 'repo read:user',
+      state: opts.state ?? 'st<"&>',
+    });
     if (opts.challenge) {
       q.set('code_challenge', opts.challenge);
       q.set('code_challenge_method', 'S256');
@@ -68,7 +81,13 @@ describe('GitHub stand-in', () => {
     assert.ok(!/<script/i.test(html));
     const fields = new URLSearchParams();
     for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g)) {
-      const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+      const unescape = (s: string) =>
+        s
+          .replace(/&quot;/g, '"')
+          .replace(/&#39;/g, "'")
+          .replace(/&lt;/g, '<')
+          .replace(/&gt;/g, '>')
+          .replace(/&amp;/g, '&');
       fields.set(unescape(m[1]!), unescape(m[2]!));
     }
     assert.equal(fields.get('login'), 'octocat');
@@ -81,7 +100,9 @@ describe('GitHub stand-in', () => {
 
   const exchange = (fields: Record<string, string>, accept = 'application/json') =>
     fetch(`${gh.webUrl}/login/oauth/access_token`, {
-      method: 'POST', headers: { accept }, body: new URLSearchParams({ client_id: gh.clientId, client_secret: gh.clientSecret, redirect_uri: REDIRECT, ...fields }),
+      method: 'POST',
+      headers: { accept },
+      body: new URLSearchParams({ client_id: gh.clientId, client_secret: gh.clientSecret, redirect_uri: REDIRECT, ...fields }),
     });
 
   it('rejects unknown clients and missing redirect_uri on the authorize page', async () => {
@@ -126,7 +147,11 @@ describe('GitHub stand-in', () => {
     const code2 = (await authorize()).searchParams.get('code')!;
     const res2 = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
       method: 'POST',
-      headers: { accept: 'application/json', 'content-type': 'application/json', authorization: `Basic ${Buffer.from(`${gh.clientId}:${gh.clientSecret}`).toString('base64')}` },
+      headers: {
+        accept: 'application/json',
+        'content-type': 'application/json',
+        authorization: `Basic ${Buffer.from(`${gh.clientId}:${gh.clientSecret}`).toString('base64')}`,
+      },
       body: JSON.stringify({ code: code2 }),
     });
     assert.match(((await res2.json()) as { access_token: string }).access_token, /^gho_/);
@@ -161,9 +186,12 @@ describe('GitHub stand-in', () => {
     assert.equal(user.html_url, `${gh.webUrl}/new-user`);
     assert.equal(gh.users.get('new-user')?.id, user.id);
 
-    const post = (repo: string, body: unknown) => fetch(`${gh.apiUrl}/repos/octo/${repo}/issues`, {
-      method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body),
-    });
+    const post = (repo: string, body: unknown) =>
+      fetch(`${gh.apiUrl}/repos/octo/${repo}/issues`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     const created = await post('hello', { title: 'Bug', body: 'It broke', labels: ['bug'] });
     assert.equal(created.status, 201);
     const issue = (await created.json()) as { number: number; html_url: string; labels: Array<{ name: string }>; user: { login: string } };
@@ -182,9 +210,12 @@ describe('GitHub stand-in', () => {
     gh.faults.api = undefined;
 
     const basic = `Basic ${Buffer.from(`${gh.clientId}:${gh.clientSecret}`).toString('base64')}`;
-    const revoke = (authorization: string) => fetch(`${gh.apiUrl}/applications/${gh.clientId}/grant`, {
-      method: 'DELETE', headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ access_token: token }),
-    });
+    const revoke = (authorization: string) =>
+      fetch(`${gh.apiUrl}/applications/${gh.clientId}/grant`, {
+        method: 'DELETE',
+        headers: { authorization, 'content-type': 'application/json' },
+        body: JSON.stringify({ access_token: token }),
+      });
     assert.equal((await revoke('Basic bm9wZTpub3Bl')).status, 401);
     assert.equal(gh.activeTokenCount('new-user'), 1);
     assert.equal((await revoke(basic)).status, 204);
@@ -227,10 +258,21 @@ describe('GitHub stand-in', () => {
     assert.equal(repo.scope, 'repo', 'exactly what was asked for');
     const me = await fetch(`${gh.apiUrl}/user`, { headers: { authorization: `Bearer ${repo.access_token}` } });
     assert.equal(me.headers.get('x-oauth-scopes'), 'repo');
-    assert.ok((await (await fetch(`${gh.webUrl}/accumulator`)).text()).includes(`<code>${gh.clientId}</code> (scopes: read:user, repo)`), 'the grant holds both');
+    assert.ok(
+      (await (await fetch(`${gh.webUrl}/accumulator`)).text()).includes(`<code>${gh.clientId}</code> (scopes: read:user, repo)`),
+      'the grant holds both',
+    );
     assert.equal((await exchangeCode(await authorizeAt(gh, { login: 'accumulator', scope: null }))).scope, 'read:user,repo');
-    assert.equal((await exchangeCode(await authorizeAt(gh, { login: 'accumulator', scope: 'user user:email gist' }))).scope, 'user,gist', 'normalized');
-    assert.equal((await exchangeCode(await authorizeAt(gh, { login: 'accumulator', scope: null }))).scope, 'repo,user,gist', 'user absorbed read:user in the grant');
+    assert.equal(
+      (await exchangeCode(await authorizeAt(gh, { login: 'accumulator', scope: 'user user:email gist' }))).scope,
+      'user,gist',
+      'normalized',
+    );
+    assert.equal(
+      (await exchangeCode(await authorizeAt(gh, { login: 'accumulator', scope: null }))).scope,
+      'repo,user,gist',
+      'user absorbed read:user in the grant',
+    );
   });
 
   it('applies sticky token-endpoint faults until cleared', async () => {
@@ -243,7 +285,9 @@ describe('GitHub stand-in', () => {
     gh.faults.token = 'http500';
     assert.equal((await exchange({ code: 'x' })).status, 500);
     gh.faults.token = 'timeout';
-    await assert.rejects(fetch(`${gh.webUrl}/login/oauth/access_token`, { method: 'POST', signal: AbortSignal.timeout(100) }), { name: 'TimeoutError' });
+    await assert.rejects(fetch(`${gh.webUrl}/login/oauth/access_token`, { method: 'POST', signal: AbortSignal.timeout(100) }), {
+      name: 'TimeoutError',
+    });
     gh.faults.token = undefined;
     assert.equal(((await (await exchange({ code: 'x' })).json()) as { error: string }).error, 'bad_verification_code');
   });
@@ -252,14 +296,28 @@ describe('GitHub stand-in', () => {
 describe('GitHub stand-in as a GitHub App', () => {
   let gh: GitHubStandIn;
   let clock = Date.UTC(2026, 5, 1);
-  before(async () => { gh = await startGitHubStandIn({ kind: 'github-app', accessTokenTtlSeconds: 120, now: () => clock }); });
-  after(async () => { await gh.close(); });
+  before(async () => {
+    gh = await startGitHubStandIn({ kind: 'github-app', accessTokenTtlSeconds: 120, now: () => clock });
+  });
+  after(async () => {
+    await gh.close();
+  });
 
   it('runs the web flow into a ghu_ access token that expires after accessTokenTtlSeconds, a ghr_ refresh token and no scopes', async () => {
     assert.equal(gh.kind, 'github-app');
     const { verifier, challenge } = pkce();
-    const tokens = await tokenRequest(gh, { code: await authorizeAt(gh, { login: 'app-web', challenge, scope: 'repo' }), code_verifier: verifier });
-    assert.deepEqual(Object.keys(tokens), ['access_token', 'expires_in', 'refresh_token', 'refresh_token_expires_in', 'scope', 'token_type']);
+    const tokens = await tokenRequest(gh, {
+      code: await authorizeAt(gh, { login: 'app-web', challenge, scope: 'repo' }),
+      code_verifier: verifier,
+    });
+    assert.deepEqual(Object.keys(tokens), [
+      'access_token',
+      'expires_in',
+      'refresh_token',
+      'refresh_token_expires_in',
+      'scope',
+      'token_type',
+    ]);
     assert.match(String(tokens.access_token), /^ghu_[A-Za-z0-9]{36}$/);
     assert.match(String(tokens.refresh_token), /^ghr_[A-Za-z0-9]{76}$/);
     assert.deepEqual([tokens.expires_in, tokens.refresh_token_expires_in, tokens.scope, tokens.token_type], [120, 15897600, '', 'bearer']);
@@ -284,7 +342,10 @@ describe('GitHub stand-in as a GitHub App', () => {
     assert.deepEqual(await refreshAt(gh, seeded.refreshToken!), BAD_REFRESH);
     assert.equal(await userStatus(gh, String(next.access_token)), 200);
     assert.equal(gh.refreshCount, before + 2);
-    assert.deepEqual(gh.refreshes.slice(beforeList), [{ at: clock - 1000, ok: true }, { at: clock, ok: false }]);
+    assert.deepEqual(gh.refreshes.slice(beforeList), [
+      { at: clock - 1000, ok: true },
+      { at: clock, ok: false },
+    ]);
     assert.ok(gh.requests.filter((r) => r.path === '/login/oauth/access_token').length >= 2);
     assert.ok(gh.requests.every((r) => !r.path.includes('ghr_')));
   });
@@ -321,9 +382,18 @@ describe('GitHub stand-in as a GitHub App', () => {
     const answers = await Promise.all([refreshAt(gh, seeded.refreshToken!), refreshAt(gh, seeded.refreshToken!)]);
     assert.ok(performance.now() - started >= 240);
     assert.equal(answers.filter((a) => typeof a.access_token === 'string').length, 1);
-    assert.deepEqual(answers.find((a) => a.error !== undefined), BAD_REFRESH);
+    assert.deepEqual(
+      answers.find((a) => a.error !== undefined),
+      BAD_REFRESH,
+    );
     assert.equal(gh.refreshCount, before + 2);
-    assert.deepEqual(gh.refreshes.slice(-2).map((r) => r.ok).sort(), [false, true]);
+    assert.deepEqual(
+      gh.refreshes
+        .slice(-2)
+        .map((r) => r.ok)
+        .sort(),
+      [false, true],
+    );
     gh.faults = {};
     assert.equal(gh.faults.refreshDelayMs, undefined, 'replacing faults clears the delay');
   });
@@ -332,14 +402,20 @@ describe('GitHub stand-in as a GitHub App', () => {
     const one = gh.issueTokenFor('app-revoked');
     const two = gh.issueTokenFor('app-revoked');
     const basic = `Basic ${Buffer.from(`${gh.clientId}:${gh.clientSecret}`).toString('base64')}`;
-    const del = (what: 'grant' | 'token', token: string) => fetch(`${gh.apiUrl}/applications/${gh.clientId}/${what}`, {
-      method: 'DELETE', headers: { authorization: basic, 'content-type': 'application/json' }, body: JSON.stringify({ access_token: token }),
-    });
+    const del = (what: 'grant' | 'token', token: string) =>
+      fetch(`${gh.apiUrl}/applications/${gh.clientId}/${what}`, {
+        method: 'DELETE',
+        headers: { authorization: basic, 'content-type': 'application/json' },
+        body: JSON.stringify({ access_token: token }),
+      });
     const three = gh.issueTokenFor('app-revoked');
     assert.equal((await del('token', three.accessToken)).status, 204);
     assert.deepEqual(await refreshAt(gh, three.refreshToken!), BAD_REFRESH, 'token revocation takes its refresh token');
     assert.equal((await del('grant', one.accessToken)).status, 204);
-    assert.deepEqual(gh.revokedGrants.filter((g) => g.login === 'app-revoked'), [{ clientId: gh.clientId, login: 'app-revoked' }]);
+    assert.deepEqual(
+      gh.revokedGrants.filter((g) => g.login === 'app-revoked'),
+      [{ clientId: gh.clientId, login: 'app-revoked' }],
+    );
     for (const t of [one, two]) {
       assert.equal(await userStatus(gh, t.accessToken), 401);
       assert.deepEqual(await refreshAt(gh, t.refreshToken!), BAD_REFRESH);

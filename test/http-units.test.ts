@@ -61,13 +61,29 @@ describe('safeReturnPath', () => {
   });
 
   it('refuses scheme-relative, backslash and absolute URLs', () => {
-    for (const value of ['//evil.example', '//evil.example/connections', '/\\evil.example', '/\\/evil.example', '\\\\evil.example', 'https://evil.example/', 'http://broker.example.com/connections', 'https://broker.example.com/connections']) {
+    for (const value of [
+      '//evil.example',
+      '//evil.example/connections',
+      '/\\evil.example',
+      '/\\/evil.example',
+      '\\\\evil.example',
+      'https://evil.example/',
+      'http://broker.example.com/connections',
+      'https://broker.example.com/connections',
+    ]) {
       assert.equal(safeReturnPath(value, BASE), '/connections', value);
     }
   });
 
   it('refuses javascript: and data: URLs and anything not starting with /', () => {
-    for (const value of ['javascript:alert(1)', 'JavaScript:alert(document.cookie)', 'data:text/html,<script>alert(1)</script>', 'connections', 'evil.example', ' /connections']) {
+    for (const value of [
+      'javascript:alert(1)',
+      'JavaScript:alert(document.cookie)',
+      'data:text/html,<script>alert(1)</script>',
+      'connections',
+      'evil.example',
+      ' /connections',
+    ]) {
       assert.equal(safeReturnPath(value, BASE), '/connections', value);
     }
   });
@@ -151,7 +167,15 @@ describe('the SQLite store', () => {
   /** Inserts an open pending connection through `store` and returns its id. */
   async function pendingRow(store: Store, ttlMs = 60_000): Promise<string> {
     const id = randomUUID();
-    await store.pending.create({ id, link_hash: `hash-${id}`, ...owner, provider: 'github', client_name: 'test', scopes: null, expires_at: Date.now() + ttlMs });
+    await store.pending.create({
+      id,
+      link_hash: `hash-${id}`,
+      ...owner,
+      provider: 'github',
+      client_name: 'test',
+      scopes: null,
+      expires_at: Date.now() + ttlMs,
+    });
     return id;
   }
 
@@ -200,19 +224,43 @@ describe('the SQLite store', () => {
 
   describe('migrations', () => {
     it('records 001_initial.sql in schema_migrations on a fresh database, and applies nothing on the next open', () => {
-      const shipped = readdirSync(MIGRATIONS).filter((f) => f.endsWith('.sql')).sort();
+      const shipped = readdirSync(MIGRATIONS)
+        .filter((f) => f.endsWith('.sql'))
+        .sort();
       const file = join(dir, 'fresh.db');
       const first = openDatabase(file);
-      const rows = first.prepare('SELECT name, applied_at FROM schema_migrations ORDER BY name').all() as Array<{ name: string; applied_at: number }>;
+      const rows = first.prepare('SELECT name, applied_at FROM schema_migrations ORDER BY name').all() as Array<{
+        name: string;
+        applied_at: number;
+      }>;
       assert.equal(rows[0]?.name, '001_initial.sql');
-      assert.deepEqual(rows.map((r) => r.name), shipped, 'every shipped migration, once each');
-      const tables = (first.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((t) => t.name);
-      for (const t of ['browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'refresh_leases', 'audit_events']) assert.ok(tables.includes(t), t);
+      assert.deepEqual(
+        rows.map((r) => r.name),
+        shipped,
+        'every shipped migration, once each',
+      );
+      const tables = (
+        first.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>
+      ).map((t) => t.name);
+      for (const t of [
+        'browser_sessions',
+        'connections',
+        'login_transactions',
+        'oauth_flows',
+        'pending_connections',
+        'refresh_leases',
+        'audit_events',
+      ])
+        assert.ok(tables.includes(t), t);
       assert.ok(tables.includes('pending_events'), 'kept (unused) for processes of the previous release during a rolling restart');
       first.close();
 
       const second = openDatabase(file);
-      assert.deepEqual(second.prepare('SELECT name, applied_at FROM schema_migrations ORDER BY name').all(), rows, 'the second open recorded nothing new');
+      assert.deepEqual(
+        second.prepare('SELECT name, applied_at FROM schema_migrations ORDER BY name').all(),
+        rows,
+        'the second open recorded nothing new',
+      );
       assert.deepEqual(migrate(second), [], 'migrating again applies nothing');
       second.close();
     });
@@ -240,7 +288,15 @@ describe('the SQLite store', () => {
       let outsideSettled: Promise<boolean> | undefined;
       await assert.rejects(
         a.transaction(async (tx) => {
-          await tx.pending.create({ id: inside, link_hash: `hash-${inside}`, ...owner, provider: 'github', client_name: null, scopes: null, expires_at: Date.now() + 60_000 });
+          await tx.pending.create({
+            id: inside,
+            link_hash: `hash-${inside}`,
+            ...owner,
+            provider: 'github',
+            client_name: null,
+            scopes: null,
+            expires_at: Date.now() + 60_000,
+          });
           // Issued while the transaction is open: it must wait, not join (and be rolled back with) it.
           outsideSettled = a.pending.settle(outside, 'cancelled');
           await new Promise((resolve) => setTimeout(resolve, 20));
@@ -249,7 +305,11 @@ describe('the SQLite store', () => {
         /boom/,
       );
       assert.equal(await outsideSettled, true);
-      assert.equal((await a.pending.byId(outside))!.status, 'cancelled', 'the statement issued during the transaction survived its rollback');
+      assert.equal(
+        (await a.pending.byId(outside))!.status,
+        'cancelled',
+        'the statement issued during the transaction survived its rollback',
+      );
       assert.equal(await a.pending.byId(inside), undefined, 'the transaction wrote nothing');
     });
 
@@ -259,7 +319,10 @@ describe('the SQLite store', () => {
       try {
         locker.exec('BEGIN IMMEDIATE');
         await assert.rejects(pendingRow(a), StoreUnavailableError);
-        await assert.rejects(a.transaction(async () => undefined), StoreUnavailableError);
+        await assert.rejects(
+          a.transaction(async () => undefined),
+          StoreUnavailableError,
+        );
         locker.exec('COMMIT');
         assert.ok(await a.pending.byId(await pendingRow(a)), 'works again once the lock is gone');
       } finally {

@@ -27,12 +27,14 @@ class CookieJar {
       if (eq <= 0) continue;
       const name = pair.slice(0, eq).trim();
       const value = pair.slice(eq + 1).trim();
-      const expired = value === '' || attributes.some((a) => {
-        const [k = '', v = ''] = a.split('=').map((s) => s.trim());
-        if (k.toLowerCase() === 'max-age') return Number(v) <= 0;
-        if (k.toLowerCase() === 'expires') return Date.parse(v) <= Date.now();
-        return false;
-      });
+      const expired =
+        value === '' ||
+        attributes.some((a) => {
+          const [k = '', v = ''] = a.split('=').map((s) => s.trim());
+          if (k.toLowerCase() === 'max-age') return Number(v) <= 0;
+          if (k.toLowerCase() === 'expires') return Date.parse(v) <= Date.now();
+          return false;
+        });
       if (expired) this.#cookies.delete(name);
       else this.#cookies.set(name, value);
     }
@@ -42,10 +44,19 @@ class CookieJar {
   }
 }
 
-const unescapeHtml = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<')
-  .replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const unescapeHtml = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
-interface DriveOptions { login?: string; tryEmptyLoginFirst?: boolean; abort?: boolean }
+interface DriveOptions {
+  login?: string;
+  tryEmptyLoginFirst?: boolean;
+  abort?: boolean;
+}
 
 /** Follows redirects by hand like a browser, signs in on the login page, stops at redirectUri. */
 async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions = {}): Promise<URL> {
@@ -99,11 +110,21 @@ async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions 
   throw new Error('too many redirects');
 }
 
-interface FlowResult { tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers; config: oidc.Configuration }
+interface FlowResult {
+  tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
+  config: oidc.Configuration;
+}
 
-async function codeFlow(config: oidc.Configuration, redirectUri: string, opts: {
-  scope: string; resource?: string; idToken: boolean; drive?: DriveOptions;
-}): Promise<FlowResult> {
+async function codeFlow(
+  config: oidc.Configuration,
+  redirectUri: string,
+  opts: {
+    scope: string;
+    resource?: string;
+    idToken: boolean;
+    drive?: DriveOptions;
+  },
+): Promise<FlowResult> {
   const verifier = oidc.randomPKCECodeVerifier();
   const nonce = opts.idToken ? oidc.randomNonce() : undefined;
   const state = oidc.randomState();
@@ -117,12 +138,17 @@ async function codeFlow(config: oidc.Configuration, redirectUri: string, opts: {
     ...(opts.resource ? { resource: opts.resource } : {}),
   });
   const callback = await driveBrowser(authUrl, redirectUri, opts.drive);
-  const tokens = await oidc.authorizationCodeGrant(config, callback, {
-    pkceCodeVerifier: verifier,
-    expectedState: state,
-    ...(nonce ? { expectedNonce: nonce } : {}),
-    idTokenExpected: opts.idToken,
-  }, opts.resource ? { resource: opts.resource } : undefined);
+  const tokens = await oidc.authorizationCodeGrant(
+    config,
+    callback,
+    {
+      pkceCodeVerifier: verifier,
+      expectedState: state,
+      ...(nonce ? { expectedNonce: nonce } : {}),
+      idTokenExpected: opts.idToken,
+    },
+    opts.resource ? { resource: opts.resource } : undefined,
+  );
   return { tokens, config };
 }
 
@@ -140,19 +166,22 @@ describe('development identity provider', () => {
     redirectUri = `http://127.0.0.1:${rpPort}/auth/callback`;
     idp = await startIdp({
       resource,
-      clients: [{
-        client_id: CLIENT_ID,
-        client_secret: CLIENT_SECRET,
-        redirect_uris: [redirectUri],
-        token_endpoint_auth_method: 'client_secret_basic',
-      }],
+      clients: [
+        {
+          client_id: CLIENT_ID,
+          client_secret: CLIENT_SECRET,
+          redirect_uris: [redirectUri],
+          token_endpoint_auth_method: 'client_secret_basic',
+        },
+      ],
     });
     const res = await fetch(`${idp.issuer}/.well-known/openid-configuration`);
     assert.equal(res.status, 200);
-    meta = await res.json() as Record<string, unknown>;
+    meta = (await res.json()) as Record<string, unknown>;
     jwks = createRemoteJWKSet(new URL(String(meta.jwks_uri)));
-    confidential = await oidc.discovery(new URL(idp.issuer), CLIENT_ID, CLIENT_SECRET,
-      oidc.ClientSecretBasic(CLIENT_SECRET), { execute: [oidc.allowInsecureRequests] });
+    confidential = await oidc.discovery(new URL(idp.issuer), CLIENT_ID, CLIENT_SECRET, oidc.ClientSecretBasic(CLIENT_SECRET), {
+      execute: [oidc.allowInsecureRequests],
+    });
   });
 
   after(async () => {
@@ -169,12 +198,14 @@ describe('development identity provider', () => {
     assert.ok(meta.revocation_endpoint && meta.introspection_endpoint);
     const as = await fetch(`${idp.issuer}/.well-known/oauth-authorization-server`);
     assert.equal(as.status, 200);
-    assert.equal((await as.json() as { issuer: string }).issuer, idp.issuer);
+    assert.equal(((await as.json()) as { issuer: string }).issuer, idp.issuer);
   });
 
   test('confidential client: code + PKCE + nonce yields an ID token for the typed user name', async () => {
     const { tokens } = await codeFlow(confidential, redirectUri, {
-      scope: 'openid profile email', idToken: true, drive: { tryEmptyLoginFirst: true },
+      scope: 'openid profile email',
+      idToken: true,
+      drive: { tryEmptyLoginFirst: true },
     });
     const claims = tokens.claims();
     assert.ok(claims);
@@ -189,14 +220,20 @@ describe('development identity provider', () => {
 
   test('resource indicator: the access token is an RS256 at+jwt with aud = resource', async () => {
     const { tokens } = await codeFlow(confidential, redirectUri, {
-      scope: 'openid profile mcp', resource, idToken: true, drive: { login: 'alice' },
+      scope: 'openid profile mcp',
+      resource,
+      idToken: true,
+      drive: { login: 'alice' },
     });
     assert.equal(tokens.claims()?.sub, 'alice');
     const header = decodeProtectedHeader(tokens.access_token);
     assert.equal(header.alg, 'RS256');
     assert.equal(header.typ, 'at+jwt');
     const { payload } = await jwtVerify(tokens.access_token, jwks, {
-      issuer: idp.issuer, audience: resource, typ: 'at+jwt', algorithms: ['RS256'],
+      issuer: idp.issuer,
+      audience: resource,
+      typ: 'at+jwt',
+      algorithms: ['RS256'],
     });
     assert.equal(payload.sub, 'alice');
     assert.equal(payload.client_id, CLIENT_ID);
@@ -217,11 +254,12 @@ describe('development identity provider', () => {
         response_types: ['code'],
       }),
     });
-    const body = await reg.json() as { client_id: string; client_secret?: string };
+    const body = (await reg.json()) as { client_id: string; client_secret?: string };
     assert.equal(reg.status, 201, JSON.stringify(body));
     assert.equal(body.client_secret, undefined);
-    const config = await oidc.discovery(new URL(idp.issuer), body.client_id, undefined, oidc.None(),
-      { execute: [oidc.allowInsecureRequests] });
+    const config = await oidc.discovery(new URL(idp.issuer), body.client_id, undefined, oidc.None(), {
+      execute: [oidc.allowInsecureRequests],
+    });
     const { tokens } = await codeFlow(config, publicRedirect, { scope: 'mcp', resource, idToken: false, drive: { login: 'carol' } });
     const { payload } = await jwtVerify(tokens.access_token, jwks, { issuer: idp.issuer, audience: resource });
     assert.equal(payload.sub, 'carol');
@@ -231,7 +269,9 @@ describe('development identity provider', () => {
 
   test('cancelling the sign-in returns access_denied to the client', async () => {
     const authUrl = oidc.buildAuthorizationUrl(confidential, {
-      redirect_uri: redirectUri, scope: 'openid', state: 'xyz',
+      redirect_uri: redirectUri,
+      scope: 'openid',
+      state: 'xyz',
       code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
       code_challenge_method: 'S256',
     });
@@ -242,7 +282,9 @@ describe('development identity provider', () => {
 
   test('a resource the IdP does not know is rejected (invalid_target)', async () => {
     const authUrl = oidc.buildAuthorizationUrl(confidential, {
-      redirect_uri: redirectUri, scope: 'openid', resource: 'https://elsewhere.example/api',
+      redirect_uri: redirectUri,
+      scope: 'openid',
+      resource: 'https://elsewhere.example/api',
       code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
       code_challenge_method: 'S256',
     });
@@ -251,10 +293,13 @@ describe('development identity provider', () => {
     assert.equal(location.searchParams.get('error'), 'invalid_target');
   });
 
-  test('mintAccessToken produces tokens that verify like the provider\'s own', async () => {
+  test("mintAccessToken produces tokens that verify like the provider's own", async () => {
     const token = await idp.mintAccessToken({ sub: 'bob' });
     const { payload, protectedHeader } = await jwtVerify(token, jwks, {
-      issuer: idp.issuer, audience: resource, typ: 'at+jwt', algorithms: ['RS256'],
+      issuer: idp.issuer,
+      audience: resource,
+      typ: 'at+jwt',
+      algorithms: ['RS256'],
     });
     assert.equal(protectedHeader.kid, decodeProtectedHeader((await confidentialToken()).access_token).kid);
     assert.equal(payload.sub, 'bob');
@@ -285,24 +330,29 @@ describe('development identity provider with an issuer path', () => {
       const resource = `http://127.0.0.1:${port}/mcp`;
       const redirectUri = `http://127.0.0.1:${port}/auth/callback`;
       const idp = await createIdentityProvider({
-        issuer, resource, clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: [redirectUri] }],
+        issuer,
+        resource,
+        clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: [redirectUri] }],
       });
       handler = idp.callback();
 
       const rfc8414 = await fetch(`http://127.0.0.1:${port}/.well-known/oauth-authorization-server/idp`);
       assert.equal(rfc8414.status, 200);
-      const asMeta = await rfc8414.json() as Record<string, string>;
+      const asMeta = (await rfc8414.json()) as Record<string, string>;
       assert.equal(asMeta.issuer, issuer);
       assert.equal(asMeta.authorization_endpoint, `${issuer}/auth`);
       assert.equal(asMeta.jwks_uri, `${issuer}/jwks`);
       assert.equal((await fetch(`http://127.0.0.1:${port}/auth`)).status, 404);
 
-      const config = await oidc.discovery(new URL(issuer), CLIENT_ID, CLIENT_SECRET, oidc.ClientSecretBasic(CLIENT_SECRET),
-        { execute: [oidc.allowInsecureRequests] });
+      const config = await oidc.discovery(new URL(issuer), CLIENT_ID, CLIENT_SECRET, oidc.ClientSecretBasic(CLIENT_SECRET), {
+        execute: [oidc.allowInsecureRequests],
+      });
       const { tokens } = await codeFlow(config, redirectUri, { scope: 'openid mcp', resource, idToken: true, drive: { login: 'dave' } });
       assert.equal(tokens.claims()?.sub, 'dave');
       const { payload } = await jwtVerify(tokens.access_token, createRemoteJWKSet(new URL(asMeta.jwks_uri ?? '')), {
-        issuer, audience: resource, typ: 'at+jwt',
+        issuer,
+        audience: resource,
+        typ: 'at+jwt',
       });
       assert.equal(payload.sub, 'dave');
     } finally {
@@ -313,7 +363,9 @@ describe('development identity provider with an issuer path', () => {
 });
 
 /** An IdP with `options` on its own loopback port (the issuer is only known once it listens). */
-async function rawIdp(options: Omit<Parameters<typeof createIdentityProvider>[0], 'issuer'>): Promise<{ issuer: string; close(): Promise<void> }> {
+async function rawIdp(
+  options: Omit<Parameters<typeof createIdentityProvider>[0], 'issuer'>,
+): Promise<{ issuer: string; close(): Promise<void> }> {
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const server = createServer((req, res) => handler?.(req, res));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -333,9 +385,14 @@ async function register(issuer: string, metadata: Record<string, unknown>): Prom
   const res = await fetch(`${issuer}/reg`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'], ...metadata }),
+    body: JSON.stringify({
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      ...metadata,
+    }),
   });
-  const body = await res.json() as { client_id: string };
+  const body = (await res.json()) as { client_id: string };
   assert.equal(res.status, 201, JSON.stringify(body));
   return body.client_id;
 }
@@ -343,18 +400,30 @@ async function register(issuer: string, metadata: Record<string, unknown>): Prom
 function authorizationUrl(issuer: string, clientId: string, redirectUri: string, resource: string): string {
   const url = new URL(`${issuer}/auth`);
   url.search = new URLSearchParams({
-    client_id: clientId, redirect_uri: redirectUri, response_type: 'code', scope: 'mcp', resource, state: 'st',
-    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
+    client_id: clientId,
+    redirect_uri: redirectUri,
+    response_type: 'code',
+    scope: 'mcp',
+    resource,
+    state: 'st',
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+    code_challenge_method: 'S256',
   }).toString();
   return url.href;
 }
 
 /** Follows redirects with cookies until a page (returned) or a redirect to `stopAt` (returned as its URL). */
-async function browse(jar: CookieJar, url: string, stopAt: string, form?: URLSearchParams): Promise<{ url: string; status: number; html: string } | URL> {
+async function browse(
+  jar: CookieJar,
+  url: string,
+  stopAt: string,
+  form?: URLSearchParams,
+): Promise<{ url: string; status: number; html: string } | URL> {
   let body = form;
   for (let hop = 0; hop < 15; hop++) {
     const res = await fetch(url, {
-      method: body ? 'POST' : 'GET', redirect: 'manual',
+      method: body ? 'POST' : 'GET',
+      redirect: 'manual',
       headers: { cookie: jar.header(), ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
       ...(body ? { body: body.toString() } : {}),
     });
@@ -380,7 +449,10 @@ describe('development identity provider: who gets tokens without asking', () => 
   const resource = 'http://127.0.0.1:9/mcp';
 
   before(async () => {
-    idp = await rawIdp({ resource, clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: ['http://127.0.0.1:9/auth/callback'] }] });
+    idp = await rawIdp({
+      resource,
+      clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: ['http://127.0.0.1:9/auth/callback'] }],
+    });
   });
   after(() => idp.close());
 
@@ -421,22 +493,32 @@ describe('development identity provider: who gets tokens without asking', () => 
     const again = await browse(jar, authorizationUrl(idp.issuer, clientId, redirectUri, resource), redirectUri);
     assert.ok(!(again instanceof URL), 'still asks: a denial grants nothing');
     assert.match(again.html, /Allow Totally genuine Helper to act as you\?/);
-    const allowed = await browse(jar, new URL(formAction(again.html), again.url).href, redirectUri, new URLSearchParams({ decision: 'allow' }));
+    const allowed = await browse(
+      jar,
+      new URL(formAction(again.html), again.url).href,
+      redirectUri,
+      new URLSearchParams({ decision: 'allow' }),
+    );
     assert.ok(allowed instanceof URL, 'Allow returns to the client');
     assert.ok(allowed.searchParams.get('code'), 'with a code');
   });
 
-  test('a client whose redirect URIs are all loopback is not asked (as the broker\'s own client is not)', async () => {
+  test("a client whose redirect URIs are all loopback is not asked (as the broker's own client is not)", async () => {
     const redirectUri = 'http://localhost:9/callback';
-    const clientId = await register(idp.issuer, { client_name: 'Local assistant', redirect_uris: [redirectUri, 'http://[::1]:9/callback'] });
+    const clientId = await register(idp.issuer, {
+      client_name: 'Local assistant',
+      redirect_uris: [redirectUri, 'http://[::1]:9/callback'],
+    });
     const { after } = await signInFor(clientId, redirectUri, 'wendy');
     assert.ok(after instanceof URL && after.searchParams.get('code'), 'a code right after sign-in');
   });
 
   test('answers CORS only for loopback origins', async () => {
-    const preflight = (origin: string) => fetch(`${idp.issuer}/token`, {
-      method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
-    });
+    const preflight = (origin: string) =>
+      fetch(`${idp.issuer}/token`, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+      });
     const evil = await preflight('https://evil.example');
     assert.equal(evil.headers.get('access-control-allow-origin'), null, 'no CORS for a web page elsewhere');
     const local = `http://127.0.0.1:${await freePort()}`;
@@ -445,21 +527,32 @@ describe('development identity provider: who gets tokens without asking', () => 
     assert.equal(loopback.headers.get('access-control-allow-origin'), local);
 
     const clientId = await register(idp.issuer, { redirect_uris: ['http://127.0.0.1:9/cb'] });
-    const token = (origin: string) => fetch(`${idp.issuer}/token`, {
-      method: 'POST', headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'authorization_code', code: 'nope', client_id: clientId, redirect_uri: 'http://127.0.0.1:9/cb', code_verifier: 'x'.repeat(43) }),
-    });
+    const token = (origin: string) =>
+      fetch(`${idp.issuer}/token`, {
+        method: 'POST',
+        headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          code: 'nope',
+          client_id: clientId,
+          redirect_uri: 'http://127.0.0.1:9/cb',
+          code_verifier: 'x'.repeat(43),
+        }),
+      });
     assert.equal((await token('https://evil.example')).headers.get('access-control-allow-origin'), null);
     assert.equal((await token(local)).headers.get('access-control-allow-origin'), local);
   });
 
-  test('the sign-in page uses the broker\'s stylesheet and names the client by its client_name, not its client_id', async () => {
+  test("the sign-in page uses the broker's stylesheet and names the client by its client_name, not its client_id", async () => {
     const redirectUri = 'http://127.0.0.1:9/callback';
     const clientId = await register(idp.issuer, { client_name: 'Claude <Desktop>\u2067', redirect_uris: [redirectUri] });
     const page = await browse(new CookieJar(), authorizationUrl(idp.issuer, clientId, redirectUri, resource), redirectUri);
     assert.ok(!(page instanceof URL));
     assert.match(page.html, /<link rel="stylesheet" href="\/static\/style.css">/);
-    assert.match(page.html, /<strong>Claude &lt;Desktop&gt;<\/strong> <span class="muted small">\(the name it gives itself\)<\/span> asks you to sign in\./);
+    assert.match(
+      page.html,
+      /<strong>Claude &lt;Desktop&gt;<\/strong> <span class="muted small">\(the name it gives itself\)<\/span> asks you to sign in\./,
+    );
     assert.ok(!page.html.includes(clientId), 'the random client_id is not shown');
     assert.doesNotMatch(page.html, /\u2067/);
     const css = await fetch(new URL('/static/style.css', idp.issuer));
@@ -474,33 +567,51 @@ describe('development identity provider: client ID metadata documents offline', 
   const resource = 'http://127.0.0.1:9/mcp';
   const redirectUri = 'http://127.0.0.1:9/callback';
 
-  test('a loopback https metadata URL works when loopbackMetadataDocuments is on (dev mode), and only then', { skip: certificate ? false : 'openssl is not available to make a certificate' }, async () => {
-    let clientId = '';
-    const documents = createHttpsServer(certificate!, (_req, res) => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ client_id: clientId, client_name: 'Metadata document assistant', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code'], response_types: ['code'] }));
-    });
-    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
-    clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
-    const dev = await rawIdp({ resource, clients: [], loopbackMetadataDocuments: true });
-    const plain = await rawIdp({ resource, clients: [] });
-    try {
-      const jar = new CookieJar();
-      const login = await browse(jar, authorizationUrl(dev.issuer, clientId, redirectUri, resource), redirectUri);
-      assert.ok(!(login instanceof URL));
-      assert.equal(login.status, 200, login.html);
-      assert.match(login.html, /<strong>Metadata document assistant<\/strong>/);
-      const done = await browse(jar, new URL(formAction(login.html), login.url).href, redirectUri, new URLSearchParams({ login: 'xena' }));
-      assert.ok(done instanceof URL && done.searchParams.get('code'), 'a code for the metadata-document client');
+  test(
+    'a loopback https metadata URL works when loopbackMetadataDocuments is on (dev mode), and only then',
+    { skip: certificate ? false : 'openssl is not available to make a certificate' },
+    async () => {
+      let clientId = '';
+      const documents = createHttpsServer(certificate!, (_req, res) => {
+        res.setHeader('content-type', 'application/json');
+        res.end(
+          JSON.stringify({
+            client_id: clientId,
+            client_name: 'Metadata document assistant',
+            redirect_uris: [redirectUri],
+            token_endpoint_auth_method: 'none',
+            grant_types: ['authorization_code'],
+            response_types: ['code'],
+          }),
+        );
+      });
+      await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+      clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
+      const dev = await rawIdp({ resource, clients: [], loopbackMetadataDocuments: true });
+      const plain = await rawIdp({ resource, clients: [] });
+      try {
+        const jar = new CookieJar();
+        const login = await browse(jar, authorizationUrl(dev.issuer, clientId, redirectUri, resource), redirectUri);
+        assert.ok(!(login instanceof URL));
+        assert.equal(login.status, 200, login.html);
+        assert.match(login.html, /<strong>Metadata document assistant<\/strong>/);
+        const done = await browse(
+          jar,
+          new URL(formAction(login.html), login.url).href,
+          redirectUri,
+          new URLSearchParams({ login: 'xena' }),
+        );
+        assert.ok(done instanceof URL && done.searchParams.get('code'), 'a code for the metadata-document client');
 
-      const refused = await browse(new CookieJar(), authorizationUrl(plain.issuer, clientId, redirectUri, resource), redirectUri);
-      assert.ok(!(refused instanceof URL));
-      assert.equal(refused.status, 400, 'without the dev-mode switch oidc-provider refuses to fetch from loopback');
-    } finally {
-      await dev.close();
-      await plain.close();
-      documents.closeAllConnections();
-      await new Promise<void>((resolve) => documents.close(() => resolve()));
-    }
-  });
+        const refused = await browse(new CookieJar(), authorizationUrl(plain.issuer, clientId, redirectUri, resource), redirectUri);
+        assert.ok(!(refused instanceof URL));
+        assert.equal(refused.status, 400, 'without the dev-mode switch oidc-provider refuses to fetch from loopback');
+      } finally {
+        await dev.close();
+        await plain.close();
+        documents.closeAllConnections();
+        await new Promise<void>((resolve) => documents.close(() => resolve()));
+      }
+    },
+  );
 });

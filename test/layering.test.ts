@@ -51,7 +51,11 @@ function importedModules(source: Source): Array<{ module: string; at: string }> 
   walk(source.file, (n) => {
     if (ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) add(n.moduleSpecifier, n);
     else if (ts.isImportEqualsDeclaration(n) && ts.isExternalModuleReference(n.moduleReference)) add(n.moduleReference.expression, n);
-    else if (ts.isCallExpression(n) && (n.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(n.expression) && n.expression.text === 'require'))) add(n.arguments[0], n);
+    else if (
+      ts.isCallExpression(n) &&
+      (n.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(n.expression) && n.expression.text === 'require'))
+    )
+      add(n.arguments[0], n);
     else if (ts.isImportTypeNode(n) && ts.isLiteralTypeNode(n.argument)) add(n.argument.literal, n);
   });
   return found;
@@ -69,7 +73,11 @@ function cipherApiUses(source: Source): string[] {
 function consoleUses(source: Source): string[] {
   const found: string[] = [];
   walk(source.file, (n) => {
-    if ((ts.isPropertyAccessExpression(n) || ts.isElementAccessExpression(n)) && ts.isIdentifier(n.expression) && n.expression.text === 'console') {
+    if (
+      (ts.isPropertyAccessExpression(n) || ts.isElementAccessExpression(n)) &&
+      ts.isIdentifier(n.expression) &&
+      n.expression.text === 'console'
+    ) {
       found.push(`${where(source, n)} ${n.getText(source.file)}`);
     }
   });
@@ -81,7 +89,13 @@ function readsUntrustedRequest(node: ts.Node): boolean {
   let reads = false;
   walk(node, (n) => {
     if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'safeReturnPath') return false;
-    if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && /^req(uest)?$/.test(n.expression.text) && UNTRUSTED_REQUEST_PARTS.has(n.name.text)) reads = true;
+    if (
+      ts.isPropertyAccessExpression(n) &&
+      ts.isIdentifier(n.expression) &&
+      /^req(uest)?$/.test(n.expression.text) &&
+      UNTRUSTED_REQUEST_PARTS.has(n.name.text)
+    )
+      reads = true;
     if (ts.isElementAccessExpression(n) && ts.isIdentifier(n.expression) && /^req(uest)?$/.test(n.expression.text)) {
       const key = n.argumentExpression;
       if (ts.isStringLiteralLike(key) && UNTRUSTED_REQUEST_PARTS.has(key.text)) reads = true;
@@ -95,7 +109,11 @@ function redirectCalls(source: Source): Array<{ at: string; text: string; openRe
   const found: Array<{ at: string; text: string; openRedirectShape: boolean }> = [];
   walk(source.file, (n) => {
     if (ts.isCallExpression(n) && ts.isPropertyAccessExpression(n.expression) && n.expression.name.text === 'redirect') {
-      found.push({ at: where(source, n), text: n.getText(source.file), openRedirectShape: n.arguments.some((arg) => readsUntrustedRequest(arg)) });
+      found.push({
+        at: where(source, n),
+        text: n.getText(source.file),
+        openRedirectShape: n.arguments.some((arg) => readsUntrustedRequest(arg)),
+      });
     }
   });
   return found;
@@ -111,7 +129,7 @@ describe('the checks themselves', () => {
         "import Database from 'better-sqlite3';",
         "import * as nodeCrypto from 'node:crypto';",
         "import { createHmac as hmac } from 'node:crypto';",
-        "const t = nodeCrypto.timingSafeEqual;",
+        'const t = nodeCrypto.timingSafeEqual;',
         "console.log('x');",
         "console['error']('y');",
         "app.get('/a', (req, res) => res.redirect(req.query.next as string));",
@@ -120,10 +138,19 @@ describe('the checks themselves', () => {
         "app.get('/d', (req, res) => res.redirect(req.headers.referer ?? '/'));",
       ].join('\n'),
     );
-    assert.deepEqual(importedModules(bad).map((m) => m.module), ['better-sqlite3', 'node:crypto', 'node:crypto']);
-    assert.deepEqual(cipherApiUses(bad).map((u) => u.split(' ')[1]), ['createHmac', 'timingSafeEqual']);
+    assert.deepEqual(
+      importedModules(bad).map((m) => m.module),
+      ['better-sqlite3', 'node:crypto', 'node:crypto'],
+    );
+    assert.deepEqual(
+      cipherApiUses(bad).map((u) => u.split(' ')[1]),
+      ['createHmac', 'timingSafeEqual'],
+    );
     assert.equal(consoleUses(bad).length, 2);
-    assert.deepEqual(redirectCalls(bad).map((r) => r.openRedirectShape), [true, true, true, true]);
+    assert.deepEqual(
+      redirectCalls(bad).map((r) => r.openRedirectShape),
+      [true, true, true, true],
+    );
   });
 
   it('ignore comments, strings and safe redirects', () => {
@@ -138,10 +165,16 @@ describe('the checks themselves', () => {
         "app.get('/c', (_req, res) => res.redirect(303, '/connections'));",
       ].join('\n'),
     );
-    assert.deepEqual(importedModules(good).map((m) => m.module), ['./better-sqlite3-notes.js']);
+    assert.deepEqual(
+      importedModules(good).map((m) => m.module),
+      ['./better-sqlite3-notes.js'],
+    );
     assert.deepEqual(cipherApiUses(good), []);
     assert.deepEqual(consoleUses(good), []);
-    assert.deepEqual(redirectCalls(good).map((r) => r.openRedirectShape), [false, false, false]);
+    assert.deepEqual(
+      redirectCalls(good).map((r) => r.openRedirectShape),
+      [false, false, false],
+    );
   });
 
   it('see the real source tree', () => {
@@ -162,25 +195,49 @@ const KNOWN: { cipher: Record<string, string>; console: Record<string, string> }
 
 describe('layering invariants of src/', () => {
   it('imports better-sqlite3 only under src/store/sqlite/ and pg only under src/store/postgres/', () => {
-    const usersOf = (module: string) => sources.flatMap((s) => importedModules(s).filter((m) => m.module === module).map((m) => ({ ...m, path: s.path })));
+    const usersOf = (module: string) =>
+      sources.flatMap((s) =>
+        importedModules(s)
+          .filter((m) => m.module === module)
+          .map((m) => ({ ...m, path: s.path })),
+      );
     const sqlite = usersOf('better-sqlite3');
     const pg = usersOf('pg');
-    assert.ok(sqlite.some((u) => u.path === 'src/store/sqlite/database.ts'), 'the store does use better-sqlite3 (the check is live)');
-    assert.ok(pg.some((u) => u.path.startsWith('src/store/postgres/')), 'the store does use pg (the check is live)');
-    assert.deepEqual(sqlite.filter((u) => !u.path.startsWith('src/store/sqlite/')).map((u) => u.at), []);
-    assert.deepEqual(pg.filter((u) => !u.path.startsWith('src/store/postgres/')).map((u) => u.at), []);
+    assert.ok(
+      sqlite.some((u) => u.path === 'src/store/sqlite/database.ts'),
+      'the store does use better-sqlite3 (the check is live)',
+    );
+    assert.ok(
+      pg.some((u) => u.path.startsWith('src/store/postgres/')),
+      'the store does use pg (the check is live)',
+    );
+    assert.deepEqual(
+      sqlite.filter((u) => !u.path.startsWith('src/store/sqlite/')).map((u) => u.at),
+      [],
+    );
+    assert.deepEqual(
+      pg.filter((u) => !u.path.startsWith('src/store/postgres/')).map((u) => u.at),
+      [],
+    );
   });
 
   it('lets nothing outside src/store/ reach into one store implementation (the rest cannot tell them apart)', () => {
     const reaching = sources
       .filter((s) => !s.path.startsWith('src/store/') && !s.path.startsWith('src/dev/'))
-      .flatMap((s) => importedModules(s).filter((m) => /\/store\/(sqlite|postgres)\//.test(m.module)).map((m) => m.at));
+      .flatMap((s) =>
+        importedModules(s)
+          .filter((m) => /\/store\/(sqlite|postgres)\//.test(m.module))
+          .map((m) => m.at),
+      );
     assert.deepEqual(reaching, []);
   });
 
   it('uses createCipheriv / createDecipheriv / createHmac / timingSafeEqual only under src/crypto/', () => {
     const inCrypto = sources.filter((s) => s.path.startsWith('src/crypto/')).flatMap(cipherApiUses);
-    assert.ok(inCrypto.some((u) => u.endsWith(' createCipheriv')) && inCrypto.some((u) => u.endsWith(' timingSafeEqual')), 'src/crypto/ does use them (the check is live)');
+    assert.ok(
+      inCrypto.some((u) => u.endsWith(' createCipheriv')) && inCrypto.some((u) => u.endsWith(' timingSafeEqual')),
+      'src/crypto/ does use them (the check is live)',
+    );
     const elsewhere = sources.filter((s) => !s.path.startsWith('src/crypto/') && !(s.path in KNOWN.cipher));
     assert.deepEqual(elsewhere.flatMap(cipherApiUses), []);
   });
@@ -207,6 +264,9 @@ describe('layering invariants of src/', () => {
   it('never redirects to a value read from req.query / req.body / request headers (open-redirect shape)', () => {
     const calls = sources.flatMap(redirectCalls);
     assert.ok(calls.length >= 5, `found only ${calls.length} redirect calls: the scan is not seeing the routes`);
-    assert.deepEqual(calls.filter((c) => c.openRedirectShape).map((c) => `${c.at} ${c.text}`), []);
+    assert.deepEqual(
+      calls.filter((c) => c.openRedirectShape).map((c) => `${c.at} ${c.text}`),
+      [],
+    );
   });
 });

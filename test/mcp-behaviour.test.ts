@@ -27,7 +27,14 @@ async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): P
 }
 
 /** A raw 2026-07-28 tools/call with the `_meta` envelope; `extra` goes into params (requestState, inputResponses). */
-function callTool(stack: Stack, token: string, name: string, args: unknown, extra: Record<string, unknown> = {}, caps?: Record<string, unknown>) {
+function callTool(
+  stack: Stack,
+  token: string,
+  name: string,
+  args: unknown,
+  extra: Record<string, unknown> = {},
+  caps?: Record<string, unknown>,
+) {
   return rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name, arguments: args, ...extra, _meta: envelope(caps) } });
 }
 
@@ -78,7 +85,10 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       } finally {
         await client.close();
       }
-      const raw = await rawCall(stack.mcpUrl, await stack.token('discover-user'), { method: 'server/discover', params: { _meta: envelope() } });
+      const raw = await rawCall(stack.mcpUrl, await stack.token('discover-user'), {
+        method: 'server/discover',
+        params: { _meta: envelope() },
+      });
       assert.equal(raw.status, 200);
       assert.ok(raw.json.result.supportedVersions.includes('2026-07-28'));
       assert.ok(raw.json.result.capabilities.tools, 'the tools capability is advertised');
@@ -100,7 +110,13 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     it('lists github_create_issue, github_whoami, list_connections, disconnect_account and connect_account with input schemas', async () => {
       const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('list-tools-user') });
       const { tools } = await closing(client, (c) => c.listTools());
-      assert.deepEqual(tools.map((t) => t.name).sort(), ['connect_account', 'disconnect_account', 'github_create_issue', 'github_whoami', 'list_connections']);
+      assert.deepEqual(tools.map((t) => t.name).sort(), [
+        'connect_account',
+        'disconnect_account',
+        'github_create_issue',
+        'github_whoami',
+        'list_connections',
+      ]);
       for (const tool of tools) assert.equal(tool.inputSchema.type, 'object', `${tool.name} has an object input schema`);
       const create = tools.find((t) => t.name === 'github_create_issue')!;
       assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ['body', 'labels', 'owner', 'repo', 'title']);
@@ -115,7 +131,11 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
   describe('the first call for an unconnected user', () => {
     it('answers input_required with exactly one URL elicitation of our /connect/github page and a requestState, creating nothing', async () => {
       const before = stack.github.requests.length;
-      const r = await callTool(stack, await stack.token('first-call-user'), 'github_create_issue', { owner: 'octo-org', repo: 'first', title: 'Hello' });
+      const r = await callTool(stack, await stack.token('first-call-user'), 'github_create_issue', {
+        owner: 'octo-org',
+        repo: 'first',
+        title: 'Hello',
+      });
       assert.equal(r.status, 200);
       assert.equal(r.json.error, undefined);
       const result = r.json.result;
@@ -155,7 +175,9 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
             return { action };
           },
         });
-        const result = await closing(client, (c) => c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: action, title: 'Nope' } }));
+        const result = await closing(client, (c) =>
+          c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: action, title: 'Nope' } }),
+        );
 
         assert.equal(seen.length, 1, 'asked exactly once');
         assert.equal(result.isError, undefined);
@@ -169,7 +191,10 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         assert.equal(page.status, 410);
         const text = textOf(page.html);
         assert.match(text, /This request was cancelled/);
-        assert.match(text, /declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected\. If you do want to connect, ask your assistant again/);
+        assert.match(
+          text,
+          /declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected\. If you do want to connect, ask your assistant again/,
+        );
         assert.doesNotMatch(text, /already (been )?used/);
         assert.doesNotMatch(page.html, /name="decision"/, 'no consent form');
       });
@@ -204,7 +229,9 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
           return { action: 'accept' };
         },
       });
-      const result = await closing(client, (c) => c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'consent', title: 'x' } }));
+      const result = await closing(client, (c) =>
+        c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'consent', title: 'x' } }),
+      );
       assert.equal(pages.length, 1, 'no second question');
       assert.match(pages[0]!, /You cancelled, so your GitHub account was not connected/);
       assert.equal(result.isError, undefined);
@@ -224,7 +251,9 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
           return { action: 'accept' };
         },
       });
-      const result = await closing(client, (c) => c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'denied', title: 'x' } }));
+      const result = await closing(client, (c) =>
+        c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'denied', title: 'x' } }),
+      );
       assert.equal(pages.length, 1, 'no second question');
       assert.match(pages[0]!, /You cancelled at GitHub, so nothing was connected/);
       assert.equal(result.isError, undefined);
@@ -234,7 +263,10 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
   });
 
   describe('a 2026-07-28 client without elicitation.url', () => {
-    for (const [label, capabilities] of [['form-only', { form: true }], ['no elicitation at all', {}]] as const) {
+    for (const [label, capabilities] of [
+      ['form-only', { form: true }],
+      ['no elicitation at all', {}],
+    ] as const) {
       it(`never gets a URL elicitation (${label}) and is pointed at /connections instead`, async () => {
         let urls = 0;
         let forms = 0;
@@ -251,11 +283,16 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
             return { action: 'decline' };
           },
         });
-        const result = await closing(client, (c) => c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'nourl', title: 'x' } }));
+        const result = await closing(client, (c) =>
+          c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'nourl', title: 'x' } }),
+        );
         assert.equal(urls, 0);
         assert.equal(forms, 0);
         assert.equal(result.isError, true);
-        assert.equal(resultText(result), `GitHub is not connected for your account, and this client cannot open links. Link it at ${stack.publicUrl}/connections, then try again.`);
+        assert.equal(
+          resultText(result),
+          `GitHub is not connected for your account, and this client cannot open links. Link it at ${stack.publicUrl}/connections, then try again.`,
+        );
       });
     }
 
@@ -301,7 +338,12 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         const created = stack.github.issues.filter((i) => i.repo === 'legacy');
         assert.equal(created.length, 1);
         assert.equal(created[0]!.author, githubLogin);
-        assert.deepEqual(result.structuredContent, { status: 'created', number: created[0]!.number, url: created[0]!.html_url, repository: 'octo-org/legacy' });
+        assert.deepEqual(result.structuredContent, {
+          status: 'created',
+          number: created[0]!.number,
+          url: created[0]!.html_url,
+          repository: 'octo-org/legacy',
+        });
       } finally {
         await client.close();
       }
@@ -357,7 +399,11 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     function assertRejected(r: Awaited<ReturnType<typeof rawCall>>): void {
       assert.equal(r.status, 200);
       assert.equal(r.json.result, undefined);
-      assert.deepEqual(r.json.error, { code: -32602, message: 'Invalid or expired requestState', data: { reason: 'invalid_request_state' } });
+      assert.deepEqual(r.json.error, {
+        code: -32602,
+        message: 'Invalid or expired requestState',
+        data: { reason: 'invalid_request_state' },
+      });
     }
 
     const accept = { [CONNECT_KEY]: { action: 'accept' } };
@@ -367,11 +413,15 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       const i = Math.floor(payload.length / 2);
       const flipped = payload.slice(0, i) + (payload[i] === 'A' ? 'B' : 'A') + payload.slice(i + 1);
       assert.notEqual(flipped, payload);
-      assertRejected(await callTool(stack, aliceToken, 'github_create_issue', args, { inputResponses: accept, requestState: `${v}.${flipped}.${mac}` }));
+      assertRejected(
+        await callTool(stack, aliceToken, 'github_create_issue', args, { inputResponses: accept, requestState: `${v}.${flipped}.${mac}` }),
+      );
     });
 
     it('rejects a garbage state string with -32602', async () => {
-      assertRejected(await callTool(stack, aliceToken, 'github_create_issue', args, { inputResponses: accept, requestState: 'not-a-request-state' }));
+      assertRejected(
+        await callTool(stack, aliceToken, 'github_create_issue', args, { inputResponses: accept, requestState: 'not-a-request-state' }),
+      );
     });
 
     it('rejects a numeric state with -32602', async () => {
@@ -379,7 +429,9 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     });
 
     it('rejects a state minted for another user with -32602', async () => {
-      assertRejected(await callTool(stack, await stack.token('state-bob'), 'github_create_issue', args, { inputResponses: accept, requestState: state }));
+      assertRejected(
+        await callTool(stack, await stack.token('state-bob'), 'github_create_issue', args, { inputResponses: accept, requestState: state }),
+      );
     });
 
     it('rejects a state replayed on another tool with -32602', async () => {
@@ -387,11 +439,22 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     });
 
     it('rejects a state replayed with different arguments with -32602', async () => {
-      assertRejected(await callTool(stack, aliceToken, 'github_create_issue', { ...args, title: 'Something else' }, { inputResponses: accept, requestState: state }));
+      assertRejected(
+        await callTool(
+          stack,
+          aliceToken,
+          'github_create_issue',
+          { ...args, title: 'Something else' },
+          { inputResponses: accept, requestState: state },
+        ),
+      );
     });
 
     it('still accepts the untouched state for the same user, tool and arguments', async () => {
-      const r = await callTool(stack, aliceToken, 'github_create_issue', args, { inputResponses: { [CONNECT_KEY]: { action: 'decline' } }, requestState: state });
+      const r = await callTool(stack, aliceToken, 'github_create_issue', args, {
+        inputResponses: { [CONNECT_KEY]: { action: 'decline' } },
+        requestState: state,
+      });
       assert.equal(r.json.error, undefined);
       assert.deepEqual(r.json.result.structuredContent, { status: 'not_connected', reason: 'decline' });
     });
@@ -437,9 +500,15 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       const otherLogin = freshLogin('other');
       await connect(stack, 'whoami-other-user', otherLogin);
       const mine = await listConnections(stack, 'whoami-other-user');
-      assert.deepEqual((mine.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login), [otherLogin]);
+      assert.deepEqual(
+        (mine.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login),
+        [otherLogin],
+      );
       const theirs = await listConnections(stack, 'whoami-user');
-      assert.deepEqual((theirs.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login), [githubLogin]);
+      assert.deepEqual(
+        (theirs.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login),
+        [githubLogin],
+      );
     });
   });
 
@@ -484,8 +553,14 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
 
       assert.equal(result.isError, undefined);
       assert.deepEqual(result.structuredContent, { status: 'disconnected', provider: 'github', revoked: true });
-      assert.equal(resultText(result), `Disconnected @${githubLogin} from GitHub: the grant was revoked at GitHub and the stored tokens were deleted.`);
-      assert.deepEqual(stack.github.revokedGrants.filter((g) => g.login === githubLogin), [{ clientId: stack.github.clientId, login: githubLogin }]);
+      assert.equal(
+        resultText(result),
+        `Disconnected @${githubLogin} from GitHub: the grant was revoked at GitHub and the stored tokens were deleted.`,
+      );
+      assert.deepEqual(
+        stack.github.revokedGrants.filter((g) => g.login === githubLogin),
+        [{ clientId: stack.github.clientId, login: githubLogin }],
+      );
       assert.equal(stack.github.activeTokenCount(githubLogin), 0, 'the old token no longer works at GitHub');
 
       const list = await listConnections(stack, sub);
@@ -504,10 +579,16 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       assert.equal(result.isError, undefined);
       assert.deepEqual(result.structuredContent, { status: 'kept', provider: 'github' });
       assert.equal(resultText(result), `Nothing was disconnected: @${githubLogin} on GitHub stays linked.`);
-      assert.deepEqual(stack.github.revokedGrants.filter((g) => g.login === githubLogin), []);
+      assert.deepEqual(
+        stack.github.revokedGrants.filter((g) => g.login === githubLogin),
+        [],
+      );
       assert.equal(stack.github.activeTokenCount(githubLogin), 1);
       const list = await listConnections(stack, sub);
-      assert.deepEqual((list.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login), [githubLogin]);
+      assert.deepEqual(
+        (list.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login),
+        [githubLogin],
+      );
     });
 
     it('says there is nothing to disconnect for a user with no connection, without asking', async () => {
@@ -526,7 +607,10 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       assert.equal(r.status, 200);
       assert.equal(r.json.error, undefined);
       assert.equal(r.json.result.isError, true);
-      assert.equal(resultText(r.json.result), 'Input validation error: Invalid arguments for tool disconnect_account: provider: Invalid input: expected "github"');
+      assert.equal(
+        resultText(r.json.result),
+        'Input validation error: Invalid arguments for tool disconnect_account: provider: Invalid input: expected "github"',
+      );
     });
   });
 
@@ -534,14 +618,30 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     const cases: Array<[string, Record<string, unknown>, RegExp]> = [
       ['a missing title', { owner: 'octo-org', repo: 'args' }, /title: Invalid input: expected string, received undefined/],
       ['an owner with spaces', { owner: 'octo org', repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
-      ['an owner ending in a hyphen', { owner: 'octo-', repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
-      ['an owner starting with a hyphen', { owner: '-octo', repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
-      ['an owner of 40 characters', { owner: 'a'.repeat(40), repo: 'args', title: 'x' }, /owner: owner must be a GitHub user or organisation name/],
+      [
+        'an owner ending in a hyphen',
+        { owner: 'octo-', repo: 'args', title: 'x' },
+        /owner: owner must be a GitHub user or organisation name/,
+      ],
+      [
+        'an owner starting with a hyphen',
+        { owner: '-octo', repo: 'args', title: 'x' },
+        /owner: owner must be a GitHub user or organisation name/,
+      ],
+      [
+        'an owner of 40 characters',
+        { owner: 'a'.repeat(40), repo: 'args', title: 'x' },
+        /owner: owner must be a GitHub user or organisation name/,
+      ],
       ['the repo "."', { owner: 'octo-org', repo: '.', title: 'x' }, /repo: repo must be a GitHub repository name, not \. or \.\./],
       ['the repo ".."', { owner: 'octo-org', repo: '..', title: 'x' }, /repo: repo must be a GitHub repository name, not \. or \.\./],
       ['a repo with a slash', { owner: 'octo-org', repo: 'a/b', title: 'x' }, /repo: repo must be a GitHub repository name/],
       ['a repo of 101 characters', { owner: 'octo-org', repo: 'r'.repeat(101), title: 'x' }, /repo: repo must be a GitHub repository name/],
-      ['labels that are not an array', { owner: 'octo-org', repo: 'args', title: 'x', labels: 'bug' }, /labels: Invalid input: expected array, received string/],
+      [
+        'labels that are not an array',
+        { owner: 'octo-org', repo: 'args', title: 'x', labels: 'bug' },
+        /labels: Invalid input: expected array, received string/,
+      ],
     ];
     for (const [label, args, expected] of cases) {
       it(`rejects ${label} with a tool error naming the field, before asking to connect`, async () => {
@@ -560,7 +660,12 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
   });
 
   describe('names GitHub itself accepts for github_create_issue', () => {
-    for (const [owner, repo] of [['a', '.github'], ['a'.repeat(39), 'a..b'], ['octo-org-2', 'r'.repeat(100)], ['O1', '-_.']] as const) {
+    for (const [owner, repo] of [
+      ['a', '.github'],
+      ['a'.repeat(39), 'a..b'],
+      ['octo-org-2', 'r'.repeat(100)],
+      ['O1', '-_.'],
+    ] as const) {
       it(`takes owner ${owner.length > 10 ? `${owner.length} characters` : owner} and repo ${repo.length > 10 ? `${repo.length} characters` : repo} and asks to connect`, async () => {
         const r = await callTool(stack, await stack.token('good-names-user'), 'github_create_issue', { owner, repo, title: 'x' });
         assert.equal(r.status, 200);
@@ -577,7 +682,11 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     });
 
     async function createIssue(args: Record<string, unknown>) {
-      const client = await modernClient({ url: stack.mcpUrl, token: await stack.token(sub), onUrl: async () => assert.fail('must not ask to connect') });
+      const client = await modernClient({
+        url: stack.mcpUrl,
+        token: await stack.token(sub),
+        onUrl: async () => assert.fail('must not ask to connect'),
+      });
       try {
         return await client.callTool({ name: 'github_create_issue', arguments: args });
       } finally {
@@ -594,16 +703,25 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         stack.github.faults.api = undefined;
       }
       assert.equal(result.isError, true);
-      assert.match(resultText(result), /^GitHub's rate limit was reached while trying to create an issue in octo-org\/limited; try again in about \d+ s\.$/);
+      assert.match(
+        resultText(result),
+        /^GitHub's rate limit was reached while trying to create an issue in octo-org\/limited; try again in about \d+ s\.$/,
+      );
       const list = await listConnections(stack, sub);
-      assert.deepEqual((list.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login), [githubLogin]);
+      assert.deepEqual(
+        (list.structuredContent as { connections: Array<{ login: string }> }).connections.map((c) => c.login),
+        [githubLogin],
+      );
       assert.equal(stack.github.activeTokenCount(githubLogin), 1);
     });
 
     it('reports a repository GitHub cannot find as a clear not-found tool error', async () => {
       const result = await createIssue({ owner: 'private-org', repo: 'secret', title: 'x' });
       assert.equal(result.isError, true);
-      assert.equal(resultText(result), 'GitHub could not find that (or the linked account cannot see it): could not create an issue in private-org/secret.');
+      assert.equal(
+        resultText(result),
+        'GitHub could not find that (or the linked account cannot see it): could not create an issue in private-org/secret.',
+      );
       assert.equal(stack.github.issues.filter((i) => i.owner === 'private-org').length, 0);
     });
   });
@@ -619,7 +737,12 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
           'mcp-name': 'github_whoami',
           ...(token ? { authorization: `Bearer ${token}` } : {}),
         },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+        }),
       });
     }
 
@@ -681,14 +804,21 @@ describe('a repeat that arrives while the user is still in the browser', () => {
       },
     });
     const started = Date.now();
-    const result = await closing(client, (c) => c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'early', title: 'Held' } }));
+    const result = await closing(client, (c) =>
+      c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'early', title: 'Held' } }),
+    );
     const returnedAt = Date.now();
     assert.ok(finishing, 'the browser flow was started');
     assert.equal(asked, 1, 'the held repeat did not ask again');
     assert.match(await finishing, new RegExp(`Connected as @${githubLogin}`));
 
     assert.equal(result.isError, undefined);
-    assert.deepEqual(result.structuredContent, { status: 'created', number: 1, url: `${stack.github.webUrl}/octo-org/early/issues/1`, repository: 'octo-org/early' });
+    assert.deepEqual(result.structuredContent, {
+      status: 'created',
+      number: 1,
+      url: `${stack.github.webUrl}/octo-org/early/issues/1`,
+      repository: 'octo-org/early',
+    });
     const exchange = stack.github.requests.find((r) => r.method === 'POST' && r.path === '/login/oauth/access_token');
     assert.ok(exchange, 'the callback exchanged the code');
     assert.ok(authorizeStartedAt > 0 && returnedAt >= authorizeStartedAt, 'returned after the user finished at GitHub');

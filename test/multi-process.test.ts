@@ -20,14 +20,19 @@ function firstCall(broker: SpawnedBroker, token: string, name: string, args: Rec
 }
 
 /** The repeated tools/call: new id, same name and arguments, the accepted elicitation and the echoed requestState. */
-function repeatCall(broker: SpawnedBroker, token: string, name: string, args: Record<string, unknown>, requestState: string): Promise<RawReply> {
+function repeatCall(
+  broker: SpawnedBroker,
+  token: string,
+  name: string,
+  args: Record<string, unknown>,
+  requestState: string,
+): Promise<RawReply> {
   return rawCall(`${broker.url}/mcp`, token, {
     id: 2,
     method: 'tools/call',
     params: { name, arguments: args, inputResponses: { connect_account: { action: 'accept' } }, requestState, _meta: envelope() },
   });
 }
-
 
 /** `GET http://host:port/path` entries of a browser's history that hit `origin`. */
 function hitsOn(browser: Browser, origin: string): string[] {

@@ -6,7 +6,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { openSqliteStore, PENDING_PRUNE_GRACE_MS, OAUTH_FLOW_TTL_MS, sqliteHandle, type NewPendingConnection, type Owner, type Store } from '../src/store/index.js';
+import {
+  openSqliteStore,
+  PENDING_PRUNE_GRACE_MS,
+  OAUTH_FLOW_TTL_MS,
+  sqliteHandle,
+  type NewPendingConnection,
+  type Owner,
+  type Store,
+} from '../src/store/index.js';
 import { envelope, rawCall } from './support/mcp.js';
 import { startStack, type Stack } from './support/stack.js';
 
@@ -15,11 +23,19 @@ const ISSUE = { owner: 'octo-org', repo: 'bounded', title: 'Needs a connection' 
 
 function call(stack: Stack, token: string, extra: Record<string, unknown> = {}, clientName = 'raw-client') {
   const meta = { ...envelope(), 'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' } };
-  return rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_create_issue', arguments: ISSUE, ...extra, _meta: meta } });
+  return rawCall(stack.mcpUrl, token, {
+    method: 'tools/call',
+    params: { name: 'github_create_issue', arguments: ISSUE, ...extra, _meta: meta },
+  });
 }
 
-function rows(stack: Stack, subject: string): Array<{ id: string; status: string; outcome_reason: string | null; client_name: string | null }> {
-  return sqliteHandle(stack.broker.broker.store).prepare('SELECT id, status, outcome_reason, client_name FROM pending_connections WHERE subject = ? ORDER BY created_at, rowid').all(subject) as Array<{
+function rows(
+  stack: Stack,
+  subject: string,
+): Array<{ id: string; status: string; outcome_reason: string | null; client_name: string | null }> {
+  return sqliteHandle(stack.broker.broker.store)
+    .prepare('SELECT id, status, outcome_reason, client_name FROM pending_connections WHERE subject = ? ORDER BY created_at, rowid')
+    .all(subject) as Array<{
     id: string;
     status: string;
     outcome_reason: string | null;
@@ -52,7 +68,9 @@ describe('bounded pending connections (one user, many calls)', () => {
       }
     }
     const open = openRows(stack, 'bound-alice');
-    console.log(`# 1,000 tools/call from one user in ${Date.now() - started} ms: ${open} open pending row(s), ${rows(stack, 'bound-alice').length} row(s) in all, ${urls.size} distinct link(s)`);
+    console.log(
+      `# 1,000 tools/call from one user in ${Date.now() - started} ms: ${open} open pending row(s), ${rows(stack, 'bound-alice').length} row(s) in all, ${urls.size} distinct link(s)`,
+    );
     assert.equal(answered, 1000);
     assert.equal(open, 1, 'one open row per (provider, scopes, client)');
     assert.equal(rows(stack, 'bound-alice').length, 1);
@@ -60,16 +78,31 @@ describe('bounded pending connections (one user, many calls)', () => {
   });
 
   it('makes one row, not 100, for a 2025-11-25 JSON-RPC batch of 100 calls', async () => {
-    const batch = Array.from({ length: 100 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'github_create_issue', arguments: ISSUE } }));
+    const batch = Array.from({ length: 100 }, (_, i) => ({
+      jsonrpc: '2.0',
+      id: i + 1,
+      method: 'tools/call',
+      params: { name: 'github_create_issue', arguments: ISSUE },
+    }));
     const res = await fetch(stack.mcpUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${await stack.token('bound-legacy')}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+        authorization: `Bearer ${await stack.token('bound-legacy')}`,
+      },
       body: JSON.stringify(batch),
     });
     assert.equal(res.status, 200);
-    const messages = [...(await res.text()).matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as { error?: { code: number; data: { elicitations: Array<{ url: string }> } } });
+    const messages = [...(await res.text()).matchAll(/^data: (.*)$/gm)].map(
+      (m) => JSON.parse(m[1]!) as { error?: { code: number; data: { elicitations: Array<{ url: string }> } } },
+    );
     assert.equal(messages.length, 100);
-    assert.ok(messages.every((m) => m.error?.code === -32042), 'each call is asked to connect (-32042)');
+    assert.ok(
+      messages.every((m) => m.error?.code === -32042),
+      'each call is asked to connect (-32042)',
+    );
     assert.equal(new Set(messages.map((m) => m.error!.data.elicitations[0]!.url)).size, 1, 'every call names the same link');
     assert.equal(rows(stack, 'bound-legacy').length, 1);
   });
@@ -78,7 +111,14 @@ describe('bounded pending connections (one user, many calls)', () => {
     const token = await stack.token('bound-carol');
     const store = stack.broker.broker.store;
     const owner: Owner = { issuer: stack.idp.issuer, subject: 'bound-carol' };
-    const base = { issuer: owner.issuer, subject: owner.subject, provider: 'github', client_name: 'seeded', scopes: null, expires_at: Date.now() + 600_000 };
+    const base = {
+      issuer: owner.issuer,
+      subject: owner.subject,
+      provider: 'github',
+      client_name: 'seeded',
+      scopes: null,
+      expires_at: Date.now() + 600_000,
+    };
     await store.pending.create({ ...base, id: 'bound-completed', link_hash: 'bound-completed' });
     await store.pending.settle('bound-completed', 'completed');
     await store.pending.create({ ...base, id: 'bound-claimed', link_hash: 'bound-claimed' });
@@ -86,7 +126,8 @@ describe('bounded pending connections (one user, many calls)', () => {
 
     // A different client name is a different request: 25 of them.
     const links: string[] = [];
-    for (let i = 1; i <= 25; i++) links.push((await call(stack, token, {}, `assistant-${i}`)).json.result.inputRequests[CONNECT_KEY].params.url as string);
+    for (let i = 1; i <= 25; i++)
+      links.push((await call(stack, token, {}, `assistant-${i}`)).json.result.inputRequests[CONNECT_KEY].params.url as string);
     assert.equal(new Set(links).size, 25);
 
     const all = rows(stack, 'bound-carol');
@@ -108,7 +149,12 @@ describe('bounded pending connections (one user, many calls)', () => {
     const token = await stack.token('bound-dora');
     const first = await call(stack, token, {}, 'held-client');
     const started = Date.now();
-    const held = call(stack, token, { inputResponses: { [CONNECT_KEY]: { action: 'accept' } }, requestState: first.json.result.requestState }, 'held-client');
+    const held = call(
+      stack,
+      token,
+      { inputResponses: { [CONNECT_KEY]: { action: 'accept' } }, requestState: first.json.result.requestState },
+      'held-client',
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
     for (let i = 0; i < 20; i++) await call(stack, token, {}, `crowd-${i}`);
     const repeat = await held;
@@ -157,16 +203,31 @@ describe('pruning pending connections (SQLite store)', () => {
   it('removes settled and expired rows (and their flows) within minutes, keeping what a held repeat or a live flow still needs', async () => {
     const now = Date.now();
     const owner: Owner = { issuer: 'https://idp.example.com', subject: 'pruned' };
-    const row = (id: string, expiresAt: number): NewPendingConnection => ({ id, link_hash: `h-${id}`, ...owner, provider: 'github', client_name: null, scopes: null, expires_at: expiresAt });
+    const row = (id: string, expiresAt: number): NewPendingConnection => ({
+      id,
+      link_hash: `h-${id}`,
+      ...owner,
+      provider: 'github',
+      client_name: null,
+      scopes: null,
+      expires_at: expiresAt,
+    });
     const db = sqliteHandle(store);
-    const backdate = (id: string, updatedAt: number) => db.prepare('UPDATE pending_connections SET updated_at = ? WHERE id = ?').run(updatedAt, id);
+    const backdate = (id: string, updatedAt: number) =>
+      db.prepare('UPDATE pending_connections SET updated_at = ? WHERE id = ?').run(updatedAt, id);
     const minutes = (n: number) => n * 60_000;
 
     // Settled a few minutes ago: gone, flow and all.
     await store.pending.create(row('settled-old', now + minutes(5)));
     await store.pending.settle('settled-old', 'cancelled');
     backdate('settled-old', now - PENDING_PRUNE_GRACE_MS - 1);
-    await store.oauthFlows.put({ state_hash: 'flow-of-settled', pending_id: 'settled-old', session_hash: 's', code_verifier: 'v', expires_at: now + minutes(5) });
+    await store.oauthFlows.put({
+      state_hash: 'flow-of-settled',
+      pending_id: 'settled-old',
+      session_hash: 's',
+      code_verifier: 'v',
+      expires_at: now + minutes(5),
+    });
     // Just settled: a held repeat or a polling watcher still reads how it ended.
     await store.pending.create(row('settled-new', now + minutes(5)));
     await store.pending.settle('settled-new', 'completed');
@@ -177,11 +238,19 @@ describe('pruning pending connections (SQLite store)', () => {
     // Claimed, link expired, but its flow (10 minutes from the claim) may still come back: kept.
     await store.pending.create(row('claimed-live', now + minutes(1)));
     assert.equal(await store.pending.claim('claimed-live'), true);
-    db.prepare('UPDATE pending_connections SET expires_at = ?, updated_at = ? WHERE id = ?').run(now - PENDING_PRUNE_GRACE_MS - 1, now - minutes(4), 'claimed-live');
+    db.prepare('UPDATE pending_connections SET expires_at = ?, updated_at = ? WHERE id = ?').run(
+      now - PENDING_PRUNE_GRACE_MS - 1,
+      now - minutes(4),
+      'claimed-live',
+    );
     // Claimed long enough ago that its flow is dead too: gone.
     await store.pending.create(row('claimed-dead', now + minutes(1)));
     assert.equal(await store.pending.claim('claimed-dead'), true);
-    db.prepare('UPDATE pending_connections SET expires_at = ?, updated_at = ? WHERE id = ?').run(now - PENDING_PRUNE_GRACE_MS - 1, now - OAUTH_FLOW_TTL_MS - PENDING_PRUNE_GRACE_MS - 1, 'claimed-dead');
+    db.prepare('UPDATE pending_connections SET expires_at = ?, updated_at = ? WHERE id = ?').run(
+      now - PENDING_PRUNE_GRACE_MS - 1,
+      now - OAUTH_FLOW_TTL_MS - PENDING_PRUNE_GRACE_MS - 1,
+      'claimed-dead',
+    );
     // Open and live.
     await store.pending.create(row('open-live', now + minutes(5)));
 
@@ -189,6 +258,10 @@ describe('pruning pending connections (SQLite store)', () => {
     assert.equal(await store.pending.prune(now), 3);
     const left = (db.prepare('SELECT id FROM pending_connections ORDER BY id').all() as Array<{ id: string }>).map((r) => r.id);
     assert.deepEqual(left, ['claimed-live', 'expired-new', 'open-live', 'settled-new']);
-    assert.equal((db.prepare("SELECT COUNT(*) AS n FROM oauth_flows WHERE state_hash = 'flow-of-settled'").get() as { n: number }).n, 0, 'its flow went with it');
+    assert.equal(
+      (db.prepare("SELECT COUNT(*) AS n FROM oauth_flows WHERE state_hash = 'flow-of-settled'").get() as { n: number }).n,
+      0,
+      'its flow went with it',
+    );
   });
 });

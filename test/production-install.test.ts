@@ -46,10 +46,18 @@ describe('a production install (npm ci --omit=dev, npm start)', { skip: NPM_MISS
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'broker-production-'));
-    for (const entry of ['package.json', 'package-lock.json', 'scripts', 'views', 'public', 'migrations']) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+    for (const entry of ['package.json', 'package-lock.json', 'scripts', 'views', 'public', 'migrations'])
+      cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
     port = await freePort();
     idp = await startIdp({
-      clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`http://127.0.0.1:${port}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+      clients: [
+        {
+          client_id: BROKER_CLIENT.id,
+          client_secret: BROKER_CLIENT.secret,
+          redirect_uris: [`http://127.0.0.1:${port}/auth/callback`],
+          token_endpoint_auth_method: 'client_secret_basic',
+        },
+      ],
       resource: `http://127.0.0.1:${port}/mcp`,
     });
   });
@@ -66,11 +74,17 @@ describe('a production install (npm ci --omit=dev, npm start)', { skip: NPM_MISS
 
   it('installs only the runtime dependencies', async (t) => {
     const started = Date.now();
-    const install = await run('npm', ['ci', '--omit=dev', '--ignore-scripts=false', '--no-audit', '--no-fund', '--prefer-offline'], dir, cleanEnv({ NODE_ENV: 'production' }));
+    const install = await run(
+      'npm',
+      ['ci', '--omit=dev', '--ignore-scripts=false', '--no-audit', '--no-fund', '--prefer-offline'],
+      dir,
+      cleanEnv({ NODE_ENV: 'production' }),
+    );
     t.diagnostic(`npm ci --omit=dev took ${Math.round((Date.now() - started) / 1000)} s`);
     assert.equal(install.code, 0, install.output);
     assert.ok(existsSync(join(dir, 'node_modules/better-sqlite3/build/Release/better_sqlite3.node')), 'better-sqlite3 was built');
-    for (const dev of ['typescript', 'tsx', 'oidc-provider', '@modelcontextprotocol/client']) assert.ok(!existsSync(join(dir, 'node_modules', dev)), `${dev} is a dev dependency and was not installed`);
+    for (const dev of ['typescript', 'tsx', 'oidc-provider', '@modelcontextprotocol/client'])
+      assert.ok(!existsSync(join(dir, 'node_modules', dev)), `${dev} is a dev dependency and was not installed`);
   });
 
   it('says in one line that dist/ is missing when npm start runs before npm run build', async () => {
@@ -82,7 +96,10 @@ describe('a production install (npm ci --omit=dev, npm start)', { skip: NPM_MISS
   it('builds with npm run build (in the checkout) and starts from dist/ with npm start, ready, and stops on SIGTERM', async () => {
     // The build needs the dev dependencies, so it runs in the checkout and writes into the copy.
     const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-    const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', join(dir, 'dist')], { cwd: ROOT, encoding: 'utf8' });
+    const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', join(dir, 'dist')], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     assert.equal(build.status, 0, build.stdout + build.stderr);
     assert.ok(!existsSync(join(dir, 'dist/dev')), 'development mode (oidc-provider, sandbox GitHub) is not part of the build');
 

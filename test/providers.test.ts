@@ -23,7 +23,11 @@ describe('incremental consent', () => {
   it('asks only for the missing scope, keeps the existing connection usable meanwhile, and ends with both', async () => {
     const browser = new Browser();
     const token = await stack.token('ines');
-    const first = await modernClient({ url: stack.mcpUrl, token, onUrl: async (url) => (await completeConnect(browser, url, 'ines'), { action: 'accept' }) });
+    const first = await modernClient({
+      url: stack.mcpUrl,
+      token,
+      onUrl: async (url) => (await completeConnect(browser, url, 'ines'), { action: 'accept' }),
+    });
     await first.callTool({ name: 'github_whoami', arguments: {} });
     await first.close();
     assert.equal((await readConnection(stack.env, 'ines', 'github'))?.scopes, 'read:user');
@@ -39,7 +43,10 @@ describe('incremental consent', () => {
         let page = await browser.open(url);
         consent = textOf(page.html);
         // The current connection keeps working while the user decides.
-        const r = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
+        const r = await rawCall(stack.mcpUrl, token, {
+          method: 'tools/call',
+          params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+        });
         whoamiMeanwhile = resultText(r.json.result);
         page = await browser.submit(page, { button: 'allow' });
         authorizeUrl = page.trail.find((u) => u.includes('/login/oauth/authorize')) ?? '';
@@ -47,7 +54,10 @@ describe('incremental consent', () => {
         return { action: 'accept' };
       },
     });
-    const result = await second.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'incremental', title: 'more scopes' } });
+    const result = await second.callTool({
+      name: 'github_create_issue',
+      arguments: { owner: 'octo-org', repo: 'incremental', title: 'more scopes' },
+    });
     await second.close();
 
     assert.match(consent, /Allow more access to GitHub/);
@@ -70,7 +80,11 @@ describe('one upstream account, two principals', () => {
 
   it('refuses by default to link a GitHub account already linked to another user, with a clear page, a normal tool result and an audit entry', async () => {
     const alice = new Browser();
-    const a = await modernClient({ url: stack.mcpUrl, token: await stack.token('alice'), onUrl: async (url) => (await completeConnect(alice, url, 'alice', { githubLogin: 'octocat' }), { action: 'accept' }) });
+    const a = await modernClient({
+      url: stack.mcpUrl,
+      token: await stack.token('alice'),
+      onUrl: async (url) => (await completeConnect(alice, url, 'alice', { githubLogin: 'octocat' }), { action: 'accept' }),
+    });
     await a.callTool({ name: 'github_whoami', arguments: {} });
     await a.close();
 
@@ -93,11 +107,14 @@ describe('one upstream account, two principals', () => {
     assert.match(page, /already linked to another user of this service/);
     assert.equal(result.isError, undefined);
     assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'account_linked_elsewhere' });
-    assert.equal((await readConnection(stack.env, 'bob', 'github')), undefined);
+    assert.equal(await readConnection(stack.env, 'bob', 'github'), undefined);
     assert.equal((await readConnection(stack.env, 'alice', 'github'))?.account_login, 'octocat');
     assert.equal((await stack.broker.broker.store.audit.list({ event: 'binding_refused' })).length, 1);
     // Only the token issued for bob's attempt was revoked, not the grant: alice's connection still works.
-    const again = await rawCall(stack.mcpUrl, await stack.token('alice'), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
+    const again = await rawCall(stack.mcpUrl, await stack.token('alice'), {
+      method: 'tools/call',
+      params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+    });
     assert.match(resultText(again.json.result), /Your linked GitHub account is @octocat/);
   });
 });
@@ -139,11 +156,21 @@ describe('"more access" or "reconnect" that comes back as another upstream accou
 
     for (const [label, prepare, tool] of [
       ['more access', async () => undefined, 'github_create_issue'],
-      ['reconnect', () => stack.broker.broker.store.connections.markReauthRequired({ issuer: stack.idp.issuer, subject: 'olga' }, 'github', 'test'), 'github_whoami'],
+      [
+        'reconnect',
+        () => stack.broker.broker.store.connections.markReauthRequired({ issuer: stack.idp.issuer, subject: 'olga' }, 'github', 'test'),
+        'github_whoami',
+      ],
     ] as const) {
       await prepare();
       const before = await readConnection(stack.env, 'olga', 'github');
-      const { result, status, page } = await callThroughBrowser('olga', browser, 'hubot', tool, tool === 'github_create_issue' ? { owner: 'octo-org', repo: 'switch', title: 'as whom?' } : {});
+      const { result, status, page } = await callThroughBrowser(
+        'olga',
+        browser,
+        'hubot',
+        tool,
+        tool === 'github_create_issue' ? { owner: 'octo-org', repo: 'switch', title: 'as whom?' } : {},
+      );
       assert.equal(status, 409, `${label}: ${page}`);
       assert.match(page, /connection here is to @octocat, but GitHub signed you in as @hubot/, label);
       assert.match(page, /Nothing was changed/, label);
@@ -172,11 +199,28 @@ describe('encryption key rotation', () => {
 
   it('keeps old rows readable under a new ring, re-encrypts everything with npm run rotate-keys, and then works without the old key', async () => {
     const oldKey = stack.env.TOKEN_ENCRYPTION_KEY!;
-    for (const [sub, login] of [['rita', 'octocat'], ['sam', 'hubot']] as const) {
+    for (const [sub, login] of [
+      ['rita', 'octocat'],
+      ['sam', 'hubot'],
+    ] as const) {
       const t = stack.github.issueTokenFor(login);
-      await seedConnection(stack.env, sub, 'github', { id: String(stack.github.users.get(login)!.id), login }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+      await seedConnection(
+        stack.env,
+        sub,
+        'github',
+        { id: String(stack.github.users.get(login)!.id), login },
+        { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
+      );
     }
-    const whoami = async (sub: string) => resultText((await rawCall(stack.mcpUrl, await stack.token(sub), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } })).json.result);
+    const whoami = async (sub: string) =>
+      resultText(
+        (
+          await rawCall(stack.mcpUrl, await stack.token(sub), {
+            method: 'tools/call',
+            params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+          })
+        ).json.result,
+      );
 
     // A new key first in the ring; the old one still opens old rows.
     const newKey = randomBytes(32).toString('base64');
@@ -184,9 +228,18 @@ describe('encryption key rotation', () => {
     await stack.restart();
     assert.match(await whoami('rita'), /@octocat/);
     const t = stack.github.issueTokenFor('monalisa');
-    await seedConnection(stack.env, 'tess', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    await seedConnection(
+      stack.env,
+      'tess',
+      'github',
+      { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' },
+      { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
+    );
 
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...stack.env }, encoding: 'utf8' });
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
+      env: { ...process.env, ...stack.env },
+      encoding: 'utf8',
+    });
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stdout, /Re-encrypted 2 connection\(s\) under key "k2026"/);
     assert.match(run.stdout, /Every row uses the current key: older keys can be removed/);
@@ -204,14 +257,28 @@ describe('encryption key rotation', () => {
     // The old key can go: every connection still works.
     delete stack.env.TOKEN_ENCRYPTION_KEY;
     await stack.restart();
-    for (const [sub, login] of [['rita', 'octocat'], ['sam', 'hubot'], ['tess', 'monalisa']] as const) assert.match(await whoami(sub), new RegExp(`@${login}`));
+    for (const [sub, login] of [
+      ['rita', 'octocat'],
+      ['sam', 'hubot'],
+      ['tess', 'monalisa'],
+    ] as const)
+      assert.match(await whoami(sub), new RegExp(`@${login}`));
   });
 
   it('reports rows sealed under a key that left the ring instead of failing silently', async () => {
     const orphan = randomBytes(32).toString('base64');
     const env = { ...stack.env, TOKEN_ENCRYPTION_KEYS: `orphan:${orphan}` };
-    await seedConnection(env, 'uma', 'github', { id: '77', login: 'uma-gh' }, { accessToken: 'gho_orphaned', tokenType: 'bearer', scopes: [] });
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...stack.env }, encoding: 'utf8' });
+    await seedConnection(
+      env,
+      'uma',
+      'github',
+      { id: '77', login: 'uma-gh' },
+      { accessToken: 'gho_orphaned', tokenType: 'bearer', scopes: [] },
+    );
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
+      env: { ...process.env, ...stack.env },
+      encoding: 'utf8',
+    });
     assert.equal(run.status, 1);
     assert.match(run.stdout, /1 sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
   });
@@ -223,7 +290,15 @@ describe('a generic OpenID Connect provider from PROVIDERS_FILE (a second oidc-p
   before(async () => {
     stack = await startStack();
     gitlab = await startIdp({
-      clients: [{ client_id: 'gitlab-app', client_secret: 'gitlab-app-secret', redirect_uris: [`${stack.publicUrl}/connect/gitlab/callback`], token_endpoint_auth_method: 'client_secret_post', grant_types: ['authorization_code', 'refresh_token'] }],
+      clients: [
+        {
+          client_id: 'gitlab-app',
+          client_secret: 'gitlab-app-secret',
+          redirect_uris: [`${stack.publicUrl}/connect/gitlab/callback`],
+          token_endpoint_auth_method: 'client_secret_post',
+          grant_types: ['authorization_code', 'refresh_token'],
+        },
+      ],
       resource: 'https://gitlab.test/api',
     });
     const file = join(stack.dir, 'providers.yaml');
@@ -275,18 +350,30 @@ describe('a generic OpenID Connect provider from PROVIDERS_FILE (a second oidc-p
     });
     const linked = await client.callTool({ name: 'connect_account', arguments: { provider: 'gitlab' } });
     assert.match(connected, /Connected as @vera-on-gitlab/);
-    assert.deepEqual(linked.structuredContent, { status: 'connected', provider: 'gitlab', login: 'vera-on-gitlab', scopes: ['openid', 'profile', 'offline_access'] });
+    assert.deepEqual(linked.structuredContent, {
+      status: 'connected',
+      provider: 'gitlab',
+      login: 'vera-on-gitlab',
+      scopes: ['openid', 'profile', 'offline_access'],
+    });
     const gone = await client.callTool({ name: 'disconnect_account', arguments: { provider: 'gitlab' } });
     await client.close();
-    assert.equal((gone.structuredContent as { revoked: boolean }).revoked, true, JSON.stringify(gone) + stack.logs.filter((l) => /revoke/.test(l)).join('\n'));
-    assert.equal((await readConnection(stack.env, 'vera', 'gitlab')), undefined);
+    assert.equal(
+      (gone.structuredContent as { revoked: boolean }).revoked,
+      true,
+      JSON.stringify(gone) + stack.logs.filter((l) => /revoke/.test(l)).join('\n'),
+    );
+    assert.equal(await readConnection(stack.env, 'vera', 'gitlab'), undefined);
   });
 
   it('answers an unknown provider with a clear 404 page and a tool error naming the choices', async () => {
     const res = await fetch(`${stack.publicUrl}/connect/nope?req=${'A'.repeat(43)}`, { headers: { accept: 'text/html' } });
     assert.equal(res.status, 404);
     assert.match(textOf(await res.text()), /This service does not connect to that provider/);
-    const r = await rawCall(stack.mcpUrl, await stack.token('vera'), { method: 'tools/call', params: { name: 'connect_account', arguments: { provider: 'nope' }, _meta: envelope() } });
+    const r = await rawCall(stack.mcpUrl, await stack.token('vera'), {
+      method: 'tools/call',
+      params: { name: 'connect_account', arguments: { provider: 'nope' }, _meta: envelope() },
+    });
     assert.equal(r.json.result.isError, true);
     assert.match(resultText(r.json.result), /"github"\|"gitlab"|github.*gitlab/);
   });
@@ -303,7 +390,11 @@ describe('the provider catalog configuration', () => {
     BROKER_SECRET: 'x'.repeat(32),
     TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
   });
-  const refuses = (env: Record<string, string>, message: RegExp) => assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && message.test(err.message));
+  const refuses = (env: Record<string, string>, message: RegExp) =>
+    assert.throws(
+      () => loadConfig(env),
+      (err: unknown) => err instanceof ConfigError && message.test(err.message),
+    );
   let dir: string;
   before(async () => {
     const { mkdtempSync } = await import('node:fs');
@@ -313,13 +404,24 @@ describe('the provider catalog configuration', () => {
   after(async () => (await import('node:fs')).rmSync(dir, { recursive: true, force: true }));
 
   it('enables GitHub always and a built-in preset only when its credentials are set', () => {
-    assert.deepEqual(loadConfig(base()).providers.map((p) => p.definition.id), ['github']);
-    const ids = loadConfig({ ...base(), GOOGLE_CLIENT_ID: 'x', GOOGLE_CLIENT_SECRET: 'y', NOTION_CLIENT_ID: 'n', NOTION_CLIENT_SECRET: 'm' }).providers.map((p) => p.definition.id);
+    assert.deepEqual(
+      loadConfig(base()).providers.map((p) => p.definition.id),
+      ['github'],
+    );
+    const ids = loadConfig({
+      ...base(),
+      GOOGLE_CLIENT_ID: 'x',
+      GOOGLE_CLIENT_SECRET: 'y',
+      NOTION_CLIENT_ID: 'n',
+      NOTION_CLIENT_SECRET: 'm',
+    }).providers.map((p) => p.definition.id);
     assert.deepEqual(ids, ['github', 'google', 'notion']);
   });
 
   it('retries a just-issued token refused with 401 only where the provider says tokens replicate late (GitHub)', () => {
-    const byId = new Map(loadConfig({ ...base(), GOOGLE_CLIENT_ID: 'x', GOOGLE_CLIENT_SECRET: 'y' }).providers.map((p) => [p.definition.id, p.definition]));
+    const byId = new Map(
+      loadConfig({ ...base(), GOOGLE_CLIENT_ID: 'x', GOOGLE_CLIENT_SECRET: 'y' }).providers.map((p) => [p.definition.id, p.definition]),
+    );
     assert.equal(byId.get('github')!.freshTokenRetryMs, 1_500);
     assert.equal(byId.get('google')!.freshTokenRetryMs, 0, 'others answer a 401 at once');
   });
@@ -333,7 +435,10 @@ describe('the provider catalog configuration', () => {
 
   it('names the broken field of a provider file in one line', () => {
     const file = join(dir, 'bad.json');
-    writeFileSync(file, JSON.stringify({ providers: [{ id: 'acme', displayName: 'Acme', kind: 'oidc', identity: { source: 'id_token' } }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({ providers: [{ id: 'acme', displayName: 'Acme', kind: 'oidc', identity: { source: 'id_token' } }] }),
+    );
     refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.issuer: an oidc provider needs an issuer$/);
     writeFileSync(file, '{ not json');
     refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE is not valid JSON/);
@@ -343,16 +448,32 @@ describe('the provider catalog configuration', () => {
   it('refuses a definition missing a field its kind requires, naming that field', () => {
     const file = join(dir, 'kinds.json');
     const identity = { source: 'token_response', idField: 'user.id', loginField: 'user.name' };
-    const oauth2 = { id: 'acme', displayName: 'Acme', kind: 'oauth2', authorizationEndpoint: 'https://acme.test/authorize', tokenEndpoint: 'https://acme.test/token', identity };
+    const oauth2 = {
+      id: 'acme',
+      displayName: 'Acme',
+      kind: 'oauth2',
+      authorizationEndpoint: 'https://acme.test/authorize',
+      tokenEndpoint: 'https://acme.test/token',
+      identity,
+    };
     const { authorizationEndpoint: _a, ...noAuthorization } = oauth2;
     writeFileSync(file, JSON.stringify([noAuthorization]));
-    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.authorizationEndpoint: an oauth2 provider needs an authorizationEndpoint$/);
+    refuses(
+      { ...base(), PROVIDERS_FILE: file },
+      /^PROVIDERS_FILE providers\[0\]\.authorizationEndpoint: an oauth2 provider needs an authorizationEndpoint$/,
+    );
     const { tokenEndpoint: _t, ...noToken } = oauth2;
     writeFileSync(file, JSON.stringify([noToken]));
-    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.tokenEndpoint: an oauth2 provider needs a tokenEndpoint$/);
+    refuses(
+      { ...base(), PROVIDERS_FILE: file },
+      /^PROVIDERS_FILE providers\[0\]\.tokenEndpoint: an oauth2 provider needs a tokenEndpoint$/,
+    );
     // An issuer is not an oauth2 provider's endpoints, nor endpoints an oidc provider's issuer.
     writeFileSync(file, JSON.stringify([{ ...noToken, authorizationEndpoint: undefined, issuer: 'https://acme.test' }]));
-    refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.authorizationEndpoint: an oauth2 provider needs an authorizationEndpoint$/);
+    refuses(
+      { ...base(), PROVIDERS_FILE: file },
+      /^PROVIDERS_FILE providers\[0\]\.authorizationEndpoint: an oauth2 provider needs an authorizationEndpoint$/,
+    );
     writeFileSync(file, JSON.stringify([{ ...oauth2, kind: 'oidc' }]));
     refuses({ ...base(), PROVIDERS_FILE: file }, /^PROVIDERS_FILE providers\[0\]\.issuer: an oidc provider needs an issuer$/);
     writeFileSync(file, JSON.stringify([{ ...oauth2, kind: 'saml' }]));
@@ -365,15 +486,36 @@ describe('the provider catalog configuration', () => {
     if (github.kind !== 'oauth2') return;
     // Compiles only while the union narrows: an optional field would be `string | undefined` here.
     const endpoints: [string, string] = [github.authorizationEndpoint, github.tokenEndpoint];
-    assert.deepEqual(endpoints.map((e) => new URL(e).pathname), ['/login/oauth/authorize', '/login/oauth/access_token']);
+    assert.deepEqual(
+      endpoints.map((e) => new URL(e).pathname),
+      ['/login/oauth/authorize', '/login/oauth/access_token'],
+    );
   });
 
   it('requires credentials from the environment for a provider declared in the file', () => {
     const file = join(dir, 'acme.json');
-    writeFileSync(file, JSON.stringify([{ id: 'acme-cloud', displayName: 'Acme', kind: 'oauth2', authorizationEndpoint: 'https://acme.test/authorize', tokenEndpoint: 'https://acme.test/token', identity: { source: 'token_response', idField: 'user.id', loginField: 'user.name' } }]));
-    refuses({ ...base(), PROVIDERS_FILE: file }, /^ACME_CLOUD_CLIENT_ID and ACME_CLOUD_CLIENT_SECRET are required for provider "acme-cloud"/);
+    writeFileSync(
+      file,
+      JSON.stringify([
+        {
+          id: 'acme-cloud',
+          displayName: 'Acme',
+          kind: 'oauth2',
+          authorizationEndpoint: 'https://acme.test/authorize',
+          tokenEndpoint: 'https://acme.test/token',
+          identity: { source: 'token_response', idField: 'user.id', loginField: 'user.name' },
+        },
+      ]),
+    );
+    refuses(
+      { ...base(), PROVIDERS_FILE: file },
+      /^ACME_CLOUD_CLIENT_ID and ACME_CLOUD_CLIENT_SECRET are required for provider "acme-cloud"/,
+    );
     const ok = loadConfig({ ...base(), PROVIDERS_FILE: file, ACME_CLOUD_CLIENT_ID: 'a', ACME_CLOUD_CLIENT_SECRET: 'b' });
-    assert.deepEqual(ok.providers.map((p) => p.definition.id), ['github', 'acme-cloud']);
+    assert.deepEqual(
+      ok.providers.map((p) => p.definition.id),
+      ['github', 'acme-cloud'],
+    );
   });
 
   it('refuses a <ID>_SCOPES value naming a scope the provider does not list', () => {
@@ -390,8 +532,18 @@ describe('disconnect when the provider cannot revoke', () => {
 
   it('reports the failed revocation, still deletes the stored tokens, and audits a local-only delete', async () => {
     const t = stack.github.issueTokenFor('octocat');
-    await seedConnection(stack.env, 'walt', 'github', { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' }, { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] });
-    const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('walt'), onForm: async () => ({ action: 'accept', content: { confirm: true } }) });
+    await seedConnection(
+      stack.env,
+      'walt',
+      'github',
+      { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' },
+      { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
+    );
+    const client = await modernClient({
+      url: stack.mcpUrl,
+      token: await stack.token('walt'),
+      onForm: async () => ({ action: 'accept', content: { confirm: true } }),
+    });
     stack.github.faults = { api: 500 };
     let result;
     try {
@@ -406,7 +558,7 @@ describe('disconnect when the provider cannot revoke', () => {
     assert.equal(structured.revoked, false);
     assert.match(structured.revokeError ?? '', /did not confirm the revocation \(HTTP 500\)/);
     assert.match(resultText(result), /Deleted the stored GitHub tokens for @octocat, but GitHub could not confirm the revocation/);
-    assert.equal((await readConnection(stack.env, 'walt', 'github')), undefined);
+    assert.equal(await readConnection(stack.env, 'walt', 'github'), undefined);
     assert.equal(stack.github.activeTokenCount('octocat') > 0, true, 'GitHub still holds the grant, as reported');
     const audit = await stack.broker.broker.store.audit.list({ subject: 'walt', event: 'connection_revoked' });
     assert.equal(audit.length, 1);

@@ -125,7 +125,11 @@ describe('rate limits on every spelling of a route', () => {
     const res = await fetch(`${stack.publicUrl}${path}`, {
       method,
       redirect: 'manual',
-      headers: { accept: 'text/html', 'x-forwarded-for': client, ...(method === 'POST' ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+      headers: {
+        accept: 'text/html',
+        'x-forwarded-for': client,
+        ...(method === 'POST' ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+      },
       ...(method === 'POST' ? { body: 'csrf=x&handle=y&decision=allow' } : {}),
     });
     const text = await res.text();
@@ -135,8 +139,22 @@ describe('rate limits on every spelling of a route', () => {
   }
 
   it('serves each route under its one documented spelling: case and trailing-slash variants are 404', async () => {
-    for (const [method, path] of [['GET', '/Connect/github/callback'], ['GET', '/connect/github/callback/'], ['GET', '/Connect/github'], ['GET', '/connect/github/'], ['GET', '/Auth/login'], ['GET', '/auth/login/'], ['GET', '/Connections'], ['POST', '/MCP'], ['POST', '/mcp/']] as const) {
-      const res = await fetch(`${stack.publicUrl}${path}`, { method, redirect: 'manual', headers: { accept: 'text/html', 'x-forwarded-for': '203.0.113.1' } });
+    for (const [method, path] of [
+      ['GET', '/Connect/github/callback'],
+      ['GET', '/connect/github/callback/'],
+      ['GET', '/Connect/github'],
+      ['GET', '/connect/github/'],
+      ['GET', '/Auth/login'],
+      ['GET', '/auth/login/'],
+      ['GET', '/Connections'],
+      ['POST', '/MCP'],
+      ['POST', '/mcp/'],
+    ] as const) {
+      const res = await fetch(`${stack.publicUrl}${path}`, {
+        method,
+        redirect: 'manual',
+        headers: { accept: 'text/html', 'x-forwarded-for': '203.0.113.1' },
+      });
       assert.equal(res.status, 404, `${method} ${path}`);
       await res.body?.cancel();
     }
@@ -151,7 +169,10 @@ describe('rate limits on every spelling of a route', () => {
         const afterwards = await send(canonical[0], canonical[1], client);
         const statuses = `${answers.map((a) => a.status).join(',')} then ${afterwards.status}`;
         if (answers.every((a) => !a.routed)) return;
-        assert.ok(answers.every((a) => a.routed && a.status !== 429), `the first ${LIMIT} are served: ${statuses}`);
+        assert.ok(
+          answers.every((a) => a.routed && a.status !== 429),
+          `the first ${LIMIT} are served: ${statuses}`,
+        );
         assert.equal(afterwards.status, 429, `the documented path is limited once the spelling used the budget: ${statuses}`);
         assert.equal((await send(method, path, client)).status, 429, 'and so is the spelling');
       });
@@ -184,13 +205,18 @@ describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 6
     }
     const elapsed = Date.now() - started;
     const passed = statuses.filter((s) => s === 200).length;
-    console.log(`# /mcp: ${passed} requests passed in ${elapsed} ms (${Math.round((statuses.length / elapsed) * 60_000)}/min sent) before the first 429; Retry-After ${firstLimited?.headers.get('retry-after')}`);
+    console.log(
+      `# /mcp: ${passed} requests passed in ${elapsed} ms (${Math.round((statuses.length / elapsed) * 60_000)}/min sent) before the first 429; Retry-After ${firstLimited?.headers.get('retry-after')}`,
+    );
     assert.equal(passed, 600, `exactly the budget passes: ${statuses.length} sent`);
     assert.equal(statuses.length, 601, 'and the very next request is limited');
     assert.ok(firstLimited);
     assert.equal((await list(token)).status, 429, 'and so is the one after');
     const retryAfter = Number(firstLimited.headers.get('retry-after'));
-    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After is the seconds left in the window: ${retryAfter}`);
+    assert.ok(
+      Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60,
+      `Retry-After is the seconds left in the window: ${retryAfter}`,
+    );
     assert.match(firstLimited.headers.get('content-type') ?? '', /application\/json/);
     assert.equal(firstLimited.json.jsonrpc, '2.0');
     assert.equal(firstLimited.json.id, null);
@@ -202,8 +228,14 @@ describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 6
   });
 
   it('counts in the shared store under a keyed hash, never the principal itself', () => {
-    const keys = (sqliteHandle(stack.broker.broker.store).prepare('SELECT key_hash, hits FROM rate_limit_windows').all() as Array<{ key_hash: string; hits: number }>);
-    assert.ok(keys.some((k) => k.hits >= 600), 'the limited user is counted in the database, where every instance sees it');
+    const keys = sqliteHandle(stack.broker.broker.store).prepare('SELECT key_hash, hits FROM rate_limit_windows').all() as Array<{
+      key_hash: string;
+      hits: number;
+    }>;
+    assert.ok(
+      keys.some((k) => k.hits >= 600),
+      'the limited user is counted in the database, where every instance sees it',
+    );
     for (const k of keys) assert.ok(!k.key_hash.includes('limited-user') && !k.key_hash.includes(stack.idp.issuer), k.key_hash);
   });
 });

@@ -18,7 +18,9 @@ import { freePort, startIdp, type StartedIdp } from './support/idp.js';
 import { envelope, rawCall } from './support/mcp.js';
 import { BROKER_CLIENT, testBrokerEnv } from './support/stack.js';
 
-async function readyz(url: string): Promise<{ status: number; body: { status: string; reason?: string; checks?: Record<string, string> } }> {
+async function readyz(
+  url: string,
+): Promise<{ status: number; body: { status: string; reason?: string; checks?: Record<string, string> } }> {
   const res = await fetch(`${url}/readyz`);
   return { status: res.status, body: (await res.json()) as { status: string; checks?: Record<string, string> } };
 }
@@ -40,7 +42,10 @@ describe('readiness and the identity provider', () => {
     // A well-formed issuer on a loopback port nobody listens on (yet).
     idpPort = await freePort();
     const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer: `http://127.0.0.1:${idpPort}` } }) };
-    broker = await startBroker(loadConfig(env), createLogger('debug', (line) => logs.push(line)));
+    broker = await startBroker(
+      loadConfig(env),
+      createLogger('debug', (line) => logs.push(line)),
+    );
   });
 
   after(async () => {
@@ -62,20 +67,36 @@ describe('readiness and the identity provider', () => {
 
     const { status, body } = await readyz(publicUrl);
     assert.equal(status, 503);
-    assert.deepEqual(body, { status: 'not_ready', reason: 'identity_provider_unreachable', store: 'sqlite', checks: { database: 'ok', identity_provider: 'unreachable' } });
+    assert.deepEqual(body, {
+      status: 'not_ready',
+      reason: 'identity_provider_unreachable',
+      store: 'sqlite',
+      checks: { database: 'ok', identity_provider: 'unreachable' },
+    });
   });
 
   it('turns ready without a restart once the IdP comes up, and a probe never calls the IdP', async () => {
     idp = await startIdp({
       port: idpPort,
-      clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+      clients: [
+        {
+          client_id: BROKER_CLIENT.id,
+          client_secret: BROKER_CLIENT.secret,
+          redirect_uris: [`${publicUrl}/auth/callback`],
+          token_endpoint_auth_method: 'client_secret_basic',
+        },
+      ],
       resource: `${publicUrl}/mcp`,
     });
     let last = await readyz(publicUrl);
-    for (const deadline = Date.now() + 20_000; last.status !== 200 && Date.now() < deadline; last = await readyz(publicUrl)) await sleep(100);
+    for (const deadline = Date.now() + 20_000; last.status !== 200 && Date.now() < deadline; last = await readyz(publicUrl))
+      await sleep(100);
     assert.equal(last.status, 200, JSON.stringify(last.body));
     assert.deepEqual(last.body, { status: 'ready', store: 'sqlite', checks: { database: 'ok', identity_provider: 'ok' } });
-    assert.ok(logs.some((l) => /"event":"identity_provider_reachable"/.test(l)), 'says it recovered');
+    assert.ok(
+      logs.some((l) => /"event":"identity_provider_reachable"/.test(l)),
+      'says it recovered',
+    );
     assert.ok(idp.requests >= 2, `the background check fetched discovery and the JWKS (${idp.requests} requests)`);
 
     const before = idp.requests;
@@ -105,7 +126,14 @@ describe('readiness when the IdP answers discovery but not its JWKS', () => {
       const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
       if (req.url === '/.well-known/openid-configuration') {
         res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ issuer, authorization_endpoint: `${issuer}/auth`, token_endpoint: `${issuer}/token`, jwks_uri: `${issuer}/jwks` }));
+        res.end(
+          JSON.stringify({
+            issuer,
+            authorization_endpoint: `${issuer}/auth`,
+            token_endpoint: `${issuer}/token`,
+            jwks_uri: `${issuer}/jwks`,
+          }),
+        );
         return;
       }
       res.statusCode = 503;
@@ -116,7 +144,10 @@ describe('readiness when the IdP answers discovery but not its JWKS', () => {
     publicUrl = `http://127.0.0.1:${port}`;
     const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
     const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer } }) };
-    broker = await startBroker(loadConfig(env), createLogger('debug', (line) => logs.push(line)));
+    broker = await startBroker(
+      loadConfig(env),
+      createLogger('debug', (line) => logs.push(line)),
+    );
   });
 
   after(async () => {

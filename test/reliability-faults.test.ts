@@ -24,11 +24,20 @@ import type { StandInFaults } from './support/github-standin.js';
 const ISSUE = { owner: 'octo-org', repo: 'faults' };
 
 function connectionCount(stack: Stack, sub: string): number {
-  return withDb(stack.env.DATABASE_PATH!, (db) => (db.prepare('SELECT COUNT(*) AS n FROM connections WHERE subject = ?').get(sub) as { n: number }).n);
+  return withDb(
+    stack.env.DATABASE_PATH!,
+    (db) => (db.prepare('SELECT COUNT(*) AS n FROM connections WHERE subject = ?').get(sub) as { n: number }).n,
+  );
 }
 
 function pendingStatuses(stack: Stack, sub: string): string[] {
-  return withDb(stack.env.DATABASE_PATH!, (db) => (db.prepare('SELECT status FROM pending_connections WHERE subject = ? ORDER BY created_at, rowid').all(sub) as Array<{ status: string }>).map((r) => r.status));
+  return withDb(stack.env.DATABASE_PATH!, (db) =>
+    (
+      db.prepare('SELECT status FROM pending_connections WHERE subject = ? ORDER BY created_at, rowid').all(sub) as Array<{
+        status: string;
+      }>
+    ).map((r) => r.status),
+  );
 }
 
 /** A complete tool result (not input_required) of a raw tools/call reply. */
@@ -63,7 +72,19 @@ function assertClearErrorPage(page: Page, status: number): void {
  * repeated tools/call at once offers a NEW link, and with the fault cleared that link connects and a
  * repeat creates the issue.
  */
-async function assertRecovers(stack: Stack, o: { browser: Browser; sub: string; login: string; token: string; link: string; requestState: string; callbackUrl: string; args: Record<string, unknown> }): Promise<void> {
+async function assertRecovers(
+  stack: Stack,
+  o: {
+    browser: Browser;
+    sub: string;
+    login: string;
+    token: string;
+    link: string;
+    requestState: string;
+    callbackUrl: string;
+    args: Record<string, unknown>;
+  },
+): Promise<void> {
   const reopened = await o.browser.open(o.link);
   assert.equal(reopened.status, 410, 'the pending link cannot start a second authorization');
   assert.match(textOf(reopened.html), /This link was already used/);
@@ -103,9 +124,18 @@ describe('GitHub token endpoint faults during the callback (PROVIDER_TIMEOUT_SEC
 
   // What the page must name: GitHub being down / answering badly, or GitHub refusing the code.
   const cases: Array<{ fault: NonNullable<StandInFaults['token']>; says: RegExp }> = [
-    { fault: 'http500', says: /GitHub did not (answer properly|complete the authorization) \(it may be down\)\. Please try again in a moment\./ },
-    { fault: 'timeout', says: /GitHub did not (answer properly|complete the authorization|answer in time)[^.]*\. Please try again in a moment\./ },
-    { fault: 'malformed', says: /GitHub (did not (answer properly|complete the authorization) \(it may be down\)|sent an unreadable answer)\. Please try again in a moment\./ },
+    {
+      fault: 'http500',
+      says: /GitHub did not (answer properly|complete the authorization) \(it may be down\)\. Please try again in a moment\./,
+    },
+    {
+      fault: 'timeout',
+      says: /GitHub did not (answer properly|complete the authorization|answer in time)[^.]*\. Please try again in a moment\./,
+    },
+    {
+      fault: 'malformed',
+      says: /GitHub (did not (answer properly|complete the authorization) \(it may be down\)|sent an unreadable answer)\. Please try again in a moment\./,
+    },
     { fault: 'error200', says: /GitHub did not accept the authorization \(it may have expired\)\. Please start again\./ },
   ];
   for (const { fault, says } of cases) {
@@ -160,14 +190,35 @@ describe('GitHub API faults during a tool call', { timeout: 60_000 }, () => {
   }
 
   const listed = async (token: string) => {
-    const reply = await rawCall(stack.mcpUrl, token, { id: 3, method: 'tools/call', params: { name: 'list_connections', arguments: {}, _meta: envelope() } });
-    return (toolResult(reply).structuredContent!.connections as Array<{ provider: string; login: string }>).map((c) => `${c.provider}:${c.login}`);
+    const reply = await rawCall(stack.mcpUrl, token, {
+      id: 3,
+      method: 'tools/call',
+      params: { name: 'list_connections', arguments: {}, _meta: envelope() },
+    });
+    return (toolResult(reply).structuredContent!.connections as Array<{ provider: string; login: string }>).map(
+      (c) => `${c.provider}:${c.login}`,
+    );
   };
 
   const cases: Array<{ fault: 403 | 429 | 500; issue: RegExp; whoami: RegExp; names: string }> = [
-    { fault: 403, issue: /rate limit was reached while trying to create (an|the) issue in octo-org\/faults; try again in about \d+ s\./, whoami: /rate limit was reached .*try again in about \d+ s\./, names: 'the rate limit' },
-    { fault: 429, issue: /rate limit was reached while trying to create (an|the) issue in octo-org\/faults; try again in about 60 s\./, whoami: /rate limit was reached .*try again in about 60 s\./, names: 'the rate limit and Retry-After' },
-    { fault: 500, issue: /GitHub had a problem \(HTTP 500\) while trying to create (an|the) issue in octo-org\/faults; try again in a moment\./, whoami: /GitHub had a problem \(HTTP 500\).*try again in a moment\./, names: 'a GitHub problem' },
+    {
+      fault: 403,
+      issue: /rate limit was reached while trying to create (an|the) issue in octo-org\/faults; try again in about \d+ s\./,
+      whoami: /rate limit was reached .*try again in about \d+ s\./,
+      names: 'the rate limit',
+    },
+    {
+      fault: 429,
+      issue: /rate limit was reached while trying to create (an|the) issue in octo-org\/faults; try again in about 60 s\./,
+      whoami: /rate limit was reached .*try again in about 60 s\./,
+      names: 'the rate limit and Retry-After',
+    },
+    {
+      fault: 500,
+      issue: /GitHub had a problem \(HTTP 500\) while trying to create (an|the) issue in octo-org\/faults; try again in a moment\./,
+      whoami: /GitHub had a problem \(HTTP 500\).*try again in a moment\./,
+      names: 'a GitHub problem',
+    },
   ];
   for (const { fault, issue, whoami, names } of cases) {
     it(`answers a GitHub API ${fault} with an isError result naming ${names}, keeps the stored connection, and works again once GitHub recovers`, async () => {
@@ -294,10 +345,20 @@ describe('a settlement the held repeat never hears about', { timeout: 60_000 }, 
     await new Promise((resolve) => setTimeout(resolve, 300));
     // Another instance finished the flow, stamped by a clock a minute behind, and its NOTIFY (if
     // any) was lost: no poll of "settled since" ever sees it.
-    await seedConnection(stack.env, 'mira', 'github', { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' }, { accessToken: stack.github.issueTokenFor('octocat').accessToken, tokenType: 'bearer', scopes: ['repo'] });
+    await seedConnection(
+      stack.env,
+      'mira',
+      'github',
+      { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' },
+      { accessToken: stack.github.issueTokenFor('octocat').accessToken, tokenType: 'bearer', scopes: ['repo'] },
+    );
     const db = openDatabase(stack.env.DATABASE_PATH!);
     try {
-      assert.equal(db.prepare("UPDATE pending_connections SET status = 'completed', updated_at = ? WHERE subject = 'mira'").run(Date.now() - 60_000).changes, 1);
+      assert.equal(
+        db.prepare("UPDATE pending_connections SET status = 'completed', updated_at = ? WHERE subject = 'mira'").run(Date.now() - 60_000)
+          .changes,
+        1,
+      );
     } finally {
       db.close();
     }

@@ -22,7 +22,19 @@ const MIB = 1024 * 1024;
 const FC = { seed: SEED, numRuns: RUNS } as const;
 
 const TOOLS = ['github_create_issue', 'github_whoami', 'list_connections', 'disconnect_account'] as const;
-const METHODS = ['tools/call', 'tools/list', 'initialize', 'server/discover', 'ping', 'notifications/initialized', 'notifications/cancelled', 'resources/list', 'prompts/get', 'completion/complete', 'logging/setLevel'] as const;
+const METHODS = [
+  'tools/call',
+  'tools/list',
+  'initialize',
+  'server/discover',
+  'ping',
+  'notifications/initialized',
+  'notifications/cancelled',
+  'resources/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
+] as const;
 
 /** Printable text without control characters (which would end a header line), ASCII or not. */
 const headerText = fc
@@ -129,7 +141,13 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
     const text = fc.oneof(
       { weight: 3, arbitrary: fc.jsonValue({ maxDepth: 6 }).map((v) => ({ value: v as unknown, body: JSON.stringify(v) })) },
       { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((t) => ({ value: undefined as unknown, body: t })) },
-      { weight: 1, arbitrary: fc.tuple(fc.jsonValue({ maxDepth: 3 }), fc.nat()).map(([v, cut]) => { const full = JSON.stringify(v); return { value: undefined as unknown, body: full.slice(0, cut % (full.length + 1)) }; }) },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(fc.jsonValue({ maxDepth: 3 }), fc.nat()).map(([v, cut]) => {
+          const full = JSON.stringify(v);
+          return { value: undefined as unknown, body: full.slice(0, cut % (full.length + 1)) };
+        }),
+      },
     );
     await fc.assert(
       fc.asyncProperty(text, async ({ value, body }) => {
@@ -156,22 +174,47 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
   it('answers malformed JSON-RPC (missing jsonrpc, wrong types for id/method/params, bad tool calls) with JSON-RPC, never a 5xx', async () => {
     const anyJson = fc.jsonValue({ maxDepth: 3 });
     /** Mostly the right thing, sometimes anything: so that runs get past the first check often enough. */
-    const mostly = <T, U>(good: fc.Arbitrary<T>, bad: fc.Arbitrary<U>) => fc.oneof({ weight: 3, arbitrary: good }, { weight: 1, arbitrary: bad });
+    const mostly = <T, U>(good: fc.Arbitrary<T>, bad: fc.Arbitrary<U>) =>
+      fc.oneof({ weight: 3, arbitrary: good }, { weight: 1, arbitrary: bad });
     const message = fc.record(
       {
         jsonrpc: mostly(fc.constant('2.0'), fc.oneof(fc.constant('1.0'), fc.constant(2), fc.constant(null), anyJson)),
-        id: mostly(fc.oneof(fc.integer(), fc.string({ maxLength: 20 })), fc.oneof(fc.constant(null), fc.double(), fc.boolean(), fc.object({ maxDepth: 1 }), fc.array(fc.integer(), { maxLength: 3 }))),
+        id: mostly(
+          fc.oneof(fc.integer(), fc.string({ maxLength: 20 })),
+          fc.oneof(fc.constant(null), fc.double(), fc.boolean(), fc.object({ maxDepth: 1 }), fc.array(fc.integer(), { maxLength: 3 })),
+        ),
         method: mostly(fc.constantFrom(...METHODS), fc.oneof(fc.string({ maxLength: 30 }), fc.integer(), fc.constant(null), anyJson)),
         params: mostly(
           fc.record(
             {
               name: mostly(fc.constantFrom(...TOOLS), fc.oneof(fc.string({ maxLength: 30 }), fc.integer(), anyJson)),
               arguments: mostly(
-                fc.oneof(fc.constant({}), fc.record({ owner: mostly(fc.constantFrom('octo-org', 'a'), anyJson), repo: mostly(fc.constantFrom('hello', 'r.x'), anyJson), title: mostly(fc.string({ minLength: 1, maxLength: 40 }), anyJson), body: anyJson, labels: mostly(fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }), anyJson), provider: mostly(fc.constant('github'), anyJson) }, { requiredKeys: [] })),
+                fc.oneof(
+                  fc.constant({}),
+                  fc.record(
+                    {
+                      owner: mostly(fc.constantFrom('octo-org', 'a'), anyJson),
+                      repo: mostly(fc.constantFrom('hello', 'r.x'), anyJson),
+                      title: mostly(fc.string({ minLength: 1, maxLength: 40 }), anyJson),
+                      body: anyJson,
+                      labels: mostly(fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }), anyJson),
+                      provider: mostly(fc.constant('github'), anyJson),
+                    },
+                    { requiredKeys: [] },
+                  ),
+                ),
                 anyJson,
               ),
-              _meta: mostly(fc.constantFrom(envelope(), envelope({}), envelope({ elicitation: {} })), fc.oneof(fc.constant({ ...envelope(), 'io.modelcontextprotocol/clientCapabilities': 'x' }), anyJson)),
-              inputResponses: fc.oneof(anyJson, fc.constant({ connect_account: { action: 'accept' } }), fc.constant({ connect_account: { action: 'decline' } }), fc.constant({ confirm_disconnect: { action: 'accept', content: { confirm: true } } })),
+              _meta: mostly(
+                fc.constantFrom(envelope(), envelope({}), envelope({ elicitation: {} })),
+                fc.oneof(fc.constant({ ...envelope(), 'io.modelcontextprotocol/clientCapabilities': 'x' }), anyJson),
+              ),
+              inputResponses: fc.oneof(
+                anyJson,
+                fc.constant({ connect_account: { action: 'accept' } }),
+                fc.constant({ connect_account: { action: 'decline' } }),
+                fc.constant({ confirm_disconnect: { action: 'accept', content: { confirm: true } } }),
+              ),
               requestState: fc.oneof(fc.string({ maxLength: 60 }), anyJson, fc.constant('v1.e30.AAAA')),
             },
             { requiredKeys: ['_meta'] },
@@ -195,7 +238,11 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
   });
 
   it('refuses deeply nested (e.g. 10k-deep arrays) and huge arguments with JSON-RPC, 413 over 1 MiB, never a 5xx', async () => {
-    type Shape = { kind: 'deep-array' | 'deep-object' | 'deep-mixed' | 'wide-object' | 'long-string' | 'long-array' | 'over-limit'; size: number; where: 'arguments' | 'argument' | 'meta' | 'params' | 'id' };
+    type Shape = {
+      kind: 'deep-array' | 'deep-object' | 'deep-mixed' | 'wide-object' | 'long-string' | 'long-array' | 'over-limit';
+      size: number;
+      where: 'arguments' | 'argument' | 'meta' | 'params' | 'id';
+    };
     const shape: fc.Arbitrary<Shape> = fc.record({
       kind: fc.constantFrom('deep-array', 'deep-object', 'deep-mixed', 'wide-object', 'long-string', 'long-array', 'over-limit'),
       size: fc.oneof(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 100, max: 20_000 }), fc.integer({ min: 20_000, max: 500_000 })),
@@ -253,7 +300,11 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
       }
     };
     const headersFor = (s: Shape) =>
-      mcpHeaders(s.where === 'params' || s.where === 'id' ? { method: 'tools/list' } : { method: 'tools/call', params: { name: s.where === 'meta' ? 'list_connections' : 'github_create_issue' } });
+      mcpHeaders(
+        s.where === 'params' || s.where === 'id'
+          ? { method: 'tools/list' }
+          : { method: 'tools/call', params: { name: s.where === 'meta' ? 'list_connections' : 'github_create_issue' } },
+      );
     const seen = statuses();
     await fc.assert(
       fc.asyncProperty(shape, async (s) => {
@@ -306,17 +357,41 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
       headerText,
     );
     const several = <T>(arb: fc.Arbitrary<T>) => fc.array(arb, { minLength: 0, maxLength: 3 });
-    const headerName = fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/).filter((n) => !/^(content-length|transfer-encoding|host|connection|expect|upgrade|te|trailer)$/i.test(n));
+    const headerName = fc
+      .stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/)
+      .filter((n) => !/^(content-length|transfer-encoding|host|connection|expect|upgrade|te|trailer)$/i.test(n));
     const odd = fc.record({
       body: validBody,
-      contentTypes: fc.oneof({ weight: 2, arbitrary: fc.constant<string[]>(['application/json']) }, { weight: 3, arbitrary: fc.array(contentType, { minLength: 0, maxLength: 2 }) }),
-      versions: fc.oneof({ weight: 2, arbitrary: fc.constant<string[]>(['2026-07-28']) }, { weight: 3, arbitrary: several(fc.oneof(fc.constantFrom('2026-07-28', '2025-11-25', '2025-06-18', '2024-11-05', '', '9999-99-99', '2026-07-28, 2025-11-25'), headerText)) }),
+      contentTypes: fc.oneof(
+        { weight: 2, arbitrary: fc.constant<string[]>(['application/json']) },
+        { weight: 3, arbitrary: fc.array(contentType, { minLength: 0, maxLength: 2 }) },
+      ),
+      versions: fc.oneof(
+        { weight: 2, arbitrary: fc.constant<string[]>(['2026-07-28']) },
+        {
+          weight: 3,
+          arbitrary: several(
+            fc.oneof(
+              fc.constantFrom('2026-07-28', '2025-11-25', '2025-06-18', '2024-11-05', '', '9999-99-99', '2026-07-28, 2025-11-25'),
+              headerText,
+            ),
+          ),
+        },
+      ),
       methods: fc.option(several(fc.oneof(fc.constantFrom(...METHODS), headerText)), { nil: undefined, freq: 2 }),
       names: fc.option(several(fc.oneof(fc.constantFrom(...TOOLS), headerText)), { nil: undefined, freq: 2 }),
-      accepts: several(fc.constantFrom('application/json, text/event-stream', 'application/json', 'text/event-stream', '*/*', 'text/html', '')),
-      auth: fc.oneof({ weight: 6, arbitrary: fc.constant('valid' as const) }, { weight: 4, arbitrary: fc.constantFrom('none', 'garbage', 'twice', 'basic', 'bearer-empty', 'non-ascii') }),
+      accepts: several(
+        fc.constantFrom('application/json, text/event-stream', 'application/json', 'text/event-stream', '*/*', 'text/html', ''),
+      ),
+      auth: fc.oneof(
+        { weight: 6, arbitrary: fc.constant('valid' as const) },
+        { weight: 4, arbitrary: fc.constantFrom('none', 'garbage', 'twice', 'basic', 'bearer-empty', 'non-ascii') },
+      ),
       extra: fc.array(fc.tuple(headerName, headerText), { maxLength: 4 }),
-      origin: fc.oneof({ weight: 4, arbitrary: fc.constantFrom(undefined, 'same') }, { weight: 1, arbitrary: fc.constantFrom('foreign', 'null') }),
+      origin: fc.oneof(
+        { weight: 4, arbitrary: fc.constantFrom(undefined, 'same') },
+        { weight: 1, arbitrary: fc.constantFrom('foreign', 'null') },
+      ),
     });
     const seen = statuses();
     await fc.assert(
@@ -326,7 +401,9 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
           ...o.contentTypes.map((t) => `Content-Type: ${t}`),
           ...o.versions.map((v) => `MCP-Protocol-Version: ${v}`),
           ...(o.methods ?? [String(b.method)]).map((m) => `Mcp-Method: ${m}`),
-          ...(o.names ?? (typeof (b.params as Body).name === 'string' ? [String((b.params as Body).name)] : [])).map((n) => `Mcp-Name: ${n}`),
+          ...(o.names ?? (typeof (b.params as Body).name === 'string' ? [String((b.params as Body).name)] : [])).map(
+            (n) => `Mcp-Name: ${n}`,
+          ),
           ...o.accepts.map((a) => `Accept: ${a}`),
           ...{
             valid: [`Authorization: Bearer ${token}`],
@@ -338,12 +415,21 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
             'non-ascii': ['Authorization: Bearer ☃☃☃'],
           }[o.auth],
           ...o.extra.map(([n, v]) => `${n}: ${v}`),
-          ...(o.origin === undefined ? [] : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[o.origin]}`]),
+          ...(o.origin === undefined
+            ? []
+            : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[o.origin]}`]),
         ];
         const res = await request('POST', '/mcp', headers, JSON.stringify(o.body));
         seen.add(res.status);
-        assertMcpAnswer(res, headers.filter((h) => !h.startsWith('Authorization')).join(' | ').slice(0, 300));
-        if (res.status === 401) assert.match(res.headers.get('www-authenticate')?.[0] ?? '', /^Bearer /, 'a 401 carries the bearer challenge');
+        assertMcpAnswer(
+          res,
+          headers
+            .filter((h) => !h.startsWith('Authorization'))
+            .join(' | ')
+            .slice(0, 300),
+        );
+        if (res.status === 401)
+          assert.match(res.headers.get('www-authenticate')?.[0] ?? '', /^Bearer /, 'a 401 carries the bearer challenge');
       }),
       FC,
     );
@@ -352,23 +438,74 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
   });
 
   it('answers the connect page, the callbacks and sign-in with missing, duplicated, oversized or undecodable query parameters, never a 5xx or stack trace', async () => {
-    const key = fc.oneof(fc.constantFrom('req', 'state', 'code', 'error', 'error_description', 'returnTo', 'iss', '', 'req[]', 'req[a]', '__proto__', 'constructor'), fc.string({ maxLength: 12 }));
+    const key = fc.oneof(
+      fc.constantFrom(
+        'req',
+        'state',
+        'code',
+        'error',
+        'error_description',
+        'returnTo',
+        'iss',
+        '',
+        'req[]',
+        'req[a]',
+        '__proto__',
+        'constructor',
+      ),
+      fc.string({ maxLength: 12 }),
+    );
     const value = fc.oneof(
-      fc.constantFrom('HANDLE', '', 'access_denied', 'RAW:%ZZ', 'RAW:%', 'RAW:%00', 'RAW:%E0%A4%A', 'OVERSIZED', '//evil.example', '/\\evil', 'javascript:alert(1)'),
+      fc.constantFrom(
+        'HANDLE',
+        '',
+        'access_denied',
+        'RAW:%ZZ',
+        'RAW:%',
+        'RAW:%00',
+        'RAW:%E0%A4%A',
+        'OVERSIZED',
+        '//evil.example',
+        '/\\evil',
+        'javascript:alert(1)',
+      ),
       fc.string({ maxLength: 80 }),
       fc.string({ unit: 'grapheme', maxLength: 20 }),
     );
     const page = fc.record({
       path: fc.oneof(
         { weight: 4, arbitrary: fc.constantFrom('/connect/github', '/connect/github/callback') },
-        fc.constantFrom('/connect/github', '/connect/github/callback', '/connect/gitlab', '/connect/gitlab/callback', '/connect/%ZZ', '/connect/%ZZ/callback', '/connect/', '/connect/github/', '/connect/github%2Fcallback', '/auth/login', '/auth/callback', '/connections', '/', '/nope'),
+        fc.constantFrom(
+          '/connect/github',
+          '/connect/github/callback',
+          '/connect/gitlab',
+          '/connect/gitlab/callback',
+          '/connect/%ZZ',
+          '/connect/%ZZ/callback',
+          '/connect/',
+          '/connect/github/',
+          '/connect/github%2Fcallback',
+          '/auth/login',
+          '/auth/callback',
+          '/connections',
+          '/',
+          '/nope',
+        ),
         fc.string({ minLength: 1, maxLength: 20 }).map((s) => `/connect/${encodeURIComponent(s)}`),
       ),
       query: fc.oneof(
-        { weight: 2, arbitrary: fc.tuple(fc.constantFrom('req', 'state'), fc.array(fc.tuple(key, value), { maxLength: 3 })).map(([k, rest]) => [[k, 'HANDLE'] as [string, string], ...rest]) },
+        {
+          weight: 2,
+          arbitrary: fc
+            .tuple(fc.constantFrom('req', 'state'), fc.array(fc.tuple(key, value), { maxLength: 3 }))
+            .map(([k, rest]) => [[k, 'HANDLE'] as [string, string], ...rest]),
+        },
         { weight: 3, arbitrary: fc.array(fc.tuple(key, value), { maxLength: 10 }) },
       ),
-      cookie: fc.oneof({ weight: 3, arbitrary: fc.constant('session' as const) }, { weight: 2, arbitrary: fc.constantFrom('none', 'garbage', 'twice') }),
+      cookie: fc.oneof(
+        { weight: 3, arbitrary: fc.constant('session' as const) },
+        { weight: 2, arbitrary: fc.constantFrom('none', 'garbage', 'twice') },
+      ),
       accept: fc.constantFrom('text/html', 'application/json', '*/*', ''),
     });
     const encodeValue = (v: string): string => {
@@ -382,7 +519,12 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
       fc.asyncProperty(page, async (p) => {
         const qs = p.query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeValue(v)}`).join('&');
         const target = qs ? `${p.path}?${qs}` : p.path;
-        const cookie = { none: [], session: [`Cookie: ${session.cookie}`], garbage: ['Cookie: sid=%%%; broker_session=../../etc'], twice: [`Cookie: ${session.cookie}; ${session.cookie}`] }[p.cookie];
+        const cookie = {
+          none: [],
+          session: [`Cookie: ${session.cookie}`],
+          garbage: ['Cookie: sid=%%%; broker_session=../../etc'],
+          twice: [`Cookie: ${session.cookie}; ${session.cookie}`],
+        }[p.cookie];
         const res = await request('GET', target, [...cookie, ...(p.accept ? [`Accept: ${p.accept}`] : [])]);
         seen.add(res.status);
         assertSafe(res, `GET ${target.slice(0, 200)} (${p.cookie})`);
@@ -394,12 +536,40 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
   });
 
   it('answers form posts with missing, duplicated, oversized, too many or wrongly typed fields, never a 5xx or stack trace', async () => {
-    const key = fc.oneof(fc.constantFrom('handle', 'csrf', 'decision', 'returnTo', 'login', '', 'handle[]', '__proto__'), fc.string({ maxLength: 10 }));
-    const value = fc.oneof(fc.constantFrom('HANDLE', 'CSRF', 'allow', 'cancel', '', 'OVERSIZED', 'RAW:%ZZ', '/connections', '//evil.example'), fc.string({ maxLength: 60 }), fc.string({ unit: 'grapheme', maxLength: 10 }));
+    const key = fc.oneof(
+      fc.constantFrom('handle', 'csrf', 'decision', 'returnTo', 'login', '', 'handle[]', '__proto__'),
+      fc.string({ maxLength: 10 }),
+    );
+    const value = fc.oneof(
+      fc.constantFrom('HANDLE', 'CSRF', 'allow', 'cancel', '', 'OVERSIZED', 'RAW:%ZZ', '/connections', '//evil.example'),
+      fc.string({ maxLength: 60 }),
+      fc.string({ unit: 'grapheme', maxLength: 10 }),
+    );
     const post = fc.record({
-      path: fc.constantFrom('/connect/github', '/connect/gitlab', '/connect/%ZZ', '/connect/github/callback', '/connections/github/connect', '/connections/github/disconnect', '/connections/gitlab/disconnect', '/auth/switch', '/auth/callback', '/mcp-not', '/healthz'),
+      path: fc.constantFrom(
+        '/connect/github',
+        '/connect/gitlab',
+        '/connect/%ZZ',
+        '/connect/github/callback',
+        '/connections/github/connect',
+        '/connections/github/disconnect',
+        '/connections/gitlab/disconnect',
+        '/auth/switch',
+        '/auth/callback',
+        '/mcp-not',
+        '/healthz',
+      ),
       fields: fc.array(fc.tuple(key, value), { maxLength: 26 }),
-      contentType: fc.constantFrom('application/x-www-form-urlencoded', 'application/x-www-form-urlencoded; charset=utf-8', 'application/x-www-form-urlencoded; charset=latin1', 'application/x-www-form-urlencoded; charset=utf-7', 'application/json', 'text/plain', 'multipart/form-data; boundary=x', undefined),
+      contentType: fc.constantFrom(
+        'application/x-www-form-urlencoded',
+        'application/x-www-form-urlencoded; charset=utf-8',
+        'application/x-www-form-urlencoded; charset=latin1',
+        'application/x-www-form-urlencoded; charset=utf-7',
+        'application/json',
+        'text/plain',
+        'multipart/form-data; boundary=x',
+        undefined,
+      ),
       cookie: fc.constantFrom('none', 'session'),
       origin: fc.constantFrom(undefined, 'same', 'foreign', 'null'),
     });
@@ -418,7 +588,9 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
           'Accept: text/html',
           ...(p.contentType ? [`Content-Type: ${p.contentType}`] : []),
           ...(p.cookie === 'session' ? [`Cookie: ${session.cookie}`] : []),
-          ...(p.origin === undefined ? [] : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[p.origin]}`]),
+          ...(p.origin === undefined
+            ? []
+            : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[p.origin]}`]),
         ];
         const res = await request('POST', p.path, headers, body);
         seen.add(res.status);
@@ -433,9 +605,27 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
   it('answers PUT, DELETE, PATCH (and OPTIONS, HEAD) on every route with a 4xx — JSON-RPC on /mcp — never a 5xx', async () => {
     const wrong = fc.record({
       method: fc.constantFrom('PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'),
-      path: fc.constantFrom('/mcp', '/connect/github', '/connect/github/callback', '/connections', '/connections/github/connect', '/connections/github/disconnect', '/auth/login', '/auth/callback', '/auth/logout', '/auth/switch', '/healthz', '/.well-known/oauth-protected-resource/mcp', '/static/none.css', '/'),
+      path: fc.constantFrom(
+        '/mcp',
+        '/connect/github',
+        '/connect/github/callback',
+        '/connections',
+        '/connections/github/connect',
+        '/connections/github/disconnect',
+        '/auth/login',
+        '/auth/callback',
+        '/auth/logout',
+        '/auth/switch',
+        '/healthz',
+        '/.well-known/oauth-protected-resource/mcp',
+        '/static/none.css',
+        '/',
+      ),
       authed: fc.boolean(),
-      body: fc.oneof(fc.constant(''), fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v))),
+      body: fc.oneof(
+        fc.constant(''),
+        fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v)),
+      ),
     });
     const seen = statuses();
     await fc.assert(

@@ -7,7 +7,13 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
-import { createSandboxGitHub, normalizeScopes, type SandboxClient, type SandboxFaults, type SandboxGitHub } from '../src/dev/sandbox-github/index.js';
+import {
+  createSandboxGitHub,
+  normalizeScopes,
+  type SandboxClient,
+  type SandboxFaults,
+  type SandboxGitHub,
+} from '../src/dev/sandbox-github/index.js';
 import { openDatabase, type Db } from '../src/store/sqlite/database.js';
 import { SandboxGitHubStore } from '../src/store/sqlite/sandbox-github-store.js';
 
@@ -17,8 +23,17 @@ const MOUNT = '/sandbox/github';
 const CLIENT = { clientId: 'Iv1.sandbox-a', clientSecret: 'secret-a-0123456789' };
 const OTHER_CLIENT = { clientId: 'Iv1.sandbox-b', clientSecret: 'secret-b-0123456789' };
 /** A GitHub App (user-to-server tokens) whose access tokens live one minute. */
-const APP_CLIENT = { clientId: 'Iv23.sandbox-app', clientSecret: 'secret-app-0123456789', kind: 'github-app', accessTokenTtlSeconds: 60 } satisfies SandboxClient;
-const APP_CLIENT_B = { clientId: 'Iv23.sandbox-app-b', clientSecret: 'secret-app-b-0123456789', kind: 'github-app' } satisfies SandboxClient;
+const APP_CLIENT = {
+  clientId: 'Iv23.sandbox-app',
+  clientSecret: 'secret-app-0123456789',
+  kind: 'github-app',
+  accessTokenTtlSeconds: 60,
+} satisfies SandboxClient;
+const APP_CLIENT_B = {
+  clientId: 'Iv23.sandbox-app-b',
+  clientSecret: 'secret-app-b-0123456789',
+  kind: 'github-app',
+} satisfies SandboxClient;
 const REFRESH_TTL_SECONDS = 15_897_600;
 
 interface Running {
@@ -55,7 +70,13 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
   });
   app.use(MOUNT, sandbox.router);
   return {
-    webUrl: sandbox.webUrl, apiUrl: sandbox.apiUrl, db, faults, requests, refreshes, sandbox,
+    webUrl: sandbox.webUrl,
+    apiUrl: sandbox.apiUrl,
+    db,
+    faults,
+    requests,
+    refreshes,
+    sandbox,
     close: async () => {
       await new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));
@@ -71,11 +92,32 @@ const pkce = () => {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 };
 
-const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const unescape = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** Drives the authorize page like a browser would: GET the form, then POST its fields back. */
-async function authorize(gh: Running, opts: { challenge?: string; login?: string; decision?: string; state?: string; scope?: string | null; client?: { clientId: string } } = {}) {
-  const q = new URLSearchParams({ client_id: (opts.client ?? CLIENT).clientId, redirect_uri: REDIRECT, scope: opts.scope ?? 'repo read:user', state: opts.state ?? 'st<"&>' });
+async function authorize(
+  gh: Running,
+  opts: {
+    challenge?: string;
+    login?: string;
+    decision?: string;
+    state?: string;
+    scope?: string | null;
+    client?: { clientId: string };
+  } = {},
+) {
+  const q = new URLSearchParams({
+    client_id: (opts.client ?? CLIENT).clientId,
+    redirect_uri: REDIRECT,
+    scope: opts.scope ?? 'repo read:user',
+    state: opts.state ?? 'st<"&>',
+  });
   if (opts.scope === null) q.delete('scope'); // no scope parameter at all
   if (opts.challenge) {
     q.set('code_challenge', opts.challenge);
@@ -87,7 +129,8 @@ async function authorize(gh: Running, opts: { challenge?: string; login?: string
   const form = /<form method="post" action="([^"]*)">/.exec(html);
   assert.equal(form?.[1], `${MOUNT}/login/oauth/authorize`);
   const fields = new URLSearchParams();
-  for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g)) fields.set(unescape(m[1]!), unescape(m[2]!));
+  for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g))
+    fields.set(unescape(m[1]!), unescape(m[2]!));
   assert.equal(fields.get('login'), 'octocat');
   if (opts.login) fields.set('login', opts.login);
   fields.set('decision', opts.decision ?? 'authorize');
@@ -97,9 +140,16 @@ async function authorize(gh: Running, opts: { challenge?: string; login?: string
   return new URL(res.headers.get('location')!);
 }
 
-const exchange = (gh: Running, fields: Record<string, string>, accept = 'application/json', client: { clientId: string; clientSecret: string } = CLIENT) =>
+const exchange = (
+  gh: Running,
+  fields: Record<string, string>,
+  accept = 'application/json',
+  client: { clientId: string; clientSecret: string } = CLIENT,
+) =>
   fetch(`${gh.webUrl}/login/oauth/access_token`, {
-    method: 'POST', headers: { accept }, body: new URLSearchParams({ client_id: client.clientId, client_secret: client.clientSecret, redirect_uri: REDIRECT, ...fields }),
+    method: 'POST',
+    headers: { accept },
+    body: new URLSearchParams({ client_id: client.clientId, client_secret: client.clientSecret, redirect_uri: REDIRECT, ...fields }),
   });
 
 /** A full web flow for `login`; returns the access token. */
@@ -111,27 +161,56 @@ async function connect(gh: Running, login = 'octocat', scope?: string | null): P
 async function connectWithScope(gh: Running, login: string, scope?: string | null): Promise<{ token: string; scope: string }> {
   const { verifier, challenge } = pkce();
   const code = (await authorize(gh, { challenge, login, ...(scope !== undefined ? { scope } : {}) })).searchParams.get('code')!;
-  const body = (await (await exchange(gh, { code, code_verifier: verifier })).json()) as { access_token?: string; scope?: string; error?: string };
+  const body = (await (await exchange(gh, { code, code_verifier: verifier })).json()) as {
+    access_token?: string;
+    scope?: string;
+    error?: string;
+  };
   assert.match(body.access_token ?? `error: ${body.error}`, /^gho_[A-Za-z0-9]{36}$/);
   return { token: body.access_token!, scope: body.scope! };
 }
 
-interface AppTokens { access_token: string; expires_in: number; refresh_token: string; refresh_token_expires_in: number; scope: string; token_type: string }
+interface AppTokens {
+  access_token: string;
+  expires_in: number;
+  refresh_token: string;
+  refresh_token_expires_in: number;
+  scope: string;
+  token_type: string;
+}
 
 /** A full web flow for `login` at a GitHub App; returns the whole JSON token answer. */
-async function connectApp(gh: Running, login = 'octocat', client: { clientId: string; clientSecret: string } = APP_CLIENT): Promise<AppTokens> {
+async function connectApp(
+  gh: Running,
+  login = 'octocat',
+  client: { clientId: string; clientSecret: string } = APP_CLIENT,
+): Promise<AppTokens> {
   const { verifier, challenge } = pkce();
   const code = (await authorize(gh, { challenge, login, client })).searchParams.get('code')!;
-  const body = (await (await exchange(gh, { code, code_verifier: verifier }, 'application/json', client)).json()) as AppTokens & { error?: string };
+  const body = (await (await exchange(gh, { code, code_verifier: verifier }, 'application/json', client)).json()) as AppTokens & {
+    error?: string;
+  };
   assert.match(body.access_token ?? `error: ${body.error}`, /^ghu_[A-Za-z0-9]{36}$/);
   return body;
 }
 
 /** POST grant_type=refresh_token; returns the parsed JSON answer. */
-async function refresh(gh: Running, refreshToken: string, client: { clientId: string; clientSecret: string } = APP_CLIENT, extra: Record<string, string> = {}) {
+async function refresh(
+  gh: Running,
+  refreshToken: string,
+  client: { clientId: string; clientSecret: string } = APP_CLIENT,
+  extra: Record<string, string> = {},
+) {
   const res = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
-    method: 'POST', headers: { accept: 'application/json' },
-    body: new URLSearchParams({ client_id: client.clientId, client_secret: client.clientSecret, grant_type: 'refresh_token', refresh_token: refreshToken, ...extra }),
+    method: 'POST',
+    headers: { accept: 'application/json' },
+    body: new URLSearchParams({
+      client_id: client.clientId,
+      client_secret: client.clientSecret,
+      grant_type: 'refresh_token',
+      refresh_token: refreshToken,
+      ...extra,
+    }),
   });
   assert.equal(res.status, 200);
   return (await res.json()) as Partial<AppTokens> & { error?: string; error_description?: string; error_uri?: string };
@@ -170,7 +249,10 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     const res = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-sandbox'), 'github');
-    assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; style-src 'self'; form-action http://127.0.0.1:1 'self'; frame-ancestors 'none'");
+    assert.equal(
+      res.headers.get('content-security-policy'),
+      "default-src 'none'; style-src 'self'; form-action http://127.0.0.1:1 'self'; frame-ancestors 'none'",
+    );
     assert.equal(res.headers.get('cache-control'), 'no-store');
     const html = await res.text();
     assert.ok(html.includes(LABEL), 'sandbox label present');
@@ -190,10 +272,18 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
   });
 
   it('escapes hostile parameters and keeps a non-plain redirect origin out of the CSP', async () => {
-    const q = new URLSearchParams({ client_id: CLIENT.clientId, redirect_uri: "http://a;b'x.example/cb", scope: '<img src=x>', login: '"><script>alert(1)</script>' });
+    const q = new URLSearchParams({
+      client_id: CLIENT.clientId,
+      redirect_uri: "http://a;b'x.example/cb",
+      scope: '<img src=x>',
+      login: '"><script>alert(1)</script>',
+    });
     const res = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
     assert.equal(res.status, 200);
-    assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'");
+    assert.equal(
+      res.headers.get('content-security-policy'),
+      "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'",
+    );
     const html = await res.text();
     assert.ok(!html.includes('<script>alert(1)'), 'login is escaped');
     assert.ok(!html.includes('<img src=x>'), 'scope is escaped');
@@ -205,11 +295,15 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.equal(unknown.status, 404);
     assert.ok((await unknown.text()).includes(LABEL));
     assert.equal((await fetch(`${gh.webUrl}/login/oauth/authorize?client_id=${CLIENT.clientId}`)).status, 400);
-    const js = await fetch(`${gh.webUrl}/login/oauth/authorize?client_id=${CLIENT.clientId}&redirect_uri=${encodeURIComponent('javascript:alert(1)')}`);
+    const js = await fetch(
+      `${gh.webUrl}/login/oauth/authorize?client_id=${CLIENT.clientId}&redirect_uri=${encodeURIComponent('javascript:alert(1)')}`,
+    );
     assert.equal(js.status, 400);
     assert.ok((await js.text()).includes('The redirect_uri parameter is missing or invalid.'));
     const post = await fetch(`${gh.webUrl}/login/oauth/authorize`, {
-      method: 'POST', redirect: 'manual', body: new URLSearchParams({ client_id: CLIENT.clientId, redirect_uri: 'javascript:alert(1)', decision: 'authorize' }),
+      method: 'POST',
+      redirect: 'manual',
+      body: new URLSearchParams({ client_id: CLIENT.clientId, redirect_uri: 'javascript:alert(1)', decision: 'authorize' }),
     });
     assert.equal(post.status, 400);
     assert.equal(post.headers.get('location'), null);
@@ -225,7 +319,15 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
   });
 
   it('refuses a code_challenge_method other than S256 with invalid_request', async () => {
-    const q = new URLSearchParams({ client_id: CLIENT.clientId, redirect_uri: REDIRECT, state: 's', code_challenge: 'abc', code_challenge_method: 'plain', login: 'octocat', decision: 'authorize' });
+    const q = new URLSearchParams({
+      client_id: CLIENT.clientId,
+      redirect_uri: REDIRECT,
+      state: 's',
+      code_challenge: 'abc',
+      code_challenge_method: 'plain',
+      login: 'octocat',
+      decision: 'authorize',
+    });
     const res = await fetch(`${gh.webUrl}/login/oauth/authorize`, { method: 'POST', body: q, redirect: 'manual' });
     assert.equal(res.status, 302);
     const loc = new URL(res.headers.get('location')!);
@@ -288,7 +390,11 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.equal(await errorOf(await exchange(gh, { code: 'x', grant_type: 'password' })), 'unsupported_grant_type');
 
     const forA = (await authorize(gh)).searchParams.get('code')!;
-    assert.equal(await errorOf(await exchange(gh, { code: forA }, 'application/json', OTHER_CLIENT)), 'bad_verification_code', 'a code only works for its own client');
+    assert.equal(
+      await errorOf(await exchange(gh, { code: forA }, 'application/json', OTHER_CLIENT)),
+      'bad_verification_code',
+      'a code only works for its own client',
+    );
     const mismatch = (await authorize(gh)).searchParams.get('code')!;
     assert.equal(await errorOf(await exchange(gh, { code: mismatch, redirect_uri: 'http://127.0.0.1:1/other' })), 'redirect_uri_mismatch');
   });
@@ -324,14 +430,26 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.ok(user.id >= 1000);
     assert.equal(user.html_url, `${gh.webUrl}/new-user`);
     assert.equal(user.type, 'User');
-    assert.equal(Number((await fetch(`${gh.apiUrl}/user`, { headers: bearer(token) })).headers.get('x-ratelimit-remaining')), remaining - 1);
+    assert.equal(
+      Number((await fetch(`${gh.apiUrl}/user`, { headers: bearer(token) })).headers.get('x-ratelimit-remaining')),
+      remaining - 1,
+    );
 
-    const post = (owner: string, repo: string, body: unknown) => fetch(`${gh.apiUrl}/repos/${owner}/${repo}/issues`, {
-      method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify(body),
-    });
+    const post = (owner: string, repo: string, body: unknown) =>
+      fetch(`${gh.apiUrl}/repos/${owner}/${repo}/issues`, {
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     const created = await post('octo', 'hello', { title: 'Bug <b>', body: 'It broke <script>x</script>', labels: ['bug'] });
     assert.equal(created.status, 201);
-    const issue = (await created.json()) as { number: number; html_url: string; url: string; labels: Array<{ name: string }>; user: { login: string } };
+    const issue = (await created.json()) as {
+      number: number;
+      html_url: string;
+      url: string;
+      labels: Array<{ name: string }>;
+      user: { login: string };
+    };
     assert.equal(issue.number, 1);
     assert.equal(issue.html_url, `${gh.webUrl}/octo/hello/issues/1`);
     assert.equal(issue.url, `${gh.apiUrl}/repos/octo/hello/issues/1`);
@@ -339,13 +457,24 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.deepEqual(issue.labels, [{ name: 'bug' }]);
     assert.equal(issue.user.login, 'new-user');
     assert.equal(((await (await post('octo', 'hello', { title: 'Two' })).json()) as { number: number }).number, 2);
-    assert.equal(((await (await post('octo', 'other', { title: 'One' })).json()) as { number: number }).number, 1, 'numbers are per repository');
-    assert.equal(((await (await post('OCTO', 'Hello', { title: 'Three' })).json()) as { number: number }).number, 3, 'repository names are case-insensitive');
+    assert.equal(
+      ((await (await post('octo', 'other', { title: 'One' })).json()) as { number: number }).number,
+      1,
+      'numbers are per repository',
+    );
+    assert.equal(
+      ((await (await post('OCTO', 'Hello', { title: 'Three' })).json()) as { number: number }).number,
+      3,
+      'repository names are case-insensitive',
+    );
 
     const view = await fetch(issue.html_url);
     assert.equal(view.status, 200);
     assert.equal(view.headers.get('x-sandbox'), 'github');
-    assert.equal(view.headers.get('content-security-policy'), "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'");
+    assert.equal(
+      view.headers.get('content-security-policy'),
+      "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'",
+    );
     const html = await view.text();
     assert.ok(html.includes(LABEL));
     assert.match(html, /<title>Sandbox GitHub — octo\/hello#1<\/title>/);
@@ -372,16 +501,25 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
 
   it('validates issues like GitHub: 422 without a title or with bad labels, 410 when issues are disabled, 404 for a private org', async () => {
     const token = await connect(gh, 'hubot');
-    const post = (owner: string, repo: string, body: unknown) => fetch(`${gh.apiUrl}/repos/${owner}/${repo}/issues`, {
-      method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify(body),
-    });
+    const post = (owner: string, repo: string, body: unknown) =>
+      fetch(`${gh.apiUrl}/repos/${owner}/${repo}/issues`, {
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     const missing = await post('octo', 'v', { body: 'no title' });
     assert.equal(missing.status, 422);
-    assert.deepEqual(((await missing.json()) as { errors: unknown }).errors, [{ resource: 'Issue', field: 'title', code: 'missing_field' }]);
+    assert.deepEqual(((await missing.json()) as { errors: unknown }).errors, [
+      { resource: 'Issue', field: 'title', code: 'missing_field' },
+    ]);
     assert.equal((await post('octo', 'v', { title: 'x', labels: [1] })).status, 422);
     assert.equal((await post('octo', 'disabled-issues', { title: 'x' })).status, 410);
     assert.equal((await post('private-org', 'v', { title: 'x' })).status, 404);
-    const badJson = await fetch(`${gh.apiUrl}/repos/octo/v/issues`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: '{"title":' });
+    const badJson = await fetch(`${gh.apiUrl}/repos/octo/v/issues`, {
+      method: 'POST',
+      headers: { ...bearer(token), 'content-type': 'application/json' },
+      body: '{"title":',
+    });
     assert.equal(badJson.status, 400);
     assert.equal(((await badJson.json()) as { message: string }).message, 'Problems parsing JSON');
     assert.equal((await fetch(`${gh.apiUrl}/nope`, { headers: bearer(token) })).status, 404);
@@ -395,14 +533,21 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     }
   });
 
-  it('revokes one token or the whole grant with the app\'s Basic credentials', async () => {
+  it("revokes one token or the whole grant with the app's Basic credentials", async () => {
     const one = await connect(gh, 'monalisa');
     const two = await connect(gh, 'monalisa', 'repo');
-    const revoke = (what: 'grant' | 'token', token: string, authorization = basicAuth(), clientId = CLIENT.clientId) => fetch(`${gh.apiUrl}/applications/${clientId}/${what}`, {
-      method: 'DELETE', headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ access_token: token }),
-    });
+    const revoke = (what: 'grant' | 'token', token: string, authorization = basicAuth(), clientId = CLIENT.clientId) =>
+      fetch(`${gh.apiUrl}/applications/${clientId}/${what}`, {
+        method: 'DELETE',
+        headers: { authorization, 'content-type': 'application/json' },
+        body: JSON.stringify({ access_token: token }),
+      });
     assert.equal((await revoke('token', one, 'Basic bm9wZTpub3Bl')).status, 401);
-    assert.equal((await revoke('token', one, basicAuth(OTHER_CLIENT), OTHER_CLIENT.clientId)).status, 404, 'another app cannot revoke this app\'s token');
+    assert.equal(
+      (await revoke('token', one, basicAuth(OTHER_CLIENT), OTHER_CLIENT.clientId)).status,
+      404,
+      "another app cannot revoke this app's token",
+    );
     assert.equal((await revoke('token', one, basicAuth(), OTHER_CLIENT.clientId)).status, 404);
     assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(one) })).status, 200);
 
@@ -414,11 +559,18 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     const pendingCode = (await authorize(gh, { login: 'monalisa' })).searchParams.get('code')!;
     assert.equal((await revoke('grant', two)).status, 204);
     assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(two) })).status, 401);
-    assert.equal(((await (await exchange(gh, { code: pendingCode })).json()) as { error: string }).error, 'bad_verification_code', 'a revoked grant takes its pending codes with it');
+    assert.equal(
+      ((await (await exchange(gh, { code: pendingCode })).json()) as { error: string }).error,
+      'bad_verification_code',
+      'a revoked grant takes its pending codes with it',
+    );
     const profile = await (await fetch(`${gh.webUrl}/monalisa`)).text();
     assert.ok(profile.includes('<h2>Authorized applications</h2>\n<p>None.</p>'));
     const revocations = new SandboxGitHubStore(gh.db).listGrantRevocations().map(({ clientId, login }) => ({ clientId, login }));
-    assert.deepEqual(revocations.filter((r) => r.login === 'monalisa'), [{ clientId: CLIENT.clientId, login: 'monalisa' }]);
+    assert.deepEqual(
+      revocations.filter((r) => r.login === 'monalisa'),
+      [{ clientId: CLIENT.clientId, login: 'monalisa' }],
+    );
   });
 
   it('keeps only the 10 newest tokens per user, app and scope set', async () => {
@@ -440,7 +592,11 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.equal(second.scope, 'repo', 'a token asked for `repo` carries `repo` (github/docs: "identical to what you requested")');
     const me = await fetch(`${gh.apiUrl}/user`, { headers: bearer(second.token) });
     assert.equal(me.headers.get('x-oauth-scopes'), 'repo');
-    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(first.token) })).headers.get('x-oauth-scopes'), 'read:user', 'the earlier token keeps its scopes');
+    assert.equal(
+      (await fetch(`${gh.apiUrl}/user`, { headers: bearer(first.token) })).headers.get('x-oauth-scopes'),
+      'read:user',
+      'the earlier token keeps its scopes',
+    );
     const store = new SandboxGitHubStore(gh.db);
     assert.deepEqual(store.findGrant(CLIENT.clientId, 'scoper')?.scopes, ['read:user', 'repo']);
     assert.ok((await (await fetch(`${gh.webUrl}/scoper`)).text()).includes(`<code>${CLIENT.clientId}</code> (scopes: read:user, repo)`));
@@ -456,13 +612,16 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.equal(store.findGrant(OTHER_CLIENT.clientId, 'scoper'), undefined, 'grants are per app');
   });
 
-  it('normalizes scopes like GitHub: user,gist,user:email gives user and gist, and a broader scope absorbs the grant\'s narrower one', async () => {
+  it("normalizes scopes like GitHub: user,gist,user:email gives user and gist, and a broader scope absorbs the grant's narrower one", async () => {
     assert.deepEqual(normalizeScopes(['user', 'gist', 'user:email', 'gist']), ['user', 'gist']);
     assert.deepEqual(normalizeScopes(['public_repo', 'repo:status', 'read:org']), ['public_repo', 'repo:status', 'read:org']);
     assert.deepEqual(normalizeScopes(['public_repo', 'repo', 'admin:org', 'read:org']), ['repo', 'admin:org']);
     assert.equal((await connectWithScope(gh, 'normal', 'user,gist,user:email')).scope, 'user,gist');
     const q = new URLSearchParams({ client_id: CLIENT.clientId, redirect_uri: REDIRECT, scope: 'user:email user' });
-    assert.ok((await (await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`)).text()).includes('with scopes: <code>user</code>.'), 'the page lists the normalized scopes');
+    assert.ok(
+      (await (await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`)).text()).includes('with scopes: <code>user</code>.'),
+      'the page lists the normalized scopes',
+    );
     await connectWithScope(gh, 'narrow-then-broad', 'read:user public_repo');
     await connectWithScope(gh, 'narrow-then-broad', 'user');
     await connectWithScope(gh, 'narrow-then-broad', 'repo');
@@ -506,7 +665,9 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
       const code = (await authorize(gh)).searchParams.get('code')!;
       assert.equal(((await (await exchange(gh, { code })).json()) as { error: string }).error, 'bad_verification_code');
       gh.faults.token = 'timeout';
-      await assert.rejects(fetch(`${gh.webUrl}/login/oauth/access_token`, { method: 'POST', signal: AbortSignal.timeout(100) }), { name: 'TimeoutError' });
+      await assert.rejects(fetch(`${gh.webUrl}/login/oauth/access_token`, { method: 'POST', signal: AbortSignal.timeout(100) }), {
+        name: 'TimeoutError',
+      });
     } finally {
       gh.faults.token = undefined;
     }
@@ -553,7 +714,14 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.ok(!html.includes('admin:org</code>'), 'the scope parameter is not offered');
 
     const tokens = await connectApp(gh, 'app-user');
-    assert.deepEqual(Object.keys(tokens), ['access_token', 'expires_in', 'refresh_token', 'refresh_token_expires_in', 'scope', 'token_type']);
+    assert.deepEqual(Object.keys(tokens), [
+      'access_token',
+      'expires_in',
+      'refresh_token',
+      'refresh_token_expires_in',
+      'scope',
+      'token_type',
+    ]);
     assert.match(tokens.access_token, /^ghu_[A-Za-z0-9]{36}$/);
     assert.match(tokens.refresh_token, /^ghr_[A-Za-z0-9]{76}$/);
     assert.equal(tokens.expires_in, 60, "the client's TTL");
@@ -569,7 +737,7 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     const { verifier, challenge } = pkce();
     const code = (await authorize(gh, { challenge, login: 'app-user', client: APP_CLIENT_B })).searchParams.get('code')!;
     const form = new URLSearchParams(await (await exchange(gh, { code, code_verifier: verifier }, '*/*', APP_CLIENT_B)).text());
-    assert.equal(form.get('expires_in'), '28800', 'GitHub\'s 8 hours by default, form-encoded as a string');
+    assert.equal(form.get('expires_in'), '28800', "GitHub's 8 hours by default, form-encoded as a string");
     assert.equal(form.get('refresh_token_expires_in'), String(REFRESH_TTL_SECONDS));
     assert.equal(form.get('scope'), '');
     assert.match(form.get('refresh_token')!, /^ghr_/);
@@ -590,7 +758,10 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.match(next.refresh_token!, /^ghr_[A-Za-z0-9]{76}$/);
     assert.notEqual(next.access_token, tokens.access_token);
     assert.notEqual(next.refresh_token, tokens.refresh_token);
-    assert.deepEqual([next.expires_in, next.refresh_token_expires_in, next.scope, next.token_type], [60, REFRESH_TTL_SECONDS, '', 'bearer']);
+    assert.deepEqual(
+      [next.expires_in, next.refresh_token_expires_in, next.scope, next.token_type],
+      [60, REFRESH_TTL_SECONDS, '', 'bearer'],
+    );
     assert.equal(await userStatus(gh, next.access_token!), 200);
     clock += 60_000;
     assert.equal(await userStatus(gh, next.access_token!), 401, 'the refreshed token expires after the TTL too');
@@ -611,11 +782,12 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.equal(new SandboxGitHubStore(gh.db).countRefreshTokens('rotator', clock), 1);
   });
 
-  it('refuses unknown, missing and expired refresh tokens, another app\'s refresh token, wrong client credentials and refreshes at an OAuth App, burning nothing', async () => {
+  it("refuses unknown, missing and expired refresh tokens, another app's refresh token, wrong client credentials and refreshes at an OAuth App, burning nothing", async () => {
     const tokens = await connectApp(gh, 'refuser');
     assert.deepEqual(await refresh(gh, `ghr_${'x'.repeat(76)}`), BAD_REFRESH);
     const missing = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
-      method: 'POST', headers: { accept: 'application/json' },
+      method: 'POST',
+      headers: { accept: 'application/json' },
       body: new URLSearchParams({ client_id: APP_CLIENT.clientId, client_secret: APP_CLIENT.clientSecret, grant_type: 'refresh_token' }),
     });
     assert.deepEqual(await missing.json(), BAD_REFRESH);
@@ -623,7 +795,8 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.deepEqual(await refresh(gh, tokens.refresh_token, CLIENT), BAD_REFRESH, 'an OAuth App');
     assert.equal((await refresh(gh, tokens.refresh_token, { ...APP_CLIENT, clientSecret: 'wrong' })).error, 'incorrect_client_credentials');
     const grant = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
-      method: 'POST', headers: { accept: 'application/json' },
+      method: 'POST',
+      headers: { accept: 'application/json' },
       body: new URLSearchParams({ client_id: APP_CLIENT.clientId, client_secret: APP_CLIENT.clientSecret, grant_type: 'password' }),
     });
     assert.equal(((await grant.json()) as { error: string }).error, 'unsupported_grant_type');
@@ -647,7 +820,10 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     await refresh(gh, next.refresh_token!, { ...APP_CLIENT, clientSecret: 'wrong' });
     try {
       gh.faults.token = 'http500';
-      const res = await fetch(`${gh.webUrl}/login/oauth/access_token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: next.refresh_token! }) });
+      const res = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
+        method: 'POST',
+        body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: next.refresh_token! }),
+      });
       assert.equal(res.status, 500);
       gh.faults.token = 'error200';
       assert.deepEqual(await refresh(gh, next.refresh_token!), BAD_REFRESH);
@@ -668,7 +844,10 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
       assert.ok(performance.now() - started >= 290, 'both answers waited');
       const winners = answers.filter((a) => a.access_token !== undefined);
       assert.equal(winners.length, 1);
-      assert.deepEqual(answers.find((a) => a.error !== undefined), BAD_REFRESH);
+      assert.deepEqual(
+        answers.find((a) => a.error !== undefined),
+        BAD_REFRESH,
+      );
       assert.equal(await userStatus(gh, winners[0]!.access_token!), 200);
     } finally {
       gh.faults.refreshDelayMs = undefined;
@@ -679,9 +858,12 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
   });
 
   it('revokes a GitHub App token together with its refresh token, and the grant with every token and refresh token; an expired token cannot revoke', async () => {
-    const revoke = (what: 'grant' | 'token', token: string) => fetch(`${gh.apiUrl}/applications/${APP_CLIENT.clientId}/${what}`, {
-      method: 'DELETE', headers: { authorization: basicAuth(APP_CLIENT), 'content-type': 'application/json' }, body: JSON.stringify({ access_token: token }),
-    });
+    const revoke = (what: 'grant' | 'token', token: string) =>
+      fetch(`${gh.apiUrl}/applications/${APP_CLIENT.clientId}/${what}`, {
+        method: 'DELETE',
+        headers: { authorization: basicAuth(APP_CLIENT), 'content-type': 'application/json' },
+        body: JSON.stringify({ access_token: token }),
+      });
     const one = await connectApp(gh, 'revokee');
     const two = await connectApp(gh, 'revokee');
     assert.equal((await revoke('token', one.access_token)).status, 204);
@@ -703,7 +885,13 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     }
     const store = new SandboxGitHubStore(gh.db);
     assert.equal(store.countRefreshTokens('revokee'), 0);
-    assert.deepEqual(store.listGrantRevocations().filter((r) => r.login === 'revokee').map((r) => r.clientId), [APP_CLIENT.clientId]);
+    assert.deepEqual(
+      store
+        .listGrantRevocations()
+        .filter((r) => r.login === 'revokee')
+        .map((r) => r.clientId),
+      [APP_CLIENT.clientId],
+    );
   });
 
   it('mints tokens without a browser with issueToken and expires them with expireAccessTokens', async () => {
@@ -725,7 +913,7 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
 
     assert.equal(gh.sandbox.expireAccessTokens('seeded', APP_CLIENT.clientId), 2);
     assert.equal(await userStatus(gh, app.accessToken), 401);
-    assert.equal(await userStatus(gh, oauth.accessToken), 200, 'only that app\'s tokens');
+    assert.equal(await userStatus(gh, oauth.accessToken), 200, "only that app's tokens");
     assert.match((await refresh(gh, app.refreshToken!)).access_token!, /^ghu_/, 'the refresh token still works');
     assert.ok(gh.sandbox.expireAccessTokens() >= 1);
     assert.equal(await userStatus(gh, oauth.accessToken), 401);
@@ -742,10 +930,14 @@ describe('sandbox GitHub persistence', () => {
       const unusedCode = (await authorize(gh, { login: 'persistent' })).searchParams.get('code')!;
       const firstId = ((await (await fetch(`${gh.apiUrl}/user`, { headers: bearer(token) })).json()) as { id: number }).id;
       const created = await fetch(`${gh.apiUrl}/repos/octo/persist/issues`, {
-        method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify({ title: 'Before restart' }),
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json' },
+        body: JSON.stringify({ title: 'Before restart' }),
       });
       assert.equal(created.status, 201);
-      const tables = gh.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'sandbox%'").all() as Array<{ name: string }>;
+      const tables = gh.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'sandbox%'").all() as Array<{
+        name: string;
+      }>;
       assert.ok(tables.length >= 5 && tables.every((t) => t.name.startsWith('sandbox_github_')));
       for (const { name } of tables) {
         const dump = JSON.stringify(gh.db.prepare(`SELECT * FROM ${name}`).all());
@@ -767,10 +959,16 @@ describe('sandbox GitHub persistence', () => {
       assert.equal(view.status, 200);
       assert.ok((await view.text()).includes('Before restart'));
       const next = await fetch(`${gh.apiUrl}/repos/octo/persist/issues`, {
-        method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify({ title: 'After restart' }),
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json' },
+        body: JSON.stringify({ title: 'After restart' }),
       });
       assert.equal(((await next.json()) as { number: number }).number, 2, 'issue numbering continues');
-      assert.match(((await (await exchange(gh, { code: unusedCode })).json()) as { access_token: string }).access_token, /^gho_/, 'a code issued before the restart can still be exchanged');
+      assert.match(
+        ((await (await exchange(gh, { code: unusedCode })).json()) as { access_token: string }).access_token,
+        /^gho_/,
+        'a code issued before the restart can still be exchanged',
+      );
       assert.ok((await (await fetch(`${gh.webUrl}/persistent`)).text()).includes(`<code>${CLIENT.clientId}</code>`), 'the grant survived');
     } finally {
       await gh.close();
@@ -784,10 +982,15 @@ describe('sandbox GitHub persistence', () => {
     let gh = await startSandbox(dbPath);
     try {
       const tokens = await connectApp(gh, 'persistent-app');
-      const row = gh.db.prepare('SELECT * FROM sandbox_github_refresh_tokens WHERE login = ?').get('persistent-app') as Record<string, unknown>;
+      const row = gh.db.prepare('SELECT * FROM sandbox_github_refresh_tokens WHERE login = ?').get('persistent-app') as Record<
+        string,
+        unknown
+      >;
       assert.equal(row.token_hash, createHash('sha256').update(tokens.refresh_token).digest('hex'));
       assert.equal(row.access_token_hash, createHash('sha256').update(tokens.access_token).digest('hex'));
-      for (const { name } of gh.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'sandbox%'").all() as Array<{ name: string }>) {
+      for (const { name } of gh.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'sandbox%'").all() as Array<{
+        name: string;
+      }>) {
         const dump = JSON.stringify(gh.db.prepare(`SELECT * FROM ${name}`).all());
         assert.ok(!dump.includes(tokens.refresh_token) && !dump.includes(tokens.access_token), `no raw token in ${name}`);
       }
@@ -813,7 +1016,10 @@ describe('sandbox GitHub persistence', () => {
       assert.equal(store.ensureUser('another').id, 1001);
       const a = store.createIssue({ owner: 'o', repo: 'r', title: 't', body: null, labels: ['x'], author: 'someone', createdAt: 1 });
       assert.deepEqual({ number: a.number, labels: a.labels, body: a.body }, { number: 1, labels: ['x'], body: null });
-      assert.equal(store.createIssue({ owner: 'O', repo: 'R', title: 't', body: 'b', labels: [], author: 'someone', createdAt: 2 }).number, 2);
+      assert.equal(
+        store.createIssue({ owner: 'O', repo: 'R', title: 't', body: 'b', labels: [], author: 'someone', createdAt: 2 }).number,
+        2,
+      );
       assert.equal(store.getIssue('o', 'R', 2)?.body, 'b');
     } finally {
       db.close();

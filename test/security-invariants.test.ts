@@ -22,7 +22,12 @@ const STACK_TRACE = /\n\s*at\s/;
 const HTML = /<html|<!doctype/i;
 
 /** Calls `tool` as `sub` with a 2026-07-28 envelope and returns the connect link it elicits. */
-async function askForLink(stack: Stack, sub: string, tool = 'github_whoami', clientName?: string): Promise<{ url: string; handle: string; token: string }> {
+async function askForLink(
+  stack: Stack,
+  sub: string,
+  tool = 'github_whoami',
+  clientName?: string,
+): Promise<{ url: string; handle: string; token: string }> {
   const token = await stack.token(sub);
   const meta = { ...envelope(), ...(clientName ? { 'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' } } : {}) };
   const res = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: tool, arguments: {}, _meta: meta } });
@@ -47,7 +52,11 @@ interface Hop {
 }
 
 /** Like Browser.open, but keeps every hop's raw Location and Set-Cookie headers. */
-async function follow(browser: Browser, url: string, init: { method?: string; body?: URLSearchParams } = {}): Promise<{ hops: Hop[]; page: Page }> {
+async function follow(
+  browser: Browser,
+  url: string,
+  init: { method?: string; body?: URLSearchParams } = {},
+): Promise<{ hops: Hop[]; page: Page }> {
   const hops: Hop[] = [];
   let current = url;
   let res = await browser.request(current, init);
@@ -107,7 +116,12 @@ async function callbackUrl(browser: Browser, authorize: Page, login = 'octocat')
 }
 
 /** Drives a whole connect for `user` (as GitHub account `login`) and returns every page seen. */
-async function connect(stack: Stack, browser: Browser, user: string, login = 'octocat'): Promise<{ link: string; handle: string; token: string; pages: Page[]; callback: string }> {
+async function connect(
+  stack: Stack,
+  browser: Browser,
+  user: string,
+  login = 'octocat',
+): Promise<{ link: string; handle: string; token: string; pages: Page[]; callback: string }> {
   const start = await startAuthorization(stack, browser, user);
   const callback = await callbackUrl(browser, start.authorize, login);
   const done = await browser.open(callback);
@@ -138,7 +152,10 @@ function writeDb(stack: Stack, sql: string, ...params: unknown[]): number {
 /** Every byte SQLite keeps for the database: the main file and the write-ahead log. */
 function dbBytes(stack: Stack): string {
   const path = stack.env.DATABASE_PATH!;
-  return [path, `${path}-wal`].filter((p) => existsSync(p)).map((p) => readFileSync(p).toString('latin1')).join('\n');
+  return [path, `${path}-wal`]
+    .filter((p) => existsSync(p))
+    .map((p) => readFileSync(p).toString('latin1'))
+    .join('\n');
 }
 
 const countRequests = (github: GitHubStandIn, method: string, path: string): number =>
@@ -166,7 +183,12 @@ function recordGitHubTraffic(github: GitHubStandIn): { calls: GitHubCall[]; issu
     const headers = new Headers(input instanceof Request ? input.headers : undefined);
     new Headers(init?.headers).forEach((value, name) => headers.set(name, value));
     const body = init?.body === undefined || init.body === null ? '' : String(init.body);
-    calls.push({ method: init?.method ?? (input instanceof Request ? input.method : 'GET'), url: url.href, authorization: headers.get('authorization'), body });
+    calls.push({
+      method: init?.method ?? (input instanceof Request ? input.method : 'GET'),
+      url: url.href,
+      authorization: headers.get('authorization'),
+      body,
+    });
     const res = await original(input, init);
     if (url.pathname === '/login/oauth/access_token') {
       const token = /gho_[A-Za-z0-9]+/.exec(await res.clone().text());
@@ -180,22 +202,34 @@ function recordGitHubTraffic(github: GitHubStandIn): { calls: GitHubCall[]; issu
 
 /** Parses a Content-Security-Policy header into directive -> value. */
 function csp(header: string | null): Map<string, string> {
-  return new Map((header ?? '').split(';').map((d) => d.trim()).filter(Boolean).map((d) => {
-    const [name, ...rest] = d.split(/\s+/);
-    return [name!.toLowerCase(), rest.join(' ')] as [string, string];
-  }));
+  return new Map(
+    (header ?? '')
+      .split(';')
+      .map((d) => d.trim())
+      .filter(Boolean)
+      .map((d) => {
+        const [name, ...rest] = d.split(/\s+/);
+        return [name!.toLowerCase(), rest.join(' ')] as [string, string];
+      }),
+  );
 }
 
 /** A raw HTTP/1.1 request with any Host header (fetch will not send a foreign one). */
-function rawHttp(url: string, opts: { method: string; headers: Record<string, string>; body?: string }): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+function rawHttp(
+  url: string,
+  opts: { method: string; headers: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: opts.method, headers: opts.headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
-    });
+    const req = httpRequest(
+      { host: u.hostname, port: u.port, path: u.pathname + u.search, method: opts.method, headers: opts.headers, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      },
+    );
     req.on('error', reject);
     req.end(opts.body);
   });
@@ -212,7 +246,11 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
   after(() => stack?.close());
 
   it('elicits a link on our origin whose only parameter is a 256-bit random handle, new for every principal, provider, scope set and client', async () => {
-    const asked = [await askForLink(stack, 'sec1-alice'), await askForLink(stack, 'sec1-alice', 'github_whoami', 'other-assistant'), await askForLink(stack, 'sec1-bob')];
+    const asked = [
+      await askForLink(stack, 'sec1-alice'),
+      await askForLink(stack, 'sec1-alice', 'github_whoami', 'other-assistant'),
+      await askForLink(stack, 'sec1-bob'),
+    ];
     for (const { url, handle, token } of asked) {
       const link = new URL(url);
       assert.equal(link.origin, stack.publicUrl);
@@ -220,7 +258,8 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
       assert.deepEqual([...link.searchParams.keys()], ['req']);
       assert.match(handle, /^[A-Za-z0-9_-]{43}$/, 'base64url of 32 random bytes');
       assert.ok(handle.length * 6 >= 128, 'at least 128 bits');
-      for (const secret of ['sec1-alice', 'sec1-bob', token, 'gho_']) assert.ok(!url.includes(secret), `link must not contain ${secret.slice(0, 20)}`);
+      for (const secret of ['sec1-alice', 'sec1-bob', token, 'gho_'])
+        assert.ok(!url.includes(secret), `link must not contain ${secret.slice(0, 20)}`);
     }
     assert.equal(new Set(asked.map((a) => a.handle)).size, 3, 'every principal and client gets a different handle');
     // The same open request again is shown the same link (bounded pending connections), never another principal's.
@@ -233,8 +272,7 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
   it('stores only the SHA-256 of the handle, with a 10-minute lifetime, and never writes the handle to the database file or the logs', async () => {
     const { handle } = await askForLink(stack, 'sec1-carol');
     const row = readDb(stack, (db) => db.prepare('SELECT * FROM pending_connections WHERE link_hash = ?').get(sha256Hex(handle))) as
-      | { id: string; subject: string; status: string; created_at: number; expires_at: number }
-      | undefined;
+      { id: string; subject: string; status: string; created_at: number; expires_at: number } | undefined;
     assert.ok(row, 'the row is found by the hash of the handle');
     assert.equal(row.subject, 'sec1-carol');
     assert.equal(row.status, 'open');
@@ -252,12 +290,14 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
     const emitted: string[] = [link];
     for (const page of pages) {
       for (let i = 1; i < page.trail.length; i++) if (new URL(page.trail[i - 1]!).origin === ours) emitted.push(page.trail[i]!);
-      for (const form of parseForms(page.html)) if (new URL(page.url).origin === ours) emitted.push(new URL(form.action || page.url, page.url).href);
+      for (const form of parseForms(page.html))
+        if (new URL(page.url).origin === ours) emitted.push(new URL(form.action || page.url, page.url).href);
     }
     assert.ok(emitted.length >= 5, `followed the redirects we emit (${emitted.length})`);
     for (const url of emitted) {
       const u = new URL(url);
-      for (const p of ['code', 'access_token', 'id_token', 'token', 'sub', 'login']) assert.equal(u.searchParams.get(p), null, `${p} in ${url}`);
+      for (const p of ['code', 'access_token', 'id_token', 'token', 'sub', 'login'])
+        assert.equal(u.searchParams.get(p), null, `${p} in ${url}`);
       assert.ok(!url.includes('sec1-dave'), `identity in ${url}`);
       assert.ok(!url.includes(token) && !url.includes('gho_'), `token in ${url}`);
     }
@@ -270,8 +310,12 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
     const signInCallback = pages.flatMap((p) => p.trail).find((u) => new URL(u).pathname === '/auth/callback');
     assert.ok(signInCallback, 'signed in through /auth/callback');
     const secrets = [new URL(link).searchParams.get('req')!, token];
-    for (const url of [signInCallback, callback]) secrets.push(new URL(url).searchParams.get('code')!, new URL(url).searchParams.get('state')!);
-    assert.ok(secrets.every((s) => s && s.length >= 16), 'collected the secrets');
+    for (const url of [signInCallback, callback])
+      secrets.push(new URL(url).searchParams.get('code')!, new URL(url).searchParams.get('state')!);
+    assert.ok(
+      secrets.every((s) => s && s.length >= 16),
+      'collected the secrets',
+    );
     const logs = stack.logs.join('\n');
     for (const secret of secrets) assert.ok(!logs.includes(secret), `a secret was logged: ${secret.slice(0, 8)}…`);
 
@@ -307,12 +351,17 @@ describe('invariant 2: a connect link is useless to anyone but the principal who
     // Posting the consent form with bob's own CSRF token and alice's handle is refused the same way.
     const csrf = parseForms(refused.html).find((f) => f.fields.csrf)?.fields.csrf;
     assert.ok(csrf);
-    const posted = await bob.open(`${stack.publicUrl}/connect/github`, { method: 'POST', body: new URLSearchParams({ csrf, handle, decision: 'allow' }) });
+    const posted = await bob.open(`${stack.publicUrl}/connect/github`, {
+      method: 'POST',
+      body: new URLSearchParams({ csrf, handle, decision: 'allow' }),
+    });
     assert.equal(posted.status, 403);
     assert.match(textOf(posted.html), /This link is for a different account/);
 
     assert.equal(stack.github.requests.length, before, 'GitHub received no request');
-    const row = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(handle))) as { status: string };
+    const row = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(handle))) as {
+      status: string;
+    };
     assert.equal(row.status, 'open', 'the link is untouched');
 
     const alice = new Browser();
@@ -323,8 +372,14 @@ describe('invariant 2: a connect link is useless to anyone but the principal who
     const done = await alice.open(await callbackUrl(alice, authorize, 'octocat'));
     assert.equal(done.status, 200);
     assert.match(textOf(done.html), /Connected as @octocat/);
-    const owners = readDb(stack, (db) => db.prepare('SELECT subject FROM connections ORDER BY subject').all()) as Array<{ subject: string }>;
-    assert.deepEqual(owners.map((o) => o.subject), ['sec2-alice'], 'only the principal got a connection');
+    const owners = readDb(stack, (db) => db.prepare('SELECT subject FROM connections ORDER BY subject').all()) as Array<{
+      subject: string;
+    }>;
+    assert.deepEqual(
+      owners.map((o) => o.subject),
+      ['sec2-alice'],
+      'only the principal got a connection',
+    );
   });
 
   it('sends an anonymous browser to sign in first and brings it back to the consent page', async () => {
@@ -372,7 +427,9 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     assert.notEqual(states[0]!.get('code_challenge'), states[1]!.get('code_challenge'));
     for (const params of states) {
       const state = params.get('state')!;
-      const stored = readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as { n: number };
+      const stored = readDb(stack, (db) =>
+        db.prepare('SELECT count(*) AS n FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state)),
+      ) as { n: number };
       assert.equal(stored.n, 1, 'the flow is stored under the hash of its state');
       assert.ok(!dbBytes(stack).includes(state), 'the raw state is not stored');
     }
@@ -382,9 +439,13 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     const s256 = (v: string) => createHash('sha256').update(v, 'ascii').digest('base64url');
     // A sign-in under way: the nonce and the challenge are in the authorization request to the IdP.
     const { hops } = await follow(new Browser(), `${stack.publicUrl}/auth/login?returnTo=%2Fconnections`);
-    const toIdp = new URL(hops.find((h) => h.location && new URL(h.location, h.url).searchParams.has('nonce'))!.location!, stack.publicUrl).searchParams;
+    const toIdp = new URL(hops.find((h) => h.location && new URL(h.location, h.url).searchParams.has('nonce'))!.location!, stack.publicUrl)
+      .searchParams;
     const nonce = toIdp.get('nonce')!;
-    const signInRows = readDb(stack, (db) => db.prepare('SELECT code_verifier, nonce FROM login_transactions').all()) as Array<{ code_verifier: string; nonce: string }>;
+    const signInRows = readDb(stack, (db) => db.prepare('SELECT code_verifier, nonce FROM login_transactions').all()) as Array<{
+      code_verifier: string;
+      nonce: string;
+    }>;
     assert.ok(signInRows.length >= 1);
     for (const row of signInRows) {
       assert.match(row.nonce, /^v1\./, 'the nonce is sealed');
@@ -399,7 +460,9 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
       const browser = new Browser();
       const start = await startAuthorization(stack, browser, 'sec3-sealed');
       const state = new URL(start.authorize.url).searchParams.get('state')!;
-      const flow = readDb(stack, (db) => db.prepare('SELECT code_verifier FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as { code_verifier: string };
+      const flow = readDb(stack, (db) =>
+        db.prepare('SELECT code_verifier FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state)),
+      ) as { code_verifier: string };
       assert.match(flow.code_verifier, /^v1\./, 'the connect verifier is sealed');
       const done = await browser.open(await callbackUrl(browser, start.authorize));
       assert.match(textOf(done.html), /Connected as @octocat/, 'the sealed verifier still completes the exchange');
@@ -417,7 +480,15 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     const browser = new Browser();
     const start = await startAuthorization(stack, browser, 'sec3-upgrade');
     const state = new URL(start.authorize.url).searchParams.get('state')!;
-    assert.equal(writeDb(stack, 'UPDATE oauth_flows SET code_verifier = ? WHERE state_hash = ?', randomBytes(32).toString('base64url'), sha256Hex(state)), 1);
+    assert.equal(
+      writeDb(
+        stack,
+        'UPDATE oauth_flows SET code_verifier = ? WHERE state_hash = ?',
+        randomBytes(32).toString('base64url'),
+        sha256Hex(state),
+      ),
+      1,
+    );
     const exchanges = countRequests(stack.github, 'POST', '/login/oauth/access_token');
     const page = await browser.open(await callbackUrl(browser, start.authorize));
     assert.equal(page.status, 400);
@@ -434,7 +505,11 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     const replay = await browser.open(callback);
     assert.equal(replay.status, 400);
     assert.match(textOf(replay.html), /not valid, has expired or was already used\. Nothing was connected\./);
-    assert.deepEqual(readDb(stack, (db) => db.prepare("SELECT * FROM connections WHERE subject = 'sec3-bob'").get()), rowBefore, 'the connection is unchanged');
+    assert.deepEqual(
+      readDb(stack, (db) => db.prepare("SELECT * FROM connections WHERE subject = 'sec3-bob'").get()),
+      rowBefore,
+      'the connection is unchanged',
+    );
     assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), tokenExchanges, 'the code was not exchanged again');
   });
 
@@ -451,7 +526,9 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     assert.match(textOf(page.html), /Nothing was connected/);
     assert.equal(connectionCount(), before.connections);
     assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), before.exchanges);
-    const row = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(start.handle))) as { status: string };
+    const row = readDb(stack, (db) =>
+      db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(start.handle)),
+    ) as { status: string };
     assert.equal(row.status, 'failed');
   });
 
@@ -468,7 +545,9 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     assert.match(textOf(page.html), /Nothing was connected/);
     assert.equal(connectionCount(), before.connections);
     assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), before.exchanges, 'the code was not exchanged');
-    const row = readDb(stack, (db) => db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3-dave'").get()) as { n: number };
+    const row = readDb(stack, (db) => db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3-dave'").get()) as {
+      n: number;
+    };
     assert.equal(row.n, 0);
 
     // The refusal consumed nothing: the browser that started the flow still completes it.
@@ -481,7 +560,11 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
     const browser = new Browser();
     await startAuthorization(stack, browser, 'sec3-erin'); // a flow really is in progress for this browser
     const before = { connections: connectionCount(), exchanges: countRequests(stack.github, 'POST', '/login/oauth/access_token') };
-    for (const query of [`code=${randomBytes(10).toString('hex')}&state=${randomBytes(32).toString('base64url')}`, `code=${randomBytes(10).toString('hex')}`, 'state=&code=x']) {
+    for (const query of [
+      `code=${randomBytes(10).toString('hex')}&state=${randomBytes(32).toString('base64url')}`,
+      `code=${randomBytes(10).toString('hex')}`,
+      'state=&code=x',
+    ]) {
       const page = await browser.open(`${stack.publicUrl}/connect/github/callback?${query}`);
       assert.equal(page.status, 400, query);
       assert.match(textOf(page.html), /Nothing was connected/);
@@ -512,7 +595,15 @@ describe('invariant 3, continued: a refused callback does not burn the real one,
     assert.match(textOf(refused.html), /Nothing was connected/);
     assert.equal(countRequests(stack.github, 'POST', '/login/oauth/access_token'), exchanges, 'the code was not exchanged');
     const state = new URL(callback).searchParams.get('state')!;
-    assert.equal((readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as { n: number }).n, 1, 'the flow is still there');
+    assert.equal(
+      (
+        readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows WHERE state_hash = ?').get(sha256Hex(state))) as {
+          n: number;
+        }
+      ).n,
+      1,
+      'the flow is still there',
+    );
 
     const done = await browser.open(callback);
     assert.equal(done.status, 200, textOf(done.html));
@@ -522,7 +613,10 @@ describe('invariant 3, continued: a refused callback does not burn the real one,
   it('settles the link failed when a callback is refused after its flow was taken, so a held repeat answers at once with a fresh link', async () => {
     const token = await stack.token('sec3b-bob');
     const args = { owner: 'octo-org', repo: 'refused', title: 'Held' };
-    const first = await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_create_issue', arguments: args, _meta: envelope() } });
+    const first = await rawCall(stack.mcpUrl, token, {
+      method: 'tools/call',
+      params: { name: 'github_create_issue', arguments: args, _meta: envelope() },
+    });
     const link = first.json.result.inputRequests.connect_account.params.url as string;
     const browser = new Browser();
     const consent = (await openSignedIn(browser, link, 'sec3b-bob')).at(-1)!;
@@ -533,7 +627,13 @@ describe('invariant 3, continued: a refused callback does not burn the real one,
     const started = Date.now();
     const held = rawCall(stack.mcpUrl, token, {
       method: 'tools/call',
-      params: { name: 'github_create_issue', arguments: args, inputResponses: { connect_account: { action: 'accept' } }, requestState: first.json.result.requestState, _meta: envelope() },
+      params: {
+        name: 'github_create_issue',
+        arguments: args,
+        inputResponses: { connect_account: { action: 'accept' } },
+        requestState: first.json.result.requestState,
+        _meta: envelope(),
+      },
     });
     await new Promise((resolve) => setTimeout(resolve, 300));
     const refused = await browser.open(callback);
@@ -541,12 +641,17 @@ describe('invariant 3, continued: a refused callback does not burn the real one,
     const repeat = await held;
     const elapsed = Date.now() - started;
 
-    const row = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(new URL(link).searchParams.get('req')!))) as { status: string };
+    const row = readDb(stack, (db) =>
+      db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(new URL(link).searchParams.get('req')!)),
+    ) as { status: string };
     assert.equal(row.status, 'failed');
     assert.equal(repeat.json.result.resultType, 'input_required', repeat.text);
     assert.notEqual(repeat.json.result.inputRequests.connect_account.params.url, link, 'a fresh link: the refused one cannot finish');
     assert.ok(elapsed < 4_000, `answered right after the refusal, not after the 10 s hold (${elapsed} ms)`);
-    assert.equal(readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3b-bob'").get() as { n: number }).n), 0);
+    assert.equal(
+      readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec3b-bob'").get() as { n: number }).n),
+      0,
+    );
   });
 });
 
@@ -575,7 +680,11 @@ describe('invariant 4: provider tokens are encrypted at rest and bound to their 
     const ghToken = traffic.issued[0]!;
     assert.match(ghToken, /^gho_[A-Za-z0-9]{36}$/);
 
-    const row = readDb(stack, (db) => db.prepare("SELECT * FROM connections WHERE subject = 'sec4-alice'").get()) as { key_id: string; sealed_tokens: string; account_login: string };
+    const row = readDb(stack, (db) => db.prepare("SELECT * FROM connections WHERE subject = 'sec4-alice'").get()) as {
+      key_id: string;
+      sealed_tokens: string;
+      account_login: string;
+    };
     assert.equal(row.account_login, 'octocat');
     assert.match(row.key_id, /^k[0-9a-f]{12}$/);
     assert.match(row.sealed_tokens, /^v1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);
@@ -615,7 +724,10 @@ describe('invariant 4: provider tokens are encrypted at rest and bound to their 
     }
     const userCalls = countRequests(stack.github, 'GET', '/api/v3/user');
 
-    for (const { token, other } of [{ token: alice.token, other: 'monalisa' }, { token: carol.token, other: 'hubot' }]) {
+    for (const { token, other } of [
+      { token: alice.token, other: 'monalisa' },
+      { token: carol.token, other: 'hubot' },
+    ]) {
       const result = await callTool(stack, token);
       assert.equal(result.resultType, 'input_required', JSON.stringify(result));
       assert.match(result.inputRequests.connect_account.params.url, new RegExp(`^${stack.publicUrl}/connect/github\\?req=`));
@@ -653,14 +765,20 @@ describe('invariant 5: every MCP request is authenticated on its own', () => {
 
   it('answers 401 with a Bearer challenge naming the resource metadata for a missing, malformed, expired, wrong-audience or foreign-issuer token', async () => {
     const { issuer } = stack.idp;
-    const jwks = (await (await fetch((await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as { jwks_uri: string }).jwks_uri)).json()) as { keys: Array<{ kid: string }> };
+    const jwks = (await (
+      await fetch(((await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()) as { jwks_uri: string }).jwks_uri)
+    ).json()) as { keys: Array<{ kid: string }> };
     const idpKid = jwks.keys[0]!.kid;
     const { privateKey: strangerKey } = await generateKeyPair('RS256');
     const now = Math.floor(Date.now() / 1000);
     const forged = (kid: string) =>
       new SignJWT({ client_id: 'connect-broker', scope: 'mcp' })
         .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
-        .setIssuer(issuer).setSubject('sec5-alice').setAudience(stack.mcpUrl).setIssuedAt(now).setExpirationTime(now + 300)
+        .setIssuer(issuer)
+        .setSubject('sec5-alice')
+        .setAudience(stack.mcpUrl)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 300)
         .sign(strangerKey);
     const valid = await stack.token('sec5-alice');
     const [header, payload] = valid.split('.');
@@ -668,7 +786,10 @@ describe('invariant 5: every MCP request is authenticated on its own', () => {
       ['no token', undefined],
       ['a malformed token', 'not-a-jwt'],
       ['an unsigned token', `${header}.${payload}.`],
-      ['a token whose payload was altered', `${header}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), sub: 'sec5-mallory' })).toString('base64url')}.${valid.split('.')[2]}`],
+      [
+        'a token whose payload was altered',
+        `${header}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), sub: 'sec5-mallory' })).toString('base64url')}.${valid.split('.')[2]}`,
+      ],
       ['an expired token', await stack.token('sec5-alice', { expiresInSeconds: -120 })],
       ['a token for another audience', await stack.token('sec5-alice', { aud: 'https://other.example/mcp' })],
       ['a token from another issuer signed with the IdP key', await stack.token('sec5-alice', { iss: 'https://evil.example' })],
@@ -677,10 +798,17 @@ describe('invariant 5: every MCP request is authenticated on its own', () => {
     ];
     const before = stack.github.requests.length;
     for (const [label, token] of cases) {
-      assertChallenge(await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }), label);
+      assertChallenge(
+        await rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }),
+        label,
+      );
     }
     assert.equal(stack.github.requests.length, before, 'nothing reached GitHub');
-    assert.equal(readDb(stack, (db) => (db.prepare('SELECT count(*) AS n FROM pending_connections').get() as { n: number }).n), 0, 'no link was made');
+    assert.equal(
+      readDb(stack, (db) => (db.prepare('SELECT count(*) AS n FROM pending_connections').get() as { n: number }).n),
+      0,
+      'no link was made',
+    );
   });
 
   it('publishes protected-resource metadata at both well-known locations naming /mcp and the issuer', async () => {
@@ -702,8 +830,19 @@ describe('invariant 5: every MCP request is authenticated on its own', () => {
     const sessionId = ok.headers.get('mcp-session-id');
     if (sessionId) carried['mcp-session-id'] = sessionId;
     for (const cookie of ok.headers.getSetCookie()) carried.cookie = cookie.split(';')[0]!;
-    assertChallenge(await rawCall(stack.mcpUrl, undefined, { method: 'tools/list', params: { _meta: envelope() } }, carried), 'after a valid call');
-    assertChallenge(await rawCall(stack.mcpUrl, undefined, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }, carried), 'tool call after a valid call');
+    assertChallenge(
+      await rawCall(stack.mcpUrl, undefined, { method: 'tools/list', params: { _meta: envelope() } }, carried),
+      'after a valid call',
+    );
+    assertChallenge(
+      await rawCall(
+        stack.mcpUrl,
+        undefined,
+        { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } },
+        carried,
+      ),
+      'tool call after a valid call',
+    );
   });
 
   it('never sends the MCP access token to GitHub: GitHub only ever sees its own gho_ token', async () => {
@@ -763,7 +902,14 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
     assert.match(textOf(page.html), /sec6-bea/);
   });
 
-  for (const returnTo of ['https://evil.example/', '//evil.example', '/\\evil.example', 'javascript:alert(1)', '///evil.example', 'https:evil.example']) {
+  for (const returnTo of [
+    'https://evil.example/',
+    '//evil.example',
+    '/\\evil.example',
+    'javascript:alert(1)',
+    '///evil.example',
+    'https:evil.example',
+  ]) {
     it(`lands on our own origin after sign-in when returnTo is ${JSON.stringify(returnTo)}`, async () => {
       const browser = new Browser();
       const login = await browser.open(`${stack.publicUrl}/auth/login?returnTo=${encodeURIComponent(returnTo)}`);
@@ -797,14 +943,24 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
   it('refuses a foreign Host header with 403 on /mcp (JSON-RPC) and on pages (JSON)', async () => {
     const mcp = await rawHttp(stack.mcpUrl, {
       method: 'POST',
-      headers: { host: 'evil.example', 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+      headers: {
+        host: 'evil.example',
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${token}`,
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/list',
+      },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope() } }),
     });
     assert.equal(mcp.status, 403);
     const body = JSON.parse(mcp.text) as { jsonrpc: string; error: { code: number } };
     assert.equal(body.jsonrpc, '2.0');
     assert.equal(body.error.code, -32000);
-    const page = await rawHttp(`${stack.publicUrl}/connections`, { method: 'GET', headers: { host: `evil.example:${new URL(stack.publicUrl).port}`, accept: 'text/html' } });
+    const page = await rawHttp(`${stack.publicUrl}/connections`, {
+      method: 'GET',
+      headers: { host: `evil.example:${new URL(stack.publicUrl).port}`, accept: 'text/html' },
+    });
     assert.equal(page.status, 403);
     assert.equal((JSON.parse(page.text) as { error: string }).error, 'invalid_host');
     for (const res of [mcp, page]) assert.ok(!STACK_TRACE.test(res.text) && !HTML.test(res.text), res.text);
@@ -816,10 +972,17 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
       assert.equal(res.status, 200, `${path}: ${res.text}`);
       const body = JSON.parse(res.text) as Record<string, unknown>;
       assert.ok(['ok', 'ready'].includes(String(body.status)), res.text);
-      assert.deepEqual(Object.keys(body).filter((k) => !['status', 'store', 'checks'].includes(k)), [], 'nothing but a status');
+      assert.deepEqual(
+        Object.keys(body).filter((k) => !['status', 'store', 'checks'].includes(k)),
+        [],
+        'nothing but a status',
+      );
       if (path === '/readyz') assert.deepEqual(body.checks, { database: 'ok', identity_provider: 'ok' }, 'the checks name only states');
     }
-    const other = await rawHttp(`${stack.publicUrl}/connections`, { method: 'GET', headers: { host: '10.1.2.3:3000', accept: 'text/html' } });
+    const other = await rawHttp(`${stack.publicUrl}/connections`, {
+      method: 'GET',
+      headers: { host: '10.1.2.3:3000', accept: 'text/html' },
+    });
     assert.equal(other.status, 403, 'everything else still checks the Host');
   });
 
@@ -827,12 +990,23 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
     const post = async (body: string | ReadableStream<Uint8Array>, contentType: string) => {
       const res = await fetch(stack.mcpUrl, {
         method: 'POST',
-        headers: { 'content-type': contentType, accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+        headers: {
+          'content-type': contentType,
+          accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${token}`,
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': 'tools/list',
+        },
         body,
         ...(typeof body === 'string' ? {} : { duplex: 'half' }),
       } as RequestInit);
       const text = await res.text();
-      return { status: res.status, type: res.headers.get('content-type') ?? '', text, json: JSON.parse(text) as { jsonrpc: string; error: { code: number; message: string } } };
+      return {
+        status: res.status,
+        type: res.headers.get('content-type') ?? '',
+        text,
+        json: JSON.parse(text) as { jsonrpc: string; error: { code: number; message: string } },
+      };
     };
     const big = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(1024 * 1024) } });
     const chunked = new ReadableStream<Uint8Array>({
@@ -902,7 +1076,11 @@ describe('invariant 7: a used or expired connect link shows a clear 410 page and
     const second = await browser.open(action, { method: 'POST', body });
     assert.equal(second.status, 410);
     assert.match(textOf(second.html), /already been used/);
-    const flows = readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows f JOIN pending_connections p ON p.id = f.pending_id WHERE p.subject = ?').get('sec7-bob')) as { n: number };
+    const flows = readDb(stack, (db) =>
+      db
+        .prepare('SELECT count(*) AS n FROM oauth_flows f JOIN pending_connections p ON p.id = f.pending_id WHERE p.subject = ?')
+        .get('sec7-bob'),
+    ) as { n: number };
     assert.equal(flows.n, 1, 'one OAuth flow only');
   });
 
@@ -911,7 +1089,10 @@ describe('invariant 7: a used or expired connect link shows a clear 410 page and
     const { url, handle } = await askForLink(stack, 'sec7-carol');
     const consent = (await openSignedIn(browser, url, 'sec7-carol')).at(-1)!;
     assert.equal(consent.status, 200);
-    assert.equal(writeDb(stack, 'UPDATE pending_connections SET expires_at = ? WHERE link_hash = ?', Date.now() - 1000, sha256Hex(handle)), 1);
+    assert.equal(
+      writeDb(stack, 'UPDATE pending_connections SET expires_at = ? WHERE link_hash = ?', Date.now() - 1000, sha256Hex(handle)),
+      1,
+    );
     const hits = authorizeHits();
 
     const reopened = await browser.open(url);
@@ -923,7 +1104,11 @@ describe('invariant 7: a used or expired connect link shows a clear 410 page and
     assert.equal(posted.status, 410);
     assert.match(textOf(posted.html), /This link has expired/);
     assert.equal(authorizeHits(), hits);
-    const flows = readDb(stack, (db) => db.prepare('SELECT count(*) AS n FROM oauth_flows f JOIN pending_connections p ON p.id = f.pending_id WHERE p.link_hash = ?').get(sha256Hex(handle))) as { n: number };
+    const flows = readDb(stack, (db) =>
+      db
+        .prepare('SELECT count(*) AS n FROM oauth_flows f JOIN pending_connections p ON p.id = f.pending_id WHERE p.link_hash = ?')
+        .get(sha256Hex(handle)),
+    ) as { n: number };
     assert.equal(flows.n, 0, 'no OAuth flow was started');
   });
 
@@ -966,11 +1151,7 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
     pages.push(await alice.open(`${stack.publicUrl}/connect/github?req=${'A'.repeat(43)}`)); // unknown link
     const idpLogout = await alice.submit(pages.at(-3)!, { match: /\/auth\/logout$/ }); // the IdP asks to confirm
     pages.push(await alice.submit(idpLogout, { fields: { logout: 'yes' } })); // signed out, back on /auth/signed-out
-    assert.deepEqual(
-      [...new Set(pages.map((p) => p.status))].sort(),
-      [200, 403, 404, 410, 400].sort(),
-      'covers success and error pages',
-    );
+    assert.deepEqual([...new Set(pages.map((p) => p.status))].sort(), [200, 403, 404, 410, 400].sort(), 'covers success and error pages');
     for (const page of pages) {
       const label = `${page.status} ${page.url}`;
       assert.match(page.headers.get('content-type') ?? '', /^text\/html/, label);
@@ -1021,7 +1202,11 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
     const { handle } = await askForLink(stack, 'sec8-dave', 'github_whoami', 'another-assistant');
     const alice = new Browser();
     await connect(stack, alice, 'sec8-dave', 'hubot'); // a connection to disconnect (through a second link)
-    const pendingRows = () => readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM pending_connections WHERE subject = 'sec8-dave'").get() as { n: number }).n);
+    const pendingRows = () =>
+      readDb(
+        stack,
+        (db) => (db.prepare("SELECT count(*) AS n FROM pending_connections WHERE subject = 'sec8-dave'").get() as { n: number }).n,
+      );
     const pendingBefore = pendingRows();
     const other = new Browser();
     await signIn(other, stack, 'sec8-dave');
@@ -1046,13 +1231,19 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
     ];
     for (const [path, fields] of targets) {
       for (const [label, csrf, headers] of badTokens) {
-        const page = await alice.open(`${stack.publicUrl}${path}`, { method: 'POST', body: new URLSearchParams({ ...fields, ...csrf }), headers });
+        const page = await alice.open(`${stack.publicUrl}${path}`, {
+          method: 'POST',
+          body: new URLSearchParams({ ...fields, ...csrf }),
+          headers,
+        });
         assert.equal(page.status, 403, `${path} with ${label}`);
         assert.match(textOf(page.html), /Form expired/, `${path} with ${label}`);
       }
     }
 
-    const pending = readDb(stack, (db) => db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(handle))) as { status: string };
+    const pending = readDb(stack, (db) =>
+      db.prepare('SELECT status FROM pending_connections WHERE link_hash = ?').get(sha256Hex(handle)),
+    ) as { status: string };
     assert.equal(pending.status, 'open', 'the link was neither used nor cancelled');
     assert.equal(pendingRows(), pendingBefore, 'no new link was made');
     assert.equal(countRequests(stack.github, 'GET', '/login/oauth/authorize'), authorizeHits, 'no authorization started');
@@ -1060,10 +1251,16 @@ describe('pages: strict headers, a hardened session cookie, and CSRF on every fo
     assert.equal(still.status, 200, 'still signed in');
     assert.match(textOf(still.html), /GitHub @hubot/, 'still connected');
     assert.deepEqual(stack.github.revokedGrants, [], 'nothing was revoked at GitHub');
-    assert.equal(readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec8-dave'").get() as { n: number }).n), 1);
+    assert.equal(
+      readDb(stack, (db) => (db.prepare("SELECT count(*) AS n FROM connections WHERE subject = 'sec8-dave'").get() as { n: number }).n),
+      1,
+    );
 
     // The same forms with the right token do work (so the refusals above are about CSRF alone).
-    const disconnected = await alice.open(`${stack.publicUrl}/connections/github/disconnect`, { method: 'POST', body: new URLSearchParams({ csrf: goodCsrf }) });
+    const disconnected = await alice.open(`${stack.publicUrl}/connections/github/disconnect`, {
+      method: 'POST',
+      body: new URLSearchParams({ csrf: goodCsrf }),
+    });
     assert.equal(disconnected.status, 200);
     assert.match(textOf(disconnected.html), /GitHub disconnected/);
   });

@@ -17,7 +17,11 @@ async function signedIn(stack: Stack, user: string): Promise<{ browser: Browser;
 }
 
 const postLogout = (stack: Stack, browser: Browser, fields: Record<string, string>) =>
-  browser.request(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams(fields), headers: { origin: stack.publicUrl } });
+  browser.request(`${stack.publicUrl}/auth/logout`, {
+    method: 'POST',
+    body: new URLSearchParams(fields),
+    headers: { origin: stack.publicUrl },
+  });
 
 describe('sign-out at an IdP with RP-initiated logout', () => {
   let stack: Stack;
@@ -82,11 +86,18 @@ describe('sign-out at an IdP without end_session_endpoint', () => {
 
   it("says truthfully that the identity provider's session remains", async () => {
     const { browser, csrf } = await signedIn(stack, 'tess');
-    const page = await browser.open(`${stack.publicUrl}/auth/logout`, { method: 'POST', body: new URLSearchParams({ csrf }), headers: { origin: stack.publicUrl } });
+    const page = await browser.open(`${stack.publicUrl}/auth/logout`, {
+      method: 'POST',
+      body: new URLSearchParams({ csrf }),
+      headers: { origin: stack.publicUrl },
+    });
     assert.equal(page.status, 200);
     assert.equal(page.url, `${stack.publicUrl}/auth/logout`, 'no redirect: there is no logout endpoint to send the browser to');
     const text = textOf(page.html);
-    assert.match(text, /You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains/);
+    assert.match(
+      text,
+      /You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains/,
+    );
     assert.doesNotMatch(text, /Signed in as/);
     // Which is true: the IdP's session signs the next visit straight back in.
     const next = await browser.open(`${stack.publicUrl}/connections`);

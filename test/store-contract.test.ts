@@ -34,19 +34,53 @@ type NewPending = Parameters<Store['pending']['create']>[0];
 let nextId = 0;
 function pendingRow(owner: Owner, overrides: Partial<NewPending> = {}): NewPending {
   const id = overrides.id ?? `pc-${++nextId}`;
-  return { id, link_hash: `link-${id}`, issuer: owner.issuer, subject: owner.subject, provider: 'github', client_name: 'Claude', scopes: 'repo', expires_at: Date.now() + HOUR, ...overrides };
+  return {
+    id,
+    link_hash: `link-${id}`,
+    issuer: owner.issuer,
+    subject: owner.subject,
+    provider: 'github',
+    client_name: 'Claude',
+    scopes: 'repo',
+    expires_at: Date.now() + HOUR,
+    ...overrides,
+  };
 }
 
 function connection(owner: Owner, provider: string, overrides: Partial<NewConnection> = {}): NewConnection {
-  return { ...owner, provider, account_id: `acct-${owner.subject}`, account_login: owner.subject, scopes: 'repo', key_id: 'k1', sealed_tokens: `sealed-${owner.subject}-${provider}-1`, ...overrides };
+  return {
+    ...owner,
+    provider,
+    account_id: `acct-${owner.subject}`,
+    account_login: owner.subject,
+    scopes: 'repo',
+    key_id: 'k1',
+    sealed_tokens: `sealed-${owner.subject}-${provider}-1`,
+    ...overrides,
+  };
 }
 
 function loginTransaction(stateHash: string, overrides: Partial<LoginTransaction> = {}): LoginTransaction {
-  return { state_hash: stateHash, session_hash: 'browser-1', code_verifier: `cv-${stateHash}`, nonce: `n-${stateHash}`, return_to: '/connections', expires_at: Date.now() + HOUR, ...overrides };
+  return {
+    state_hash: stateHash,
+    session_hash: 'browser-1',
+    code_verifier: `cv-${stateHash}`,
+    nonce: `n-${stateHash}`,
+    return_to: '/connections',
+    expires_at: Date.now() + HOUR,
+    ...overrides,
+  };
 }
 
 function oauthFlow(stateHash: string, pendingId: string, overrides: Partial<OAuthFlow> = {}): OAuthFlow {
-  return { state_hash: stateHash, pending_id: pendingId, session_hash: 'browser-1', code_verifier: `cv-${stateHash}`, expires_at: Date.now() + HOUR, ...overrides };
+  return {
+    state_hash: stateHash,
+    pending_id: pendingId,
+    session_hash: 'browser-1',
+    code_verifier: `cv-${stateHash}`,
+    expires_at: Date.now() + HOUR,
+    ...overrides,
+  };
 }
 
 /** A time a store stamped with Date.now() lies between the instants the test took around the call. */
@@ -100,7 +134,15 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const row = await a.sessions.find('s-anon');
         assert.ok(row);
         assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, { id_hash: 's-anon', issuer: null, subject: null, display_name: null, id_token: null, created_at: row.created_at, expires_at: t0 + HOUR });
+        assert.deepEqual(row, {
+          id_hash: 's-anon',
+          issuer: null,
+          subject: null,
+          display_name: null,
+          id_token: null,
+          created_at: row.created_at,
+          expires_at: t0 + HOUR,
+        });
         assert.deepEqual(await b.sessions.find('s-anon'), row, 'another instance reads the same row');
         assert.deepEqual(await a.sessions.find('s-anon', t0 + HOUR - 1), row, 'still valid 1 ms before expires_at');
         assert.equal(await a.sessions.find('s-anon', t0 + HOUR), undefined, 'expired at expires_at');
@@ -116,9 +158,21 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const row = await b.sessions.find('s-alice');
         assert.ok(row);
         assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, { id_hash: 's-alice', issuer: ALICE.issuer, subject: ALICE.subject, display_name: 'Alice', id_token: null, created_at: row.created_at, expires_at: t0 + 2 * HOUR });
+        assert.deepEqual(row, {
+          id_hash: 's-alice',
+          issuer: ALICE.issuer,
+          subject: ALICE.subject,
+          display_name: 'Alice',
+          id_token: null,
+          created_at: row.created_at,
+          expires_at: t0 + 2 * HOUR,
+        });
         await a.sessions.rotateSignedIn('s-alice', 's-alice-2', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR, 'v1.sealed-id-token');
-        assert.equal((await b.sessions.find('s-alice-2'))?.id_token, 'v1.sealed-id-token', 'the sealed ID token is kept with the session, for logout');
+        assert.equal(
+          (await b.sessions.find('s-alice-2'))?.id_token,
+          'v1.sealed-id-token',
+          'the sealed ID token is kept with the session, for logout',
+        );
         await a.sessions.rotateSignedIn('s-alice-2', 's-alice', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR);
 
         await a.sessions.rotateSignedIn(undefined, 's-bob', { ...BOB, name: 'Bob' }, t0 + HOUR);
@@ -196,7 +250,9 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await b.oauthFlows.take('of-1', 'browser-2', 'github'), undefined, 'another browser consumes nothing');
         assert.equal(await b.oauthFlows.take('of-1', 'browser-2', 'github'), undefined);
         assert.equal(await b.oauthFlows.take('of-1', 'browser-1', 'gitlab'), undefined, "another provider's callback consumes nothing");
-        const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).oauthFlows.take('of-1', 'browser-1', 'github')));
+        const takes = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).oauthFlows.take('of-1', 'browser-1', 'github')),
+        );
         assert.deepEqual(
           takes.filter((x) => x !== undefined),
           [flow],
@@ -239,13 +295,23 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const stored = await b.pending.byId(row.id);
         assert.ok(stored);
         assertStamped(stored.created_at, t0, t1, 'created_at');
-        const expected: PendingConnection = { ...row, status: 'open', outcome_reason: null, purpose: null, created_at: stored.created_at, updated_at: stored.created_at };
+        const expected: PendingConnection = {
+          ...row,
+          status: 'open',
+          outcome_reason: null,
+          purpose: null,
+          created_at: stored.created_at,
+          updated_at: stored.created_at,
+        };
         assert.deepEqual(stored, expected);
         assert.deepEqual(await b.pending.byLinkHash(row.link_hash), expected);
 
         const withText = pendingRow(ALICE, { client_name: 'Claude Desktop', scopes: 'repo read:org' });
         await a.pending.create(withText);
-        assert.deepEqual([(await b.pending.byId(withText.id))?.client_name, (await b.pending.byId(withText.id))?.scopes], ['Claude Desktop', 'repo read:org']);
+        assert.deepEqual(
+          [(await b.pending.byId(withText.id))?.client_name, (await b.pending.byId(withText.id))?.scopes],
+          ['Claude Desktop', 'repo read:org'],
+        );
         assert.equal(await b.pending.byId('pc-unknown'), undefined);
         assert.equal(await b.pending.byLinkHash('link-unknown'), undefined);
       });
@@ -271,13 +337,21 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
 
         assert.equal((await b.pending.latestInFlight(BOB, provider))?.id, newer.id);
         assert.equal(await a.pending.claim(newer.id), true);
-        assert.deepEqual(await b.pending.latestInFlight(BOB, provider), await b.pending.byId(newer.id), 'an authorizing row is still in flight, returned whole');
+        assert.deepEqual(
+          await b.pending.latestInFlight(BOB, provider),
+          await b.pending.byId(newer.id),
+          'an authorizing row is still in flight, returned whole',
+        );
         assert.equal(await a.pending.settle(newer.id, 'cancelled'), true);
         assert.equal((await b.pending.latestInFlight(BOB, provider))?.id, older.id, 'settled rows are not in flight');
         assert.equal((await b.pending.latestInFlight(BOB, provider, older.expires_at - 1))?.id, older.id);
         assert.equal(await b.pending.latestInFlight(BOB, provider, older.expires_at), undefined, 'expired at expires_at');
         assert.equal(await b.pending.latestInFlight(ALICE, provider), undefined, 'another owner’s rows are not mine');
-        assert.equal(await b.pending.latestInFlight({ issuer: 'https://other.example', subject: 'bob' }, provider), undefined, 'the issuer is part of the owner');
+        assert.equal(
+          await b.pending.latestInFlight({ issuer: 'https://other.example', subject: 'bob' }, provider),
+          undefined,
+          'the issuer is part of the owner',
+        );
         assert.equal(await b.pending.latestInFlight(BOB, 'atlassian'), undefined);
       });
 
@@ -317,7 +391,11 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await a.pending.claim(authorizing.id), true);
 
         const t0 = Date.now();
-        assert.equal(await a.pending.settle(open.id, 'denied', 'access_denied'), true, 'an open (never claimed) link settles too, e.g. a cancel on the consent page');
+        assert.equal(
+          await a.pending.settle(open.id, 'denied', 'access_denied'),
+          true,
+          'an open (never claimed) link settles too, e.g. a cancel on the consent page',
+        );
         const t1 = Date.now();
         const denied = await b.pending.byId(open.id);
         assert.deepEqual([denied?.status, denied?.outcome_reason], ['denied', 'access_denied']);
@@ -326,7 +404,9 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await b.pending.settle(open.id, 'failed', 'other'), false);
         assert.deepEqual(await a.pending.byId(open.id), denied, 'nothing changed');
 
-        const concurrent = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).pending.settle(authorizing.id, i < 5 ? 'completed' : 'failed')));
+        const concurrent = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).pending.settle(authorizing.id, i < 5 ? 'completed' : 'failed')),
+        );
         assert.equal(concurrent.filter(Boolean).length, 1, 'an authorizing row settles exactly once');
         const settled = await a.pending.byId(authorizing.id);
         assert.equal(settled?.status, concurrent.indexOf(true) < 5 ? 'completed' : 'failed');
@@ -360,7 +440,11 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const at = (await a.pending.byId(settled.id))!.updated_at;
         const ours = (rows: Array<{ id: string }>) => rows.filter((r) => [open.id, claimed.id, settled.id].includes(r.id));
         assert.deepEqual(ours(await b.pending.settledSince(0)), [{ id: settled.id, status: 'cancelled' }]);
-        assert.deepEqual(ours(await b.pending.settledSince(at)), [{ id: settled.id, status: 'cancelled' }], 'at the settlement time itself');
+        assert.deepEqual(
+          ours(await b.pending.settledSince(at)),
+          [{ id: settled.id, status: 'cancelled' }],
+          'at the settlement time itself',
+        );
         assert.deepEqual(ours(await b.pending.settledSince(at + 1)), [], 'not after it');
       });
 
@@ -391,8 +475,16 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await other.loginTransactions.take('l-expired', 'browser-1'), undefined);
         assert.equal((await other.loginTransactions.take('l-live', 'browser-1'))?.state_hash, 'l-live');
         assert.equal((await other.sessions.find('b-live'))?.id_hash, 'b-live');
-        assert.deepEqual(await other.rateLimits.hit('rl-stale', 60_000, now), { hits: 1, resetAt: now + 60_000 }, 'the stale window is gone');
-        assert.deepEqual(await other.rateLimits.hit('rl-recent', 60_000, now - HOUR + 1), { hits: 2, resetAt: now - HOUR + 60_000 }, 'the recent one is kept');
+        assert.deepEqual(
+          await other.rateLimits.hit('rl-stale', 60_000, now),
+          { hits: 1, resetAt: now + 60_000 },
+          'the stale window is gone',
+        );
+        assert.deepEqual(
+          await other.rateLimits.hit('rl-recent', 60_000, now - HOUR + 1),
+          { hits: 2, resetAt: now - HOUR + 60_000 },
+          'the recent one is kept',
+        );
         assert.equal(await db.pending.prune(now), 0, 'nothing left to prune');
       });
     });
@@ -409,9 +501,20 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const row = await b.connections.find(ALICE, 'github');
         assert.ok(row);
         assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, { ...connection(ALICE, 'github'), created_at: row.created_at, updated_at: row.created_at, last_used_at: null, status: 'active', status_reason: null });
+        assert.deepEqual(row, {
+          ...connection(ALICE, 'github'),
+          created_at: row.created_at,
+          updated_at: row.created_at,
+          last_used_at: null,
+          status: 'active',
+          status_reason: null,
+        });
         assert.equal(await b.connections.find(ALICE, 'gitlab'), undefined);
-        assert.equal(await b.connections.find({ issuer: 'https://other.example', subject: 'alice' }, 'github'), undefined, 'the issuer is part of the owner');
+        assert.equal(
+          await b.connections.find({ issuer: 'https://other.example', subject: 'alice' }, 'github'),
+          undefined,
+          'the issuer is part of the owner',
+        );
       });
 
       test('save again replaces the row, keeping created_at and making it active again', async () => {
@@ -420,11 +523,24 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await a.connections.markReauthRequired(BOB, 'github', 'invalid_grant'), true);
         await a.connections.touch(BOB, 'github', 1_700_000_000_000);
         await sleep(3);
-        const next = connection(BOB, 'github', { account_id: 'acct-bob-2', account_login: 'bob-renamed', scopes: 'repo user', key_id: 'k2', sealed_tokens: 'sealed-2' });
+        const next = connection(BOB, 'github', {
+          account_id: 'acct-bob-2',
+          account_login: 'bob-renamed',
+          scopes: 'repo user',
+          key_id: 'k2',
+          sealed_tokens: 'sealed-2',
+        });
         await b.connections.save(next);
         const again = (await a.connections.find(BOB, 'github'))!;
         assert.ok(again.updated_at > first.updated_at, 'updated_at moves');
-        assert.deepEqual(again, { ...next, created_at: first.created_at, updated_at: again.updated_at, last_used_at: 1_700_000_000_000, status: 'active', status_reason: null });
+        assert.deepEqual(again, {
+          ...next,
+          created_at: first.created_at,
+          updated_at: again.updated_at,
+          last_used_at: 1_700_000_000_000,
+          status: 'active',
+          status_reason: null,
+        });
       });
 
       test('list returns the owner’s connections in byte order of provider, and nobody else’s', async () => {
@@ -447,14 +563,36 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const was = (await a.connections.find(erin, 'github'))!;
         await sleep(3);
         const writers = await Promise.all(
-          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).connections.replaceTokens(erin, 'github', 'v1', { key_id: 'k2', sealed_tokens: `v2-${i}`, scopes: 'repo user' })),
+          Array.from({ length: 10 }, (_, i) =>
+            (i % 2 ? a : b).connections.replaceTokens(erin, 'github', 'v1', {
+              key_id: 'k2',
+              sealed_tokens: `v2-${i}`,
+              scopes: 'repo user',
+            }),
+          ),
         );
         assert.equal(writers.filter(Boolean).length, 1);
         const row = (await a.connections.find(erin, 'github'))!;
         assert.ok(row.updated_at > was.updated_at);
-        assert.deepEqual(row, { ...was, key_id: 'k2', sealed_tokens: `v2-${writers.indexOf(true)}`, scopes: 'repo user', updated_at: row.updated_at, status: 'active', status_reason: null });
-        assert.equal(await b.connections.replaceTokens(erin, 'github', 'v1', { key_id: 'k1', sealed_tokens: 'stale', scopes: 'repo' }), false, 'a slower writer with the old value loses');
-        assert.equal(await b.connections.replaceTokens(CAROL, 'github', 'v1', { key_id: 'k1', sealed_tokens: 'x', scopes: 'repo' }), false, 'no such connection');
+        assert.deepEqual(row, {
+          ...was,
+          key_id: 'k2',
+          sealed_tokens: `v2-${writers.indexOf(true)}`,
+          scopes: 'repo user',
+          updated_at: row.updated_at,
+          status: 'active',
+          status_reason: null,
+        });
+        assert.equal(
+          await b.connections.replaceTokens(erin, 'github', 'v1', { key_id: 'k1', sealed_tokens: 'stale', scopes: 'repo' }),
+          false,
+          'a slower writer with the old value loses',
+        );
+        assert.equal(
+          await b.connections.replaceTokens(CAROL, 'github', 'v1', { key_id: 'k1', sealed_tokens: 'x', scopes: 'repo' }),
+          false,
+          'no such connection',
+        );
         assert.deepEqual(await a.connections.find(erin, 'github'), row);
       });
 
@@ -484,9 +622,21 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           ['https://idp.example.com bob', 'https://other.example carol'],
           'not carol herself, and a same-named subject of another issuer is someone else',
         );
-        assert.deepEqual(others.find((c) => c.subject === 'bob'), await b.connections.find(BOB, 'gitlab'), 'rows are whole');
-        assert.deepEqual(await b.connections.othersWithAccount(CAROL, 'github', 'shared'), [], 'another provider’s account of the same id is another account');
-        assert.deepEqual(await b.transaction((tx) => tx.connections.othersWithAccount(ALICE, 'gitlab', 'other')), [], 'inside a transaction too');
+        assert.deepEqual(
+          others.find((c) => c.subject === 'bob'),
+          await b.connections.find(BOB, 'gitlab'),
+          'rows are whole',
+        );
+        assert.deepEqual(
+          await b.connections.othersWithAccount(CAROL, 'github', 'shared'),
+          [],
+          'another provider’s account of the same id is another account',
+        );
+        assert.deepEqual(
+          await b.transaction((tx) => tx.connections.othersWithAccount(ALICE, 'gitlab', 'other')),
+          [],
+          'inside a transaction too',
+        );
       });
 
       test('touch sets last_used_at (and nothing else); on a missing connection it changes nothing', async () => {
@@ -518,7 +668,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       test('re-sealing: sealedUnderOtherKeys pages in seq order, reseal is a compare-and-swap, countByKey counts', async () => {
         const [db, other] = await fresh();
         const users = Array.from({ length: 6 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `u${i}` }));
-        for (const [i, owner] of users.entries()) await db.connections.save(connection(owner, 'github', { key_id: i === 2 ? 'k2' : i === 5 ? 'Z9' : 'k1' }));
+        for (const [i, owner] of users.entries())
+          await db.connections.save(connection(owner, 'github', { key_id: i === 2 ? 'k2' : i === 5 ? 'Z9' : 'k1' }));
         // Saving again (an upsert) keeps a row's place in the order.
         await db.connections.save(connection(users[0]!, 'github', { sealed_tokens: 'sealed-u0-again' }));
 
@@ -547,8 +698,16 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
 
         const target = page1[0]!;
         assert.equal(await db.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed' }), true);
-        assert.equal(await other.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed-again' }), false, 'the row changed since it was read');
-        assert.deepEqual(await other.connections.find(target, 'github'), { ...u0, key_id: 'k2', sealed_tokens: 'resealed' }, 'only the key and the sealed value change (not updated_at)');
+        assert.equal(
+          await other.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed-again' }),
+          false,
+          'the row changed since it was read',
+        );
+        assert.deepEqual(
+          await other.connections.find(target, 'github'),
+          { ...u0, key_id: 'k2', sealed_tokens: 'resealed' },
+          'only the key and the sealed value change (not updated_at)',
+        );
         assert.equal(await db.connections.reseal({ ...u0, subject: 'nobody' }, { key_id: 'k2', sealed_tokens: 'x' }), false, 'no such row');
         assert.deepEqual(await other.connections.countByKey(), [
           { key_id: 'Z9', n: 1 },
@@ -592,12 +751,18 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await a.leases.acquire(BOB, 'github', 'h1', 30_000, t), true);
         assert.equal(await b.leases.acquire(BOB, 'gitlab', 'h2', 30_000, t), true, 'another provider');
         assert.equal(await b.leases.acquire(CAROL, 'github', 'h3', 30_000, t), true, 'another owner');
-        assert.equal(await b.leases.acquire({ issuer: 'https://other.example', subject: 'bob' }, 'github', 'h4', 30_000, t), true, 'another issuer');
+        assert.equal(
+          await b.leases.acquire({ issuer: 'https://other.example', subject: 'bob' }, 'github', 'h4', 30_000, t),
+          true,
+          'another issuer',
+        );
         assert.equal(await b.leases.acquire(BOB, 'github', 'h5', 30_000, t), false);
       });
 
       test('exactly one of ten concurrent acquirers on two instances gets the lease', async () => {
-        const racers = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).leases.acquire(CAROL, 'lease-race', `h${i}`, 30_000)));
+        const racers = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).leases.acquire(CAROL, 'lease-race', `h${i}`, 30_000)),
+        );
         assert.equal(racers.filter(Boolean).length, 1);
         const winner = `h${racers.indexOf(true)}`;
         assert.equal(await a.leases.renew(CAROL, 'lease-race', winner, 30_000), true, 'held by the one that won');
@@ -667,8 +832,16 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.deepEqual(await a.rateLimits.hit('rl-window', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
         assert.deepEqual(await b.rateLimits.hit('rl-window', 60_000, t0 + 10), { hits: 2, resetAt: t0 + 60_000 });
         assert.deepEqual(await a.rateLimits.hit('rl-window', 60_000, t0 + 59_999), { hits: 3, resetAt: t0 + 60_000 });
-        assert.deepEqual(await b.rateLimits.hit('rl-window', 60_000, t0 + 60_000), { hits: 1, resetAt: t0 + 120_000 }, 'a new window at the end of the old one');
-        assert.deepEqual(await a.rateLimits.hit('rl-window', 60_000, t0 + 200_000), { hits: 1, resetAt: t0 + 260_000 }, 'a window opened late starts at its first hit');
+        assert.deepEqual(
+          await b.rateLimits.hit('rl-window', 60_000, t0 + 60_000),
+          { hits: 1, resetAt: t0 + 120_000 },
+          'a new window at the end of the old one',
+        );
+        assert.deepEqual(
+          await a.rateLimits.hit('rl-window', 60_000, t0 + 200_000),
+          { hits: 1, resetAt: t0 + 260_000 },
+          'a window opened late starts at its first hit',
+        );
         assert.deepEqual(await a.rateLimits.hit('rl-other', 60_000, t0 + 200_001), { hits: 1, resetAt: t0 + 260_001 }, 'keys count apart');
       });
 
@@ -679,7 +852,10 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           hits.map((r) => r.hits).sort((x, y) => x - y),
           Array.from({ length: 20 }, (_, i) => i + 1),
         );
-        assert.ok(hits.every((r) => r.resetAt === hits.find((h) => h.hits === 1)!.resetAt), 'one window for all of them');
+        assert.ok(
+          hits.every((r) => r.resetAt === hits.find((h) => h.hits === 1)!.resetAt),
+          'one window for all of them',
+        );
       });
 
       test('undo takes one hit back and never below zero; reset forgets the key; both ignore unknown keys', async () => {
@@ -687,14 +863,26 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         await a.rateLimits.hit('rl-undo', 60_000, t0);
         await a.rateLimits.hit('rl-undo', 60_000, t0 + 1);
         await b.rateLimits.undo('rl-undo');
-        assert.deepEqual(await a.rateLimits.hit('rl-undo', 60_000, t0 + 2), { hits: 2, resetAt: t0 + 60_000 }, 'the undone hit no longer counts; the window stays');
+        assert.deepEqual(
+          await a.rateLimits.hit('rl-undo', 60_000, t0 + 2),
+          { hits: 2, resetAt: t0 + 60_000 },
+          'the undone hit no longer counts; the window stays',
+        );
         await b.rateLimits.undo('rl-undo');
         await b.rateLimits.undo('rl-undo');
         await b.rateLimits.undo('rl-undo');
-        assert.deepEqual(await a.rateLimits.hit('rl-undo', 60_000, t0 + 3), { hits: 1, resetAt: t0 + 60_000 }, 'undone down to zero, not below');
+        assert.deepEqual(
+          await a.rateLimits.hit('rl-undo', 60_000, t0 + 3),
+          { hits: 1, resetAt: t0 + 60_000 },
+          'undone down to zero, not below',
+        );
 
         await b.rateLimits.reset('rl-undo');
-        assert.deepEqual(await a.rateLimits.hit('rl-undo', 60_000, t0 + 4), { hits: 1, resetAt: t0 + 4 + 60_000 }, 'after a reset the next hit opens a new window');
+        assert.deepEqual(
+          await a.rateLimits.hit('rl-undo', 60_000, t0 + 4),
+          { hits: 1, resetAt: t0 + 4 + 60_000 },
+          'after a reset the next hit opens a new window',
+        );
         await b.rateLimits.undo('rl-never-hit');
         await b.rateLimits.reset('rl-never-hit');
         assert.deepEqual(await a.rateLimits.hit('rl-never-hit', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
@@ -746,7 +934,10 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
             assert.equal(await tx.pending.claim(existing.id), true);
             assert.equal(await tx.pending.settle(created.id, 'completed'), true);
             await tx.connections.save(connection(ALICE, 'tx-rollback'));
-            assert.equal(await tx.connections.replaceTokens(ALICE, 'tx-existing', 'v1', { key_id: 'k2', sealed_tokens: 'v2', scopes: 'all' }), true);
+            assert.equal(
+              await tx.connections.replaceTokens(ALICE, 'tx-existing', 'v1', { key_id: 'k2', sealed_tokens: 'v2', scopes: 'all' }),
+              true,
+            );
             await tx.connections.touch(ALICE, 'tx-existing', 42);
             await tx.audit.record('connection_created', ALICE, 'tx-rollback');
             await tx.sessions.rotateSignedIn('tx-session-old', 'tx-session-new', { ...ALICE, name: 'A' }, t + HOUR);
@@ -766,8 +957,16 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await b.sessions.find('tx-session-new'), undefined);
         assert.equal(await b.loginTransactions.take('tx-login', 'browser-1'), undefined);
         assert.equal(await b.oauthFlows.take('tx-flow', 'browser-1', 'github'), undefined);
-        assert.equal((await b.oauthFlows.take('tx-flow-existing', 'browser-1', 'github'))?.pending_id, existing.id, 'a take inside is undone too');
-        assert.equal(await b.leases.acquire(ALICE, 'tx-existing', 'other-holder', 30_000, t), true, 'the lease taken inside was never held');
+        assert.equal(
+          (await b.oauthFlows.take('tx-flow-existing', 'browser-1', 'github'))?.pending_id,
+          existing.id,
+          'a take inside is undone too',
+        );
+        assert.equal(
+          await b.leases.acquire(ALICE, 'tx-existing', 'other-holder', 30_000, t),
+          true,
+          'the lease taken inside was never held',
+        );
         assert.equal((await b.rateLimits.hit('tx-rl', 60_000, t + 2)).hits, 2, 'the hit inside did not count');
       });
 
@@ -842,16 +1041,20 @@ async function serverVersion(url: string): Promise<number> {
   }
 }
 
-repositoryContract('PostgreSQL', hasInitdb() ? false : 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half', async () => {
-  const server = await startPostgres();
-  // A language collation, as production databases often have ('Z' sorts after 'a'): the store
-  // must still order as SQLite does, in byte order.
-  const options = (await serverVersion(server.url)) >= 150_000 ? { icuLocale: 'en-US' } : {};
-  return {
-    async database() {
-      const url = await server.createDatabase(undefined, options);
-      return () => openPostgresStore(url);
-    },
-    destroy: () => server.destroy(),
-  };
-});
+repositoryContract(
+  'PostgreSQL',
+  hasInitdb() ? false : 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half',
+  async () => {
+    const server = await startPostgres();
+    // A language collation, as production databases often have ('Z' sorts after 'a'): the store
+    // must still order as SQLite does, in byte order.
+    const options = (await serverVersion(server.url)) >= 150_000 ? { icuLocale: 'en-US' } : {};
+    return {
+      async database() {
+        const url = await server.createDatabase(undefined, options);
+        return () => openPostgresStore(url);
+      },
+      destroy: () => server.destroy(),
+    };
+  },
+);

@@ -68,11 +68,30 @@ async function eventually(check: () => boolean, timeoutMs: number, what: string)
 let nextId = 0;
 function pendingRow(owner: Owner, overrides: Partial<PendingConnection> = {}): NewPendingConnection {
   const id = overrides.id ?? `pc-${++nextId}-${Math.random().toString(36).slice(2, 8)}`;
-  return { id, link_hash: `link-${id}`, issuer: owner.issuer, subject: owner.subject, provider: 'github', client_name: 'Claude', scopes: 'repo', expires_at: Date.now() + HOUR, ...overrides };
+  return {
+    id,
+    link_hash: `link-${id}`,
+    issuer: owner.issuer,
+    subject: owner.subject,
+    provider: 'github',
+    client_name: 'Claude',
+    scopes: 'repo',
+    expires_at: Date.now() + HOUR,
+    ...overrides,
+  };
 }
 
 function connection(owner: Owner, provider: string, overrides: Partial<NewConnection> = {}): NewConnection {
-  return { ...owner, provider, account_id: `acct-${owner.subject}`, account_login: owner.subject, scopes: 'repo', key_id: 'k1', sealed_tokens: `sealed-${owner.subject}-${provider}-1`, ...overrides };
+  return {
+    ...owner,
+    provider,
+    account_id: `acct-${owner.subject}`,
+    account_login: owner.subject,
+    scopes: 'repo',
+    key_id: 'k1',
+    sealed_tokens: `sealed-${owner.subject}-${provider}-1`,
+    ...overrides,
+  };
 }
 
 describe('migrations', () => {
@@ -86,7 +105,9 @@ describe('migrations', () => {
     const applied = await sql<{ name: string; applied_at: number }>(url, 'SELECT name, applied_at FROM schema_migrations ORDER BY name');
     assert.deepEqual(
       applied.map((m) => m.name),
-      readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.sql')).sort(),
+      readdirSync(MIGRATIONS_DIR)
+        .filter((f) => f.endsWith('.sql'))
+        .sort(),
       'every shipped migration, once each',
     );
     assert.ok(applied.length >= 3);
@@ -105,35 +126,80 @@ describe('migrations', () => {
   test('creates the broker tables, without pending_events, with connections.seq', async () => {
     const url = await server.createDatabase();
     await open(url);
-    const tables = await sql<{ table_name: string }>(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name");
+    const tables = await sql<{ table_name: string }>(
+      url,
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+    );
     assert.deepEqual(
       tables.map((t) => t.table_name),
-      ['audit_events', 'browser_sessions', 'connections', 'login_transactions', 'oauth_flows', 'pending_connections', 'rate_limit_windows', 'refresh_leases', 'schema_migrations'],
+      [
+        'audit_events',
+        'browser_sessions',
+        'connections',
+        'login_transactions',
+        'oauth_flows',
+        'pending_connections',
+        'rate_limit_windows',
+        'refresh_leases',
+        'schema_migrations',
+      ],
     );
-    const seq = await sql<{ data_type: string; column_default: string }>(url, "SELECT data_type, column_default FROM information_schema.columns WHERE table_name = 'connections' AND column_name = 'seq'");
+    const seq = await sql<{ data_type: string; column_default: string }>(
+      url,
+      "SELECT data_type, column_default FROM information_schema.columns WHERE table_name = 'connections' AND column_name = 'seq'",
+    );
     assert.equal(seq[0]?.data_type, 'bigint');
     assert.match(seq[0]?.column_default ?? '', /nextval/);
-    await assert.rejects(sql(url, "INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, status, created_at, expires_at, updated_at) VALUES ('x', 'x', 'i', 's', 'p', 'bogus', 0, 0, 0)"), /check constraint/);
+    await assert.rejects(
+      sql(
+        url,
+        "INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, status, created_at, expires_at, updated_at) VALUES ('x', 'x', 'i', 's', 'p', 'bogus', 0, 0, 0)",
+      ),
+      /check constraint/,
+    );
   });
 
   test('expresses the same broker schema as the SQLite migrations: tables, columns and indexes', async () => {
     const url = await server.createDatabase();
     await open(url);
-    const pgColumns = await sql<{ table_name: string; column_name: string }>(url, "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'");
-    const pgIndexes = await sql<{ indexname: string }>(url, "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key'");
+    const pgColumns = await sql<{ table_name: string; column_name: string }>(
+      url,
+      "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'",
+    );
+    const pgIndexes = await sql<{ indexname: string }>(
+      url,
+      "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key'",
+    );
     const dir = mkdtempSync(join(tmpdir(), 'broker-parity-'));
     const sqlite = openDatabase(join(dir, 'parity.db'));
     try {
       // Development mode's own tables (sandbox GitHub, dev IdP) live only in SQLite, and so does the
       // retired pending_events (kept one release for processes of the previous one).
       const tables = (
-        sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'sandbox_%' AND name NOT LIKE 'dev_%' AND name != 'pending_events'").all() as Array<{ name: string }>
+        sqlite
+          .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'sandbox_%' AND name NOT LIKE 'dev_%' AND name != 'pending_events'",
+          )
+          .all() as Array<{ name: string }>
       ).map((t) => t.name);
-      const sqliteColumns = tables.flatMap((t) => (sqlite.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as Array<{ name: string }>).map((c) => `${t}.${c.name}`));
-      const sqliteIndexes = (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((i) => i.name);
+      const sqliteColumns = tables.flatMap((t) =>
+        (sqlite.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as Array<{ name: string }>).map((c) => `${t}.${c.name}`),
+      );
+      const sqliteIndexes = (
+        sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>
+      ).map((i) => i.name);
       // connections.seq is PostgreSQL's stand-in for SQLite's implicit rowid (the rotation cursor).
-      assert.deepEqual(pgColumns.map((c) => `${c.table_name}.${c.column_name}`).filter((c) => c !== 'connections.seq').sort(), sqliteColumns.sort());
-      assert.deepEqual(pgIndexes.map((i) => i.indexname).sort(), sqliteIndexes.filter((i) => !i.startsWith('sandbox_') && !i.startsWith('dev_')).sort());
+      assert.deepEqual(
+        pgColumns
+          .map((c) => `${c.table_name}.${c.column_name}`)
+          .filter((c) => c !== 'connections.seq')
+          .sort(),
+        sqliteColumns.sort(),
+      );
+      assert.deepEqual(
+        pgIndexes.map((i) => i.indexname).sort(),
+        sqliteIndexes.filter((i) => !i.startsWith('sandbox_') && !i.startsWith('dev_')).sort(),
+      );
     } finally {
       sqlite.close();
       rmSync(dir, { recursive: true, force: true });
@@ -152,7 +218,10 @@ describe('the pool', () => {
 
   test('the pool identifies itself and returns BIGINT as numbers without touching pg’s global parsers', async () => {
     await store.ping();
-    const apps = await sql<{ n: string }>(url, "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'mcp-connect-broker' AND datname = current_database()");
+    const apps = await sql<{ n: string }>(
+      url,
+      "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'mcp-connect-broker' AND datname = current_database()",
+    );
     assert.ok(Number(apps[0]!.n) >= 1, 'the pool connects as mcp-connect-broker');
     const plain = await sql<{ big: unknown }>(url, 'SELECT 9007199254740991::bigint AS big');
     assert.equal(plain[0]!.big, '9007199254740991', 'a plain pg client still gets BIGINT as a string');
@@ -241,7 +310,12 @@ describe('ping', () => {
     const blackhole = createServer((s) => sockets.add(s));
     await new Promise<void>((resolve) => blackhole.listen(0, '127.0.0.1', resolve));
     const { port } = blackhole.address() as { port: number };
-    const pool = createPool(`postgres://broker@127.0.0.1:${port}/none`, { poolMax: 1, statementTimeoutMs: 5_000, connectTimeoutMs: 5_000, onError: () => {} });
+    const pool = createPool(`postgres://broker@127.0.0.1:${port}/none`, {
+      poolMax: 1,
+      statementTimeoutMs: 5_000,
+      connectTimeoutMs: 5_000,
+      onError: () => {},
+    });
     try {
       const started = Date.now();
       await assert.rejects(ping(pool), /did not answer within 2000 ms/);
@@ -338,7 +412,14 @@ describe('after the server restarts', () => {
     );
     await eventually(() => store.settledFeed!.live, 5_000, 'the feed to come up');
     const listeners = async () =>
-      Number((await sql<{ n: string }>(url, "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN broker_pending_settled'"))[0]!.n);
+      Number(
+        (
+          await sql<{ n: string }>(
+            url,
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN broker_pending_settled'",
+          )
+        )[0]!.n,
+      );
     assert.equal(await listeners(), 1);
     await Promise.all([store.close(), store.close()]);
     await store.close();
@@ -367,7 +448,10 @@ describe('key rotation on PostgreSQL', () => {
     for (const owner of owners) {
       const row = (await store.connections.find(owner, 'github'))!;
       assert.equal(row.key_id, ring.keyId);
-      assert.equal(JSON.parse(ring.open({ keyId: row.key_id, value: row.sealed_tokens }, { ...owner, provider: 'github' })).accessToken, `tok-${owner.subject}`);
+      assert.equal(
+        JSON.parse(ring.open({ keyId: row.key_id, value: row.sealed_tokens }, { ...owner, provider: 'github' })).accessToken,
+        `tok-${owner.subject}`,
+      );
     }
     assert.equal((await store.audit.list({ event: 'keys_rotated' })).length, 1);
   });
@@ -378,9 +462,20 @@ describe('the token service during a database blip', () => {
     const url = await server.createDatabase();
     const store = await open(url);
     const sealer = new Sealer([randomBytes(32)]);
-    const service = new ConnectionService(store, sealer, createLogger('error', () => {}), { pollMs: 20 });
+    const service = new ConnectionService(
+      store,
+      sealer,
+      createLogger('error', () => {}),
+      { pollMs: 20 },
+    );
     const owner = principalFromVerifiedClaims(ALICE.issuer, 'blip');
-    await service.save(owner, 'github', { id: '9', login: 'blip' }, { accessToken: 'ghu_old', tokenType: 'bearer', refreshToken: 'ghr_old', expiresAt: Date.now() - 1_000, scopes: [] }, { refuseShared: false });
+    await service.save(
+      owner,
+      'github',
+      { id: '9', login: 'blip' },
+      { accessToken: 'ghu_old', tokenType: 'bearer', refreshToken: 'ghr_old', expiresAt: Date.now() - 1_000, scopes: [] },
+      { refuseShared: false },
+    );
     let restarted: Promise<void> | undefined;
     const provider = scriptedProvider(async () => {
       // GitHub has answered (ghr_old is now dead upstream) just as the database goes away for 1.5 s.
@@ -407,7 +502,10 @@ describe('client-chosen text', () => {
     const links = new ConnectLinks(store, new URL('https://broker.example.com'), randomBytes(32), 600);
     const pending = await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', 'Evil\u0000Cli\u001bent\n');
     assert.equal(pending.client_name, 'EvilClient');
-    assert.equal((await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', '\u0000\u0001')).client_name, null);
+    assert.equal(
+      (await links.create(principalFromVerifiedClaims(ALICE.issuer, ALICE.subject), 'github', '\u0000\u0001')).client_name,
+      null,
+    );
   });
 
   test('a client name loses its bidi and format characters, and the purpose a tool gives is stored with the link (none for a page-made one)', async () => {

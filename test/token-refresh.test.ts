@@ -24,7 +24,13 @@ const GITHUB_APP = { standIn: { kind: 'github-app' as const, accessTokenTtlSecon
 /** Seeds `sub`'s GitHub connection with a token pair the stand-in issued, already expired. */
 async function seedExpired(env: Record<string, string>, github: Stack['github'], sub: string, login: string): Promise<void> {
   const issued = github.issueTokenFor(login);
-  const tokens: ProviderTokens = { accessToken: issued.accessToken, tokenType: 'bearer', refreshToken: issued.refreshToken!, expiresAt: Date.now() - 60_000, scopes: [] };
+  const tokens: ProviderTokens = {
+    accessToken: issued.accessToken,
+    tokenType: 'bearer',
+    refreshToken: issued.refreshToken!,
+    expiresAt: Date.now() - 60_000,
+    scopes: [],
+  };
   github.expireAccessTokens(login);
   const user = github.users.get(login)!;
   await seedConnection(env, sub, 'github', { id: String(user.id), login }, tokens);
@@ -33,7 +39,10 @@ async function seedExpired(env: Record<string, string>, github: Stack['github'],
 async function createIssues(mcpUrl: string, token: string, n: number, tag: string) {
   return Promise.all(
     Array.from({ length: n }, (_, i) =>
-      rawCall(mcpUrl, token, { method: 'tools/call', params: { name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'refresh', title: `${tag} ${i}` }, _meta: envelope() } }),
+      rawCall(mcpUrl, token, {
+        method: 'tools/call',
+        params: { name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'refresh', title: `${tag} ${i}` }, _meta: envelope() },
+      }),
     ),
   );
 }
@@ -49,9 +58,16 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
     await seedExpired(stack.env, stack.github, 'alice', 'octocat');
     const results = await createIssues(stack.mcpUrl, await stack.token('alice'), 50, 'concurrent');
     const created = results.filter((r) => r.json?.result?.structuredContent?.status === 'created');
-    assert.equal(created.length, 50, `all 50 created: ${results.find((r) => r.json?.result?.structuredContent?.status !== 'created')?.text.slice(0, 300)}`);
+    assert.equal(
+      created.length,
+      50,
+      `all 50 created: ${results.find((r) => r.json?.result?.structuredContent?.status !== 'created')?.text.slice(0, 300)}`,
+    );
     assert.equal(stack.github.refreshCount, 1);
-    assert.deepEqual(stack.github.refreshes.map((r) => r.ok), [true]);
+    assert.deepEqual(
+      stack.github.refreshes.map((r) => r.ok),
+      [true],
+    );
     const row = (await readConnection(stack.env, 'alice', 'github'))!;
     assert.equal(row.status, 'active');
     const audit = await stack.broker.broker.store.audit.list({ subject: 'alice' });
@@ -72,7 +88,10 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
     const stale = stack.github.issueTokenFor('hubot');
     await fetch(`${stack.github.apiUrl}/applications/${stack.github.clientId}/grant`, {
       method: 'DELETE',
-      headers: { authorization: `Basic ${Buffer.from(`${stack.github.clientId}:${stack.github.clientSecret}`).toString('base64')}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Basic ${Buffer.from(`${stack.github.clientId}:${stack.github.clientSecret}`).toString('base64')}`,
+        'content-type': 'application/json',
+      },
       body: JSON.stringify({ access_token: stale.accessToken }),
     });
     const browser = new Browser();
@@ -93,21 +112,42 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
         return { action: 'accept' };
       },
     });
-    const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'refresh', title: 'after reconnect' } });
+    const result = await client.callTool({
+      name: 'github_create_issue',
+      arguments: { owner: 'octo-org', repo: 'refresh', title: 'after reconnect' },
+    });
     await client.close();
     assert.match(consentText, /Reconnect your GitHub account/);
     assert.equal((result.structuredContent as { status: string }).status, 'created');
     assert.equal((await readConnection(stack.env, 'bob', 'github'))?.status, 'active');
     const events = (await stack.broker.broker.store.audit.list({ subject: 'bob' })).map((a) => a.event);
-    assert.deepEqual(events.filter((e) => e !== 'connection_created'), ['refresh_failed', 'reauth_required']);
+    assert.deepEqual(
+      events.filter((e) => e !== 'connection_created'),
+      ['refresh_failed', 'reauth_required'],
+    );
   });
 
   it('marks a connection whose token GitHub rejects with 401 as reauth_required and asks to reconnect at once', async () => {
     const issued = stack.github.issueTokenFor('monalisa');
-    await seedConnection(stack.env, 'carol', 'github', { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' }, { accessToken: issued.accessToken, tokenType: 'bearer', refreshToken: issued.refreshToken!, expiresAt: Date.now() + 3_600_000, scopes: [] });
+    await seedConnection(
+      stack.env,
+      'carol',
+      'github',
+      { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' },
+      {
+        accessToken: issued.accessToken,
+        tokenType: 'bearer',
+        refreshToken: issued.refreshToken!,
+        expiresAt: Date.now() + 3_600_000,
+        scopes: [],
+      },
+    );
     stack.github.faults = { api: 401 };
     try {
-      const r = await rawCall(stack.mcpUrl, await stack.token('carol'), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
+      const r = await rawCall(stack.mcpUrl, await stack.token('carol'), {
+        method: 'tools/call',
+        params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+      });
       assert.equal(r.json.result.resultType, 'input_required');
       assert.match(r.json.result.inputRequests.connect_account.params.message, /no longer accepts the saved connection/);
     } finally {
@@ -119,7 +159,10 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
   it('reports GitHub rate limits as such and leaves the connection active', async () => {
     stack.github.faults = { api: 429 };
     try {
-      const r = await rawCall(stack.mcpUrl, await stack.token('alice'), { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } });
+      const r = await rawCall(stack.mcpUrl, await stack.token('alice'), {
+        method: 'tools/call',
+        params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+      });
       assert.equal(r.json.result.isError, true);
       assert.match(resultText(r.json.result), /rate limit/i);
     } finally {
@@ -155,8 +198,20 @@ describe('refresh races in the token service (two store handles on one file, lik
   let stores: Store[];
   let services: ConnectionService[];
   const owner = principalFromVerifiedClaims('https://idp.test', 'erin');
-  const expired = (n: number): ProviderTokens => ({ accessToken: `ghu_old${n}`, tokenType: 'bearer', refreshToken: `ghr_old${n}`, expiresAt: Date.now() - 1000, scopes: [] });
-  const fresh = (n: number): ProviderTokens => ({ accessToken: `ghu_new${n}`, tokenType: 'bearer', refreshToken: `ghr_new${n}`, expiresAt: Date.now() + 3_600_000, scopes: [] });
+  const expired = (n: number): ProviderTokens => ({
+    accessToken: `ghu_old${n}`,
+    tokenType: 'bearer',
+    refreshToken: `ghr_old${n}`,
+    expiresAt: Date.now() - 1000,
+    scopes: [],
+  });
+  const fresh = (n: number): ProviderTokens => ({
+    accessToken: `ghu_new${n}`,
+    tokenType: 'bearer',
+    refreshToken: `ghr_new${n}`,
+    expiresAt: Date.now() + 3_600_000,
+    scopes: [],
+  });
 
   const sealer = new Sealer([randomBytes(32)]);
   before(() => {
@@ -223,7 +278,10 @@ describe('refresh races in the token service (two store handles on one file, lik
     const provider = scriptedProvider(async () => {
       throw new ProviderError('unavailable', 'GitHub did not answer', 'timeout');
     });
-    await assert.rejects(services[0]!.usable(owner, provider), (err: unknown) => err instanceof ProviderError && err.code === 'unavailable');
+    await assert.rejects(
+      services[0]!.usable(owner, provider),
+      (err: unknown) => err instanceof ProviderError && err.code === 'unavailable',
+    );
     const after = (await stores[0]!.connections.find(owner, 'github'))!;
     assert.equal(after.sealed_tokens, before.sealed_tokens);
     assert.equal(after.status, 'active');
@@ -234,7 +292,10 @@ describe('refresh races in the token service (two store handles on one file, lik
     const provider = scriptedProvider(async () => {
       // rotate-keys runs meanwhile: same tokens, new ciphertext.
       const row = (await stores[1]!.connections.find(owner, 'github'))!;
-      const plain = sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, { issuer: row.issuer, subject: row.subject, provider: row.provider });
+      const plain = sealer.open(
+        { keyId: row.key_id, value: row.sealed_tokens },
+        { issuer: row.issuer, subject: row.subject, provider: row.provider },
+      );
       const resealed = sealer.seal(plain, { issuer: row.issuer, subject: row.subject, provider: row.provider });
       assert.ok(await stores[1]!.connections.reseal(row, { key_id: resealed.keyId, sealed_tokens: resealed.value }));
       return fresh(6);

@@ -81,10 +81,24 @@ const minimal: Record<string, Locals> = {
   connected: { productName: 'Broker', title: 'Connected', providerName: 'GitHub', login: 'octo' },
   connections: { productName: 'Broker', title: 'Connections', viewer: base.viewer, csrfToken: 't', connections: [], available: [] },
   consent: {
-    productName: 'Broker', title: 'Connect', viewer: base.viewer, csrfToken: 't',
-    provider: { id: 'github', displayName: 'GitHub' }, scopes: [], handle: 'h', formAction: '/connect/github',
+    productName: 'Broker',
+    title: 'Connect',
+    viewer: base.viewer,
+    csrfToken: 't',
+    provider: { id: 'github', displayName: 'GitHub' },
+    scopes: [],
+    handle: 'h',
+    formAction: '/connect/github',
   },
-  'wrong-account': { productName: 'Broker', title: 'Wrong account', viewer: base.viewer, csrfToken: 't', providerName: 'GitHub', switchAction: '/auth/switch', returnTo: '/x' },
+  'wrong-account': {
+    productName: 'Broker',
+    title: 'Wrong account',
+    viewer: base.viewer,
+    csrfToken: 't',
+    providerName: 'GitHub',
+    switchAction: '/auth/switch',
+    returnTo: '/x',
+  },
 };
 
 function render(name: string, locals: Locals): Promise<string> {
@@ -173,9 +187,16 @@ test('consent page has the form, hidden fields and both decisions', async () => 
 });
 
 test('consent page says why a tool asked, escaped and isolated, and nothing of the kind for a page-made link', async () => {
-  const asked = await render('consent', { ...pages.consent, clientName: `Claude ${HOSTILE}`, askedFor: `create the issue in acme/widgets ${HOSTILE}` });
+  const asked = await render('consent', {
+    ...pages.consent,
+    clientName: `Claude ${HOSTILE}`,
+    askedFor: `create the issue in acme/widgets ${HOSTILE}`,
+  });
   assert.match(asked, /Your AI assistant <strong><bdi>Claude &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/bdi><\/strong>/);
-  assert.match(asked, /<p>It asks so that it can <strong><bdi>create the issue in acme\/widgets &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/bdi><\/strong>\.<\/p>/);
+  assert.match(
+    asked,
+    /<p>It asks so that it can <strong><bdi>create the issue in acme\/widgets &lt;script&gt;alert\(1\)&lt;\/script&gt;<\/bdi><\/strong>\.<\/p>/,
+  );
   const nameless = await render('consent', { ...pages.consent, askedFor: 'see which GitHub account is yours' });
   assert.match(nameless, /Your AI assistant has asked to act on your GitHub/);
   assert.doesNotMatch(nameless, /You asked to connect/);
@@ -227,7 +248,13 @@ test('connections page lists rows, dates, disconnect and connect forms', async (
 });
 
 test('templates never use unescaped output except include()', () => {
-  const files = ['partials/head', 'partials/foot', ...readdirSync(viewsDir).filter((f) => f.endsWith('.ejs')).map((f) => f.slice(0, -4))];
+  const files = [
+    'partials/head',
+    'partials/foot',
+    ...readdirSync(viewsDir)
+      .filter((f) => f.endsWith('.ejs'))
+      .map((f) => f.slice(0, -4)),
+  ];
   for (const f of files) {
     const src = readFileSync(path.join(viewsDir, `${f}.ejs`), 'utf8');
     for (const m of src.matchAll(/<%-(.*?)%>/g)) {

@@ -20,7 +20,10 @@ class TimedBrowser extends Browser {
     super();
   }
 
-  override async request(url: string, init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {}): Promise<Response> {
+  override async request(
+    url: string,
+    init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
     const u = new URL(url);
     const target = u.origin === this.publicOrigin ? new URL(u.pathname + u.search, this.backendOrigin).href : url;
     const isCallback = u.pathname === '/connect/github/callback';
@@ -53,7 +56,13 @@ export interface CompletionSamples {
  * authorize form on `callbackOn`, the repeat sent to `heldOn` and held, and 150 ms later the
  * authorization submitted, so the provider callback lands on `callbackOn`.
  */
-export async function completionSamples(idp: StartedIdp, publicUrl: string, heldOn: string, callbackOn: string, subPrefix: string): Promise<CompletionSamples> {
+export async function completionSamples(
+  idp: StartedIdp,
+  publicUrl: string,
+  heldOn: string,
+  callbackOn: string,
+  subPrefix: string,
+): Promise<CompletionSamples> {
   const afterDone: number[] = [];
   const afterStart: number[] = [];
   for (let i = 0; i < COMPLETION_SAMPLES + 2; i++) {
@@ -86,7 +95,10 @@ export function completionFigures({ afterDone, afterStart }: CompletionSamples) 
   const st = summary(afterStart);
   return {
     s,
-    record: { fromCallbackFinished: { ...s, p50: round(s.p50), p99: round(s.p99), mean: round(s.mean), max: round(s.max) }, fromCallbackStarted: { p50: round(st.p50), p99: round(st.p99) } },
+    record: {
+      fromCallbackFinished: { ...s, p50: round(s.p50), p99: round(s.p99), mean: round(s.mean), max: round(s.max) },
+      fromCallbackStarted: { p50: round(st.p50), p99: round(st.p99) },
+    },
     value: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)} after the callback page arrived (${ms(st.p50)} / ${ms(st.p99)} after it was requested)`,
   };
 }

@@ -118,7 +118,9 @@ export function combine(target: string, connections: number, runs: Run[]): LoadR
     badBodies: sum((r) => r.badBodies),
     cpuPerRequestUs: (sum((r) => r.serverCpuMs) * 1000) / requests,
     upstreamCpuPerRequestUs: (sum((r) => r.upstreamCpuMs) * 1000) / requests,
-    ...(extra.length ? { extraCpuPerRequestUs: Object.fromEntries(extra.map((k) => [k, (sum((r) => r.extraCpuMs[k] ?? 0) * 1000) / requests])) } : {}),
+    ...(extra.length
+      ? { extraCpuPerRequestUs: Object.fromEntries(extra.map((k) => [k, (sum((r) => r.extraCpuMs[k] ?? 0) * 1000) / requests])) }
+      : {}),
   };
 }
 
@@ -131,14 +133,17 @@ export const roundLoad = (r: LoadResult) => ({
   mean: round(r.mean),
   cpuPerRequestUs: round(r.cpuPerRequestUs),
   upstreamCpuPerRequestUs: round(r.upstreamCpuPerRequestUs),
-  ...(r.extraCpuPerRequestUs ? { extraCpuPerRequestUs: Object.fromEntries(Object.entries(r.extraCpuPerRequestUs).map(([k, v]) => [k, round(v)])) } : {}),
+  ...(r.extraCpuPerRequestUs
+    ? { extraCpuPerRequestUs: Object.fromEntries(Object.entries(r.extraCpuPerRequestUs).map(([k, v]) => [k, round(v)])) }
+    : {}),
 });
 
 /** Errors, timeouts, non-2xx answers and bad bodies of a load result. */
 export const dirty = (r: LoadResult) => r.errors + r.non2xx + r.badBodies;
 
 /** The trailer of a progress line: nothing for a clean result, its error counts otherwise. */
-export const errorCounts = (r: LoadResult, separator: string) => (dirty(r) ? `${separator} ${r.errors} errors, ${r.non2xx} non-2xx, ${r.badBodies} bad bodies` : '');
+export const errorCounts = (r: LoadResult, separator: string) =>
+  dirty(r) ? `${separator} ${r.errors} errors, ${r.non2xx} non-2xx, ${r.badBodies} bad bodies` : '';
 
 export interface LoadTarget {
   name: string;
@@ -155,11 +160,17 @@ export interface LoadTarget {
  * (A B C, then C B A), so a neighbour's burst on this shared machine hits every target alike and
  * the ratios stay meaningful even when the absolute figures move. One pooled result per target.
  */
-export async function interleavedRounds(targets: readonly LoadTarget[], connections: number, tokens: readonly string[], duration: number): Promise<LoadResult[]> {
+export async function interleavedRounds(
+  targets: readonly LoadTarget[],
+  connections: number,
+  tokens: readonly string[],
+  duration: number,
+): Promise<LoadResult[]> {
   const runs = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
   for (const t of targets) await load(t.url, t.tool, tokens, connections, 1, t.pid);
   for (let r = 0; r < ROUNDS; r++) {
-    for (const t of r % 2 === 0 ? targets : [...targets].reverse()) runs.get(t.name)!.push(await load(t.url, t.tool, tokens, connections, duration, t.pid, t.upstream, t.extra));
+    for (const t of r % 2 === 0 ? targets : [...targets].reverse())
+      runs.get(t.name)!.push(await load(t.url, t.tool, tokens, connections, duration, t.pid, t.upstream, t.extra));
   }
   return targets.map((t) => combine(t.name, connections, runs.get(t.name)!));
 }

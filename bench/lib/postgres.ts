@@ -9,7 +9,10 @@ import { join } from 'node:path';
 export function postgresUnavailable(): string | undefined {
   const root = '/usr/lib/postgresql';
   const found =
-    existsSync(root) && readdirSync(root).some((v) => /^\d+(\.\d+)?$/.test(v) && existsSync(join(root, v, 'bin', 'postgres')) && existsSync(join(root, v, 'bin', 'initdb')));
+    existsSync(root) &&
+    readdirSync(root).some(
+      (v) => /^\d+(\.\d+)?$/.test(v) && existsSync(join(root, v, 'bin', 'postgres')) && existsSync(join(root, v, 'bin', 'initdb')),
+    );
   if (!found) return `no PostgreSQL server binaries under ${root}/*/bin (apt-get install postgresql)`;
   if (process.getuid?.() === 0) {
     try {
@@ -42,7 +45,10 @@ function readStat(pid: number): Stat | undefined {
   return { pid, ppid: Number(f[1]), own: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) };
 }
 
-const pids = () => readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
+const pids = () =>
+  readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number);
 
 /** The pid of the postmaster listening on `port` (its command line has `-p <port>`). */
 export function postmasterPid(port: number): number {

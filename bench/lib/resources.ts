@@ -28,7 +28,8 @@ export class Resources {
   describeChildren(): string {
     return this.children
       .map((c) => {
-        const state = c.child.exitCode === null && c.child.signalCode === null ? 'running' : `exited (${c.child.exitCode ?? c.child.signalCode})`;
+        const state =
+          c.child.exitCode === null && c.child.signalCode === null ? 'running' : `exited (${c.child.exitCode ?? c.child.signalCode})`;
         return `--- ${c.name}, ${state}, output (tail) ---\n${c.output().slice(-3000)}\n`;
       })
       .join('');

@@ -18,7 +18,12 @@ export type Results = Record<string, unknown>;
 /** `full`: every phase with the default settings; `merge`: some phases, default settings; `none`: not recorded, and why. */
 export type Recording = { kind: 'full' } | { kind: 'merge' } | { kind: 'none'; reason: string };
 
-export function recordingFor(env: Readonly<Record<string, string | undefined>>, measuringKnobs: readonly string[], selected: ReadonlySet<string>, phases: readonly PhaseOutput[]): Recording {
+export function recordingFor(
+  env: Readonly<Record<string, string | undefined>>,
+  measuringKnobs: readonly string[],
+  selected: ReadonlySet<string>,
+  phases: readonly PhaseOutput[],
+): Recording {
   const set = measuringKnobs.filter((k) => env[k]);
   if (set.length) return { kind: 'none', reason: `${set.join(', ')} set` };
   return phases.every((p) => selected.has(p.name)) ? { kind: 'full' } : { kind: 'merge' };
@@ -30,7 +35,12 @@ export function recordingFor(env: Readonly<Record<string, string | undefined>>, 
  * finishedAt stay those of the run the file holds (with no file, there are none but `fresh`'s
  * machine and settings).
  */
-export function mergeResults(existing: Results | undefined, fresh: Results, phases: readonly PhaseOutput[], ran: readonly string[]): Results {
+export function mergeResults(
+  existing: Results | undefined,
+  fresh: Results,
+  phases: readonly PhaseOutput[],
+  ran: readonly string[],
+): Results {
   const base = existing ?? { machine: fresh.machine, settings: fresh.settings };
   const replaced = new Set(ran);
   const ownerOfKey = new Map(phases.flatMap((p) => p.keys.map((k) => [k, p.name] as const)));
@@ -58,7 +68,13 @@ export function mergeResults(existing: Results | undefined, fresh: Results, phas
 }
 
 /** Records `fresh` at `path` as `recording` says and returns the line that tells what happened. */
-export function recordResults(path: string, recording: Recording, fresh: Results, phases: readonly PhaseOutput[], ran: readonly string[]): string {
+export function recordResults(
+  path: string,
+  recording: Recording,
+  fresh: Results,
+  phases: readonly PhaseOutput[],
+  ran: readonly string[],
+): string {
   const count = Array.isArray(fresh.rows) ? fresh.rows.length : 0;
   const rows = `${count} row${count === 1 ? '' : 's'}`;
   if (recording.kind === 'none') return `${path} left as it was (${recording.reason}: only runs with the default settings are recorded)`;
@@ -74,7 +90,8 @@ export function recordResults(path: string, recording: Recording, fresh: Results
     } catch (err) {
       return `${path} left as it was (it is not JSON, so this run's phases cannot be merged into it: ${err instanceof Error ? err.message : String(err)})`;
     }
-    if (!isDeepStrictEqual(existing.settings, fresh.settings)) return `${path} left as it was (its settings differ from this run's, so its phases and these would not compare)`;
+    if (!isDeepStrictEqual(existing.settings, fresh.settings))
+      return `${path} left as it was (its settings differ from this run's, so its phases and these would not compare)`;
   }
   const merged = mergeResults(existing, fresh, phases, ran);
   writeFileSync(path, `${JSON.stringify(merged, null, 2)}\n`);

@@ -28,7 +28,14 @@ export const HELD = 1000;
 export const LOOKUPS = 20_000;
 
 /** The knobs that change what is measured; a run with any of them set is not recorded (BENCH_PHASES only selects). */
-export const MEASURING_KNOBS = ['BENCH_CONCURRENCY', 'BENCH_ROWS', 'BENCH_DURATION', 'BENCH_ROUNDS', 'BENCH_TOOLS', 'BENCH_PROFILE'] as const;
+export const MEASURING_KNOBS = [
+  'BENCH_CONCURRENCY',
+  'BENCH_ROWS',
+  'BENCH_DURATION',
+  'BENCH_ROUNDS',
+  'BENCH_TOOLS',
+  'BENCH_PROFILE',
+] as const;
 
 /** `results.settings`: what the figures of this run were taken with. */
 export const settingsRecord = () => ({

@@ -43,7 +43,13 @@ export interface Stack {
 export async function seedConnections(store: Store, issuer: string, users: readonly BenchUser[], encryptionKey: Buffer): Promise<void> {
   const service = new ConnectionService(store, new Sealer([encryptionKey]), silent);
   for (const [i, u] of users.entries()) {
-    await service.save(principalFromVerifiedClaims(issuer, u.sub), 'github', { id: String(1000 + i), login: u.login }, { accessToken: u.githubToken, tokenType: 'bearer', scopes: ['repo'] }, { refuseShared: false });
+    await service.save(
+      principalFromVerifiedClaims(issuer, u.sub),
+      'github',
+      { id: String(1000 + i), login: u.login },
+      { accessToken: u.githubToken, tokenType: 'bearer', scopes: ['repo'] },
+      { refuseShared: false },
+    );
   }
   await store.close();
 }
@@ -53,7 +59,14 @@ export async function startStack(resources: Resources): Promise<Stack> {
   const portA = await freePort();
   const publicUrl = `http://127.0.0.1:${portA}`;
   const idp = await startIdp({
-    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+    clients: [
+      {
+        client_id: BROKER_CLIENT.id,
+        client_secret: BROKER_CLIENT.secret,
+        redirect_uris: [`${publicUrl}/auth/callback`],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+    ],
     resource: `${publicUrl}/mcp`,
   });
   resources.idp = idp;
@@ -61,7 +74,11 @@ export async function startStack(resources: Resources): Promise<Stack> {
   const sandboxDb = join(dir, 'github.db');
   const brokerDb = join(dir, 'broker.db');
   const encryptionKey = randomBytes(32);
-  const users = Array.from({ length: CONNECTED_USERS }, (_, i) => ({ sub: `bench-user-${i}`, login: `bench-gh-${i}`, githubToken: `gho_${randomBytes(18).toString('hex')}` }));
+  const users = Array.from({ length: CONNECTED_USERS }, (_, i) => ({
+    sub: `bench-user-${i}`,
+    login: `bench-gh-${i}`,
+    githubToken: `gho_${randomBytes(18).toString('hex')}`,
+  }));
   {
     const db = openDatabase(sandboxDb);
     const sandbox = new SandboxGitHubStore(db);
@@ -72,7 +89,11 @@ export async function startStack(resources: Resources): Promise<Stack> {
     db.close();
   }
   await seedConnections(openSqliteStore(brokerDb), idp.issuer, users, encryptionKey);
-  const gh = await resources.start('github', 'bench/servers/github.ts', { SANDBOX_DB: sandboxDb, GITHUB_CLIENT_ID: github.clientId, GITHUB_CLIENT_SECRET: github.clientSecret });
+  const gh = await resources.start('github', 'bench/servers/github.ts', {
+    SANDBOX_DB: sandboxDb,
+    GITHUB_CLIENT_ID: github.clientId,
+    GITHUB_CLIENT_SECRET: github.clientSecret,
+  });
   const env: Record<string, string> = {
     HOST: '127.0.0.1',
     PUBLIC_URL: publicUrl,
@@ -99,8 +120,17 @@ export async function startStack(resources: Resources): Promise<Stack> {
   if (PROFILE) mkdirSync(profileDir, { recursive: true });
   // allSettled: if one fails to start, the other is still in `children` before the run stops them.
   const [baselineStart, brokerStart] = await Promise.allSettled([
-    resources.start('baseline', 'bench/servers/baseline.ts', {}, PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'baseline')] : []),
-    resources.spawnBroker('broker A', { ...env, PORT: String(portA) }, PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'broker')] : []),
+    resources.start(
+      'baseline',
+      'bench/servers/baseline.ts',
+      {},
+      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'baseline')] : [],
+    ),
+    resources.spawnBroker(
+      'broker A',
+      { ...env, PORT: String(portA) },
+      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'broker')] : [],
+    ),
   ]);
   if (baselineStart.status === 'rejected') throw baselineStart.reason;
   if (brokerStart.status === 'rejected') throw brokerStart.reason;
@@ -109,7 +139,10 @@ export async function startStack(resources: Resources): Promise<Stack> {
   say(`baseline ${baseline.url}, broker A ${brokerA.url}, GitHub stand-in ${gh.url}, ${users.length} connected users`);
 
   // Every target answers what it should before it is loaded.
-  expectComplete(await rawCall(`${baseline.url}/mcp`, undefined, { method: 'tools/call', params: { name: 'ping', arguments: {}, _meta: envelope() } }), 'baseline ping');
+  expectComplete(
+    await rawCall(`${baseline.url}/mcp`, undefined, { method: 'tools/call', params: { name: 'ping', arguments: {}, _meta: envelope() } }),
+    'baseline ping',
+  );
   await checkTargets(brokerA.url, tokens, users, '');
   return { idp, publicUrl, env, brokerDb, encryptionKey, users, tokens, baseline, brokerA, gh };
 }
@@ -117,7 +150,9 @@ export async function startStack(resources: Resources): Promise<Stack> {
 /** `list_connections` and `github_whoami` on a broker answer for the user whose token was sent. */
 export async function checkTargets(url: string, tokens: readonly string[], users: readonly BenchUser[], label: string): Promise<void> {
   const listed = expectComplete(await firstCall(url, tokens[0]!, 'list_connections'), `${label}list_connections`);
-  if (listed.structuredContent.connections?.[0]?.login !== users[0]!.login) throw new Error(`${label}list_connections: ${JSON.stringify(listed.structuredContent)}`);
+  if (listed.structuredContent.connections?.[0]?.login !== users[0]!.login)
+    throw new Error(`${label}list_connections: ${JSON.stringify(listed.structuredContent)}`);
   const whoami = expectComplete(await firstCall(url, tokens[1]!, 'github_whoami'), `${label}github_whoami`);
-  if (whoami.structuredContent.login !== users[1]!.login) throw new Error(`${label}github_whoami: ${JSON.stringify(whoami.structuredContent)}`);
+  if (whoami.structuredContent.login !== users[1]!.login)
+    throw new Error(`${label}github_whoami: ${JSON.stringify(whoami.structuredContent)}`);
 }

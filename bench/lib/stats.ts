@@ -11,7 +11,13 @@ export function mean(values: readonly number[]): number {
 }
 
 export function summary(values: readonly number[]): { n: number; p50: number; p99: number; mean: number; max: number } {
-  return { n: values.length, p50: percentile(values, 50), p99: percentile(values, 99), mean: mean(values), max: values.length ? Math.max(...values) : NaN };
+  return {
+    n: values.length,
+    p50: percentile(values, 50),
+    p99: percentile(values, 99),
+    mean: mean(values),
+    max: values.length ? Math.max(...values) : NaN,
+  };
 }
 
 /** Rounds for JSON output: 3 significant decimals below 10, 1 above. */

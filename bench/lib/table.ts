@@ -45,10 +45,17 @@ function formatSection(section: string, rows: readonly Row[], width: number): st
   const hasMet = rows.some((r) => r.met !== undefined);
   const header = [section, 'result', ...(hasTarget ? ['target'] : []), ...(hasMet ? [''] : [])];
   // A '|' inside a cell (the PostgreSQL rows put one between the two stores) would read as a column break.
-  const cells = rows.map((r) => [r.measure, r.value.replaceAll('|', '¦'), ...(hasTarget ? [r.target ?? ''] : []), ...(hasMet ? [r.met === undefined ? '' : r.met ? 'met' : 'MISSED'] : [])]);
+  const cells = rows.map((r) => [
+    r.measure,
+    r.value.replaceAll('|', '¦'),
+    ...(hasTarget ? [r.target ?? ''] : []),
+    ...(hasMet ? [r.met === undefined ? '' : r.met ? 'met' : 'MISSED'] : []),
+  ]);
   const natural = header.map((h, i) => Math.max(length(h), ...cells.map((c) => length(c[i]!))));
   const fits = natural.reduce((a, n) => a + n, 0) + (natural.length - 1) * SEPARATOR.length <= width;
-  const widths = fits ? natural : natural.map((n, i) => (i === 0 ? Math.min(n, MEASURE_MAX) : i === 2 && hasTarget ? Math.min(n, TARGET_MAX) : n));
+  const widths = fits
+    ? natural
+    : natural.map((n, i) => (i === 0 ? Math.min(n, MEASURE_MAX) : i === 2 && hasTarget ? Math.min(n, TARGET_MAX) : n));
   const others = widths.reduce((a, w, i) => (i === 1 ? a : a + w), 0) + (widths.length - 1) * SEPARATOR.length;
   widths[1] = Math.min(natural[1]!, Math.max(RESULT_MIN, width - others));
   // Trailing empty cells are left off, so a row without a target ends with its result.
@@ -72,5 +79,13 @@ function formatSection(section: string, rows: readonly Row[], width: number): st
 
 export function formatTable(rows: readonly Row[], width = 120): string {
   const sections = [...new Set(rows.map((r) => r.section))];
-  return `${sections.map((s) => formatSection(s, rows.filter((r) => r.section === s), width).join('\n')).join('\n\n')}\n`;
+  return `${sections
+    .map((s) =>
+      formatSection(
+        s,
+        rows.filter((r) => r.section === s),
+        width,
+      ).join('\n'),
+    )
+    .join('\n\n')}\n`;
 }

@@ -39,13 +39,15 @@ export function repeatCall(url: string, token: string, requestState: string, too
 
 export function connectRequest(reply: Reply): { link: string; requestState: string } {
   const result = reply.json?.result;
-  if (reply.status !== 200 || result?.resultType !== 'input_required') throw new Error(`expected input_required, got ${reply.status} ${reply.text.slice(0, 300)}`);
+  if (reply.status !== 200 || result?.resultType !== 'input_required')
+    throw new Error(`expected input_required, got ${reply.status} ${reply.text.slice(0, 300)}`);
   return { link: result.inputRequests.connect_account.params.url as string, requestState: result.requestState as string };
 }
 
 export function expectComplete(reply: Reply, what: string): CompleteResult {
   const result = reply.json?.result;
-  if (reply.status !== 200 || result?.resultType !== 'complete' || result.isError) throw new Error(`${what}: expected a complete result, got ${reply.status} ${reply.text.slice(0, 300)}`);
+  if (reply.status !== 200 || result?.resultType !== 'complete' || result.isError)
+    throw new Error(`${what}: expected a complete result, got ${reply.status} ${reply.text.slice(0, 300)}`);
   return result as CompleteResult;
 }
 

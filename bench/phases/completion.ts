@@ -17,7 +17,9 @@ export const completion: Phase = {
     const detection: Record<string, unknown> = {};
     for (const mode of ['same process', 'across processes'] as const) {
       const callbackOn = mode === 'same process' ? brokerA.url : brokerB.url;
-      const { s, record, value } = completionFigures(await completionSamples(idp, publicUrl, brokerA.url, callbackOn, `bench-cd-${mode === 'same process' ? 's' : 'x'}`));
+      const { s, record, value } = completionFigures(
+        await completionSamples(idp, publicUrl, brokerA.url, callbackOn, `bench-cd-${mode === 'same process' ? 's' : 'x'}`),
+      );
       detection[mode] = record;
       report.row({ section: 'completion', measure: `${mode} (n=${s.n})`, value, target: 'p50 < 250 ms', met: s.p50 < 250 });
       say(`completion detection, ${mode}: p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`);

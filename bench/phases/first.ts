@@ -11,7 +11,9 @@ export const first: Phase = {
   keys: ['firstCallToUrl'],
   async run({ stack, report }) {
     const { idp, brokerA } = stack;
-    const fresh = await Promise.all(Array.from({ length: FIRST_CALLS + 20 }, (_, i) => idp.mintAccessToken({ sub: `bench-new-${i}`, expiresInSeconds: 3600 })));
+    const fresh = await Promise.all(
+      Array.from({ length: FIRST_CALLS + 20 }, (_, i) => idp.mintAccessToken({ sub: `bench-new-${i}`, expiresInSeconds: 3600 })),
+    );
     const latencies: number[] = [];
     for (let i = 0; i < fresh.length; i++) {
       const t0 = performance.now();
@@ -22,7 +24,11 @@ export const first: Phase = {
     }
     const s = summary(latencies);
     report.results.firstCallToUrl = { ...s, p50: round(s.p50), p99: round(s.p99), mean: round(s.mean), max: round(s.max) };
-    report.row({ section: 'first call', measure: `github_whoami → input_required (c=1, n=${s.n})`, value: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)}` });
+    report.row({
+      section: 'first call',
+      measure: `github_whoami → input_required (c=1, n=${s.n})`,
+      value: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`,
+    });
     say(`first call to URL: p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`);
   },
 };

@@ -17,7 +17,9 @@ export const held: Phase = {
     const heldDb = join(resources.dir, 'held.db');
     const brokerC = await resources.spawnBroker('broker C', { ...env, PORT: '0', DATABASE_PATH: heldDb, REPEAT_HOLD_SECONDS: '30' });
     const idleRss = rssBytes(brokerC.pid);
-    const heldTokens = await Promise.all(Array.from({ length: HELD }, (_, i) => idp.mintAccessToken({ sub: `bench-held-${i}`, expiresInSeconds: 3600 })));
+    const heldTokens = await Promise.all(
+      Array.from({ length: HELD }, (_, i) => idp.mintAccessToken({ sub: `bench-held-${i}`, expiresInSeconds: 3600 })),
+    );
     const states = await pool(heldTokens, 16, async (token) => connectRequest(await firstCall(brokerC.url, token)).requestState);
     await sleep(1000);
     const beforeRss = rssBytes(brokerC.pid);

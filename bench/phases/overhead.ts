@@ -33,7 +33,10 @@ export const overhead: Phase = {
   keys: ['overheadPartsMicroseconds'],
   async run({ stack, report }) {
     const { idp, publicUrl, brokerDb, encryptionKey, users, tokens } = stack;
-    const verifier = new AccessTokenVerifier(new OidcClient({ issuer: new URL(idp.issuer), clientId: BROKER_CLIENT.id, clientSecret: BROKER_CLIENT.secret }), `${publicUrl}/mcp`);
+    const verifier = new AccessTokenVerifier(
+      new OidcClient({ issuer: new URL(idp.issuer), clientId: BROKER_CLIENT.id, clientSecret: BROKER_CLIENT.secret }),
+      `${publicUrl}/mcp`,
+    );
     await verifier.verifyAccessToken(tokens[0]!); // discovery + JWKS fetch, then cached
     const store = openSqliteStore(brokerDb);
     const sealer = new Sealer([encryptionKey]);
@@ -41,7 +44,9 @@ export const overhead: Phase = {
     const principals = users.map((u) => principalFromVerifiedClaims(idp.issuer, u.sub));
     const rowsFor = await Promise.all(principals.map(async (p) => (await store.connections.find(p, 'github'))!));
     // A token seen for the first time pays for the signature check; a repeat finds it verified.
-    const unseen = await Promise.all(Array.from({ length: 600 }, (_, i) => idp.mintAccessToken({ sub: `bench-unseen-${i}`, expiresInSeconds: 3600 })));
+    const unseen = await Promise.all(
+      Array.from({ length: 600 }, (_, i) => idp.mintAccessToken({ sub: `bench-unseen-${i}`, expiresInSeconds: 3600 })),
+    );
     const parts: Record<string, number> = {
       jwtVerifyFirstSight: await time(500, (i) => verifier.verifyAccessToken(unseen[i]!), 100),
       jwtVerifyRepeat: await time(20000, (i) => verifier.verifyAccessToken(tokens[i % tokens.length]!)),
@@ -56,14 +61,27 @@ export const overhead: Phase = {
       // What the SDK's per-request server costs: ours (every tool registered) against the baseline's.
       baselineServerBuild: await time(5000, () => {
         const server = new McpServer({ name: 'b', version: '1' }, { capabilities: { tools: {} } });
-        server.registerTool('ping', { description: 'Answers pong.', inputSchema: z.object({}) }, () => ({ content: [{ type: 'text', text: 'pong' }] }));
+        server.registerTool('ping', { description: 'Answers pong.', inputSchema: z.object({}) }, () => ({
+          content: [{ type: 'text', text: 'pong' }],
+        }));
       }),
     };
     try {
-      const deps = { codec: createToolStateCodec(randomBytes(32), 600), log: silent, publicUrl: new URL(publicUrl), store, connections: service, github: { provider: {}, api: {} }, providers: new Map() };
+      const deps = {
+        codec: createToolStateCodec(randomBytes(32), 600),
+        log: silent,
+        publicUrl: new URL(publicUrl),
+        store,
+        connections: service,
+        github: { provider: {}, api: {} },
+        providers: new Map(),
+      };
       // As the HTTP layer hands it over: the verified principal plus the scope of the call.
       const authInfo = await verifier.verifyAccessToken(tokens[0]!);
-      const forCall = { era: 'modern', authInfo: withCallScope(authInfo, { method: 'tools/call', params: { name: 'list_connections', arguments: {} } }) } as McpRequestContext;
+      const forCall = {
+        era: 'modern',
+        authInfo: withCallScope(authInfo, { method: 'tools/call', params: { name: 'list_connections', arguments: {} } }),
+      } as McpRequestContext;
       const forList = { era: 'modern', authInfo: withCallScope(authInfo, { method: 'tools/list' }) } as McpRequestContext;
       parts.brokerServerBuildForCall = await time(5000, () => buildMcpServer(forCall, deps as unknown as ToolDeps));
       parts.brokerServerBuildAllTools = await time(5000, () => buildMcpServer(forList, deps as unknown as ToolDeps));

@@ -8,7 +8,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { startPostgres } from '../../test/support/postgres.js';
 import { completionFigures, completionSamples } from '../lib/browser.js';
-import { combine, dirty, errorCounts, interleavedRounds, load, roundLoad, type LoadResult, type LoadTarget, type Run } from '../lib/load.js';
+import {
+  combine,
+  dirty,
+  errorCounts,
+  interleavedRounds,
+  load,
+  roundLoad,
+  type LoadResult,
+  type LoadTarget,
+  type Run,
+} from '../lib/load.js';
 import type { Phase } from '../lib/phase.js';
 import { clusterCpuMs, postgresUnavailable, postmasterPid } from '../lib/postgres.js';
 import { cpuMs, type Child } from '../lib/proc.js';
@@ -61,7 +71,9 @@ export const postgres: Phase = {
     const unusedPath = join(resources.dir, 'unused-with-postgres.db');
     const pgEnv = { ...env, DATABASE_URL: databaseUrl, DATABASE_PATH: unusedPath };
     const p1 = await resources.spawnBroker('broker P1', { ...pgEnv, PORT: '0' });
-    say(`postgres: cluster on port ${pgServer.port} in ${round(clusterMs / 1000, 1)} s, ${users.length} connections seeded in ${round(seedMs / 1000, 2)} s, broker P1 ${p1.url}`);
+    say(
+      `postgres: cluster on port ${pgServer.port} in ${round(clusterMs / 1000, 1)} s, ${users.length} connections seeded in ${round(seedMs / 1000, 2)} s, broker P1 ${p1.url}`,
+    );
     out.clusterStartSeconds = round(clusterMs / 1000, 2);
     out.seedSeconds = round(seedMs / 1000, 2);
     await checkTargets(p1.url, tokens, users, 'PostgreSQL ');
@@ -69,7 +81,9 @@ export const postgres: Phase = {
     // -- the column: baseline, SQLite (broker A) and PostgreSQL (P1), interleaved as in the throughput phase
     const tools = ['list_connections', 'github_whoami'].filter(toolSelected);
     const targets: LoadTarget[] = [
-      ...(toolSelected('ping') ? [{ name: 'baseline ping', url: baseline.url, tool: 'ping', pid: baseline.pid, upstream: undefined, extra: {} }] : []),
+      ...(toolSelected('ping')
+        ? [{ name: 'baseline ping', url: baseline.url, tool: 'ping', pid: baseline.pid, upstream: undefined, extra: {} }]
+        : []),
       ...tools.flatMap((tool): LoadTarget[] => {
         const upstream = tool === 'github_whoami' ? gh.pid : undefined;
         return [
@@ -117,14 +131,27 @@ export const postgres: Phase = {
     // -- 1, 2 and 3 instances behind the round-robin proxy (in its own process), list_connections
     const cInst = CONCURRENCY.includes(16) ? 16 : Math.max(...CONCURRENCY.filter((c) => c <= 64), 1);
     // allSettled: a failed start must not leave the other one outside `children`.
-    const more = await Promise.allSettled([resources.spawnBroker('broker P2', { ...pgEnv, PORT: '0' }), resources.spawnBroker('broker P3', { ...pgEnv, PORT: '0' })]);
+    const more = await Promise.allSettled([
+      resources.spawnBroker('broker P2', { ...pgEnv, PORT: '0' }),
+      resources.spawnBroker('broker P3', { ...pgEnv, PORT: '0' }),
+    ]);
     for (const m of more) if (m.status === 'rejected') throw m.reason;
     const instances = [p1, ...more.map((m) => (m as PromiseFulfilledResult<Child>).value)];
     // P2 and P3 are fresh processes; P1 has just run the column.
     for (const b of instances.slice(1)) await load(b.url, 'list_connections', tokens, cInst, 3, b.pid);
     const proxies: Child[] = [];
-    for (const n of [1, 2, 3]) proxies.push(await resources.start(`proxy ×${n}`, 'bench/lib/proxy-server.ts', { PORT: '0', PROXY_BACKENDS: instances.slice(0, n).map((b) => b.url).join(',') }));
-    for (const proxy of proxies) expectComplete(await firstCall(proxy.url, tokens[2]!, 'list_connections'), `list_connections through ${proxy.name}`);
+    for (const n of [1, 2, 3])
+      proxies.push(
+        await resources.start(`proxy ×${n}`, 'bench/lib/proxy-server.ts', {
+          PORT: '0',
+          PROXY_BACKENDS: instances
+            .slice(0, n)
+            .map((b) => b.url)
+            .join(','),
+        }),
+      );
+    for (const proxy of proxies)
+      expectComplete(await firstCall(proxy.url, tokens[2]!, 'list_connections'), `list_connections through ${proxy.name}`);
     const setups = [1, 2, 3].map((n) => ({
       n,
       proxy: proxies[n - 1]!,
@@ -143,7 +170,11 @@ export const postgres: Phase = {
         (await proxyHits(s.proxy)).forEach((h, i) => (s.hits[i]! += h));
       }
     }
-    const spread = setups.map((s) => ({ n: s.n, hits: s.hits, result: combine(`${s.n} PostgreSQL instance(s) behind the proxy`, cInst, s.runs) }));
+    const spread = setups.map((s) => ({
+      n: s.n,
+      hits: s.hits,
+      result: combine(`${s.n} PostgreSQL instance(s) behind the proxy`, cInst, s.runs),
+    }));
     for (const { n, hits, result } of spread) {
       const x = result.extraCpuPerRequestUs ?? {};
       say(
@@ -173,7 +204,10 @@ export const postgres: Phase = {
       section: 'postgres',
       measure: `CPU per request, 1 / 2 / 3 instances`,
       value: (['brokers', 'proxy', 'postgres'] as const)
-        .map((k) => `${k === 'postgres' ? 'PostgreSQL' : k} ${spread.map((s) => us(k === 'brokers' ? s.result.cpuPerRequestUs : (s.result.extraCpuPerRequestUs?.[k] ?? NaN))).join(' / ')}`)
+        .map(
+          (k) =>
+            `${k === 'postgres' ? 'PostgreSQL' : k} ${spread.map((s) => us(k === 'brokers' ? s.result.cpuPerRequestUs : (s.result.extraCpuPerRequestUs?.[k] ?? NaN))).join(' / ')}`,
+        )
         .join('; '),
     });
 
@@ -181,7 +215,13 @@ export const postgres: Phase = {
     {
       const { s, record, value } = completionFigures(await completionSamples(idp, publicUrl, p1.url, instances[1]!.url, 'bench-cd-pg'));
       out.completionAcrossInstances = record;
-      report.row({ section: 'postgres', measure: `completion across instances (n=${s.n})`, value, target: 'p50 < 250 ms', met: s.p50 < 250 });
+      report.row({
+        section: 'postgres',
+        measure: `completion across instances (n=${s.n})`,
+        value,
+        target: 'p50 < 250 ms',
+        met: s.p50 < 250,
+      });
       say(`completion detection across PostgreSQL instances: p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`);
     }
 

@@ -94,13 +94,22 @@ export const store: Phase = {
     scale.ratioOpenP99 = round(big.open.p99 / small.open.p99);
     scale.ratioPreparedGetP50 = round(big.raw.p50 / small.raw.p50);
     report.results.storeScale = scale;
-    for (const [n, m] of [[1000, small], [MAX_ROWS, big]] as const) {
+    for (const [n, m] of [
+      [1000, small],
+      [MAX_ROWS, big],
+    ] as const) {
       report.row({
         section: 'store',
         measure: `ConnectionService.open, ${n.toLocaleString('en')} rows`,
         value: `p50 ${us(m.open.p50)}, p99 ${us(m.open.p99)} (ConnectionStore.find p50 ${us(m.find.p50)}; bare prepared get p50 ${us(m.raw.p50)})`,
       });
     }
-    report.row({ section: 'store', measure: `${MAX_ROWS.toLocaleString('en')} vs 1,000 rows (open, p50)`, value: `${round(ratio, 2)}× (p99 ${round(big.open.p99 / small.open.p99, 2)}×; find p50 ${round(big.find.p50 / small.find.p50, 2)}×; bare prepared get p50 ${round(big.raw.p50 / small.raw.p50, 2)}×)`, target: '≤ 1.5×', met: ratio <= 1.5 });
+    report.row({
+      section: 'store',
+      measure: `${MAX_ROWS.toLocaleString('en')} vs 1,000 rows (open, p50)`,
+      value: `${round(ratio, 2)}× (p99 ${round(big.open.p99 / small.open.p99, 2)}×; find p50 ${round(big.find.p50 / small.find.p50, 2)}×; bare prepared get p50 ${round(big.raw.p50 / small.raw.p50, 2)}×)`,
+      target: '≤ 1.5×',
+      met: ratio <= 1.5,
+    });
   },
 };

@@ -32,7 +32,11 @@ export const throughput: Phase = {
     for (const c of CONCURRENCY) {
       const base = load1.find((r) => r.connections === c && r.target === 'baseline ping');
       if (!base) continue;
-      report.row({ section: 'throughput', measure: `baseline ping, c=${c}`, value: `${Math.round(base.rps)} req/s, p50 ${ms(base.p50)}, p99 ${ms(base.p99)}; CPU ${us(base.cpuPerRequestUs)}/req` });
+      report.row({
+        section: 'throughput',
+        measure: `baseline ping, c=${c}`,
+        value: `${Math.round(base.rps)} req/s, p50 ${ms(base.p50)}, p99 ${ms(base.p99)}; CPU ${us(base.cpuPerRequestUs)}/req`,
+      });
       for (const tool of ['list_connections', 'github_whoami']) {
         const r = load1.find((x) => x.connections === c && x.target === `broker ${tool}`);
         if (!r) continue;
@@ -48,7 +52,14 @@ export const throughput: Phase = {
           target: '≥ 70 % of baseline',
           met: clean && ratio >= 0.7,
         });
-        if (c === 16) report.row({ section: 'latency', measure: `${tool} p99, c=16`, value: `${ms(r.p99)} (baseline ${ms(base.p99)})`, target: '< 20 ms', met: clean && r.p99 < 20 });
+        if (c === 16)
+          report.row({
+            section: 'latency',
+            measure: `${tool} p99, c=16`,
+            value: `${ms(r.p99)} (baseline ${ms(base.p99)})`,
+            target: '< 20 ms',
+            met: clean && r.p99 < 20,
+          });
       }
     }
     const c1 = (t: string) => load1.find((r) => r.connections === 1 && r.target === t)!;

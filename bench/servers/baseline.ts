@@ -13,7 +13,9 @@ const MAX_BODY_BYTES = 1024 * 1024;
 const handler = createMcpHandler(
   () => {
     const server = new McpServer({ name: 'bench-baseline', version: '1.0.0' }, { capabilities: { tools: {} } });
-    server.registerTool('ping', { description: 'Answers pong.', inputSchema: z.object({}) }, () => ({ content: [{ type: 'text', text: 'pong' }] }));
+    server.registerTool('ping', { description: 'Answers pong.', inputSchema: z.object({}) }, () => ({
+      content: [{ type: 'text', text: 'pong' }],
+    }));
     return server;
   },
   { onerror: (err) => process.stderr.write(`${JSON.stringify({ event: 'mcp_handler_error', message: err.message })}\n`) },
@@ -26,7 +28,8 @@ app.all('/mcp', async (req, res) => {
   let body: string | undefined;
   let parsed: unknown;
   if (req.method === 'POST') {
-    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return void res.status(415).json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Unsupported Media Type' } });
+    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? ''))
+      return void res.status(415).json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Unsupported Media Type' } });
     try {
       body = (await readBody(req, MAX_BODY_BYTES)).toString('utf8');
     } catch {

@@ -60,14 +60,31 @@ describe('recording bench/results.json', () => {
     assert.deepEqual(recordingFor({ BENCH_PHASES: 'throughput,first,store' }, MEASURING_KNOBS, all, phases), { kind: 'full' });
     assert.deepEqual(recordingFor({ BENCH_PHASES: 'first' }, MEASURING_KNOBS, new Set(['first']), phases), { kind: 'merge' });
     for (const knob of MEASURING_KNOBS) {
-      assert.deepEqual(recordingFor({ BENCH_PHASES: 'first', [knob]: '1' }, MEASURING_KNOBS, new Set(['first']), phases), { kind: 'none', reason: `${knob} set` });
+      assert.deepEqual(recordingFor({ BENCH_PHASES: 'first', [knob]: '1' }, MEASURING_KNOBS, new Set(['first']), phases), {
+        kind: 'none',
+        reason: `${knob} set`,
+      });
     }
-    assert.deepEqual(recordingFor({ BENCH_DURATION: '1', BENCH_ROUNDS: '1' }, MEASURING_KNOBS, all, phases), { kind: 'none', reason: 'BENCH_DURATION, BENCH_ROUNDS set' });
+    assert.deepEqual(recordingFor({ BENCH_DURATION: '1', BENCH_ROUNDS: '1' }, MEASURING_KNOBS, all, phases), {
+      kind: 'none',
+      reason: 'BENCH_DURATION, BENCH_ROUNDS set',
+    });
   });
 
   it("merges a partial run's phases into the file and keeps the other phases, their rows in a full run's order", () => {
     const merged = mergeResults(full(), firstOnly(), phases, ['first']);
-    assert.deepEqual(Object.keys(merged), ['machine', 'settings', 'throughput', 'perRequestOverhead', 'firstCallToUrl', 'storeScale', 'rows', 'totalSeconds', 'finishedAt', 'partialRuns']);
+    assert.deepEqual(Object.keys(merged), [
+      'machine',
+      'settings',
+      'throughput',
+      'perRequestOverhead',
+      'firstCallToUrl',
+      'storeScale',
+      'rows',
+      'totalSeconds',
+      'finishedAt',
+      'partialRuns',
+    ]);
     assert.deepEqual(merged.firstCallToUrl, { p50: 1.5 });
     assert.deepEqual(merged.throughput, ['old throughput']);
     assert.deepEqual(
@@ -77,23 +94,35 @@ describe('recording bench/results.json', () => {
     // The file's own run stays what machine, totalSeconds and finishedAt describe; this one is listed.
     assert.deepEqual(merged.machine, full().machine);
     assert.equal(merged.finishedAt, '2026-11-29T14:51:00.000Z');
-    assert.deepEqual(merged.partialRuns, [{ phases: ['first'], finishedAt: '2026-12-01T10:00:00.000Z', totalSeconds: 12, machine: firstOnly().machine }]);
+    assert.deepEqual(merged.partialRuns, [
+      { phases: ['first'], finishedAt: '2026-12-01T10:00:00.000Z', totalSeconds: 12, machine: firstOnly().machine },
+    ]);
     // A second partial run is listed after the first.
     assert.equal((mergeResults(merged, firstOnly(), phases, ['first']).partialRuns as unknown[]).length, 2);
   });
 
   it("drops a re-run phase's keys and rows that this run did not produce", () => {
-    const fresh: Results = { ...firstOnly(), throughput: ['new throughput'], rows: [{ section: 'throughput', measure: 't1', value: 'new' }] };
+    const fresh: Results = {
+      ...firstOnly(),
+      throughput: ['new throughput'],
+      rows: [{ section: 'throughput', measure: 't1', value: 'new' }],
+    };
     const merged = mergeResults(full(), fresh, phases, ['throughput']);
     assert.equal('perRequestOverhead' in merged, false);
     assert.deepEqual(merged.throughput, ['new throughput']);
-    assert.deepEqual((merged.rows as { measure: string }[]).map((r) => r.measure), ['t1', 'f', 's']);
+    assert.deepEqual(
+      (merged.rows as { measure: string }[]).map((r) => r.measure),
+      ['t1', 'f', 's'],
+    );
   });
 
   it('says in one line what it wrote, and where', () => {
     const fullPath = file(firstOnly());
     const fresh = full();
-    assert.equal(recordResults(fullPath, { kind: 'full' }, fresh, phases, ['throughput', 'first', 'store']), `wrote ${fullPath}: the full run, every phase (5 rows, 376 s in all)`);
+    assert.equal(
+      recordResults(fullPath, { kind: 'full' }, fresh, phases, ['throughput', 'first', 'store']),
+      `wrote ${fullPath}: the full run, every phase (5 rows, 376 s in all)`,
+    );
     assert.deepEqual(read(fullPath), fresh);
 
     const mergedPath = file(full());
@@ -104,14 +133,29 @@ describe('recording bench/results.json', () => {
     assert.deepEqual(read(mergedPath), mergeResults(full(), firstOnly(), phases, ['first']));
 
     const newPath = file();
-    assert.equal(recordResults(newPath, { kind: 'merge' }, firstOnly(), phases, ['first']), `wrote ${newPath}: a partial file, first only (1 row; there was no file to merge into)`);
+    assert.equal(
+      recordResults(newPath, { kind: 'merge' }, firstOnly(), phases, ['first']),
+      `wrote ${newPath}: a partial file, first only (1 row; there was no file to merge into)`,
+    );
     assert.deepEqual(read(newPath).firstCallToUrl, { p50: 1.5 });
   });
 
   it('leaves the file as it was, and says why, when the run is not to be recorded or cannot be merged', () => {
     const cases: [string, Parameters<typeof recordResults>[1], Results | string, string[], RegExp][] = [
-      ['a knob set', { kind: 'none', reason: 'BENCH_DURATION set' }, full(), ['first'], /left as it was \(BENCH_DURATION set: only runs with the default settings are recorded\)$/],
-      ['other settings', { kind: 'merge' }, { ...full(), settings: { durationSeconds: 8, rounds: 2 } }, ['first'], /left as it was \(its settings differ from this run's/],
+      [
+        'a knob set',
+        { kind: 'none', reason: 'BENCH_DURATION set' },
+        full(),
+        ['first'],
+        /left as it was \(BENCH_DURATION set: only runs with the default settings are recorded\)$/,
+      ],
+      [
+        'other settings',
+        { kind: 'merge' },
+        { ...full(), settings: { durationSeconds: 8, rounds: 2 } },
+        ['first'],
+        /left as it was \(its settings differ from this run's/,
+      ],
       ['not JSON', { kind: 'merge' }, '{ "rows": [', ['first'], /left as it was \(it is not JSON/],
       ['nothing measured', { kind: 'merge' }, full(), [], /left as it was \(no selected phase measured anything\)$/],
     ];

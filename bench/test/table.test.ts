@@ -11,7 +11,10 @@ const recorded = (JSON.parse(readFileSync(new URL('../results.json', import.meta
 
 describe('the bench table', () => {
   it('fits every line of the recorded full run, PostgreSQL rows included, in 120 columns', () => {
-    assert.ok(recorded.some((r) => r.section === 'postgres' && r.value.length > 150), 'the fixture has the long PostgreSQL rows');
+    assert.ok(
+      recorded.some((r) => r.section === 'postgres' && r.value.length > 150),
+      'the fixture has the long PostgreSQL rows',
+    );
     const lines = formatTable(recorded).split('\n');
     const wide = lines.filter((l) => columns(l) > 120);
     assert.deepEqual(wide, []);
@@ -29,16 +32,28 @@ describe('the bench table', () => {
         }
       }
     }
-    for (const section of new Set(recorded.map((r) => r.section))) assert.ok(lines.some((l) => l.startsWith(`${section} `)), `a table headed ${section}`);
+    for (const section of new Set(recorded.map((r) => r.section)))
+      assert.ok(
+        lines.some((l) => l.startsWith(`${section} `)),
+        `a table headed ${section}`,
+      );
   });
 
   it('prints a | inside a cell as ¦, so that it does not read as a column break', () => {
-    const table = formatTable([{ section: 'postgres', measure: 'list_connections, c=1', value: 'SQLite 1200 req/s | PostgreSQL 940 req/s' }]);
+    const table = formatTable([
+      { section: 'postgres', measure: 'list_connections, c=1', value: 'SQLite 1200 req/s | PostgreSQL 940 req/s' },
+    ]);
     assert.equal(table.split('\n')[2], 'list_connections, c=1 | SQLite 1200 req/s ¦ PostgreSQL 940 req/s');
   });
 
   it('starts each row on an unindented measure and indents its continuation lines', () => {
-    const row: Row = { section: 'postgres', measure: 'list_connections via proxy, c=16: 1 / 2 / 3 instances', value: 'x '.repeat(120).trim(), target: 'no errors, every instance served', met: true };
+    const row: Row = {
+      section: 'postgres',
+      measure: 'list_connections via proxy, c=16: 1 / 2 / 3 instances',
+      value: 'x '.repeat(120).trim(),
+      target: 'no errors, every instance served',
+      met: true,
+    };
     const lines = formatTable([row]).split('\n').slice(2).filter(Boolean);
     assert.ok(lines.length > 2);
     assert.match(lines[0]!, /^list_connections via proxy, c=16: +\| x x .* \| no errors, every +\| met$/);

@@ -113,7 +113,8 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
       return `The token is not an access token (its typ header must be ${[...this.#acceptedTypes].join(' or ')})`;
     }
     if (payload.nonce !== undefined) return 'The token carries a nonce: it is an ID token, not an access token';
-    if (typeof payload.iat === 'number' && payload.iat > Date.now() / 1000 + MAX_IAT_SKEW_SECONDS) return "The access token's iat claim is in the future";
+    if (typeof payload.iat === 'number' && payload.iat > Date.now() / 1000 + MAX_IAT_SKEW_SECONDS)
+      return "The access token's iat claim is in the future";
     return undefined;
   }
 }

@@ -103,23 +103,38 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     // Rows written before these were sealed (or under another BROKER_SECRET) open to nothing: start again.
     const secrets = tx ? openSignInSecrets(deps.returnToSealer, tx) : undefined;
     if (!tx || !state || !secrets || tx.expires_at < Date.now()) {
-      throw new BrokerError(400, 'invalid_sign_in', 'This sign-in link is not valid any more. Please start again from the page you were on.', {
-        heading: 'Sign-in could not be completed',
-        action: { href: '/connections', label: 'Go to connected accounts' },
-      });
+      throw new BrokerError(
+        400,
+        'invalid_sign_in',
+        'This sign-in link is not valid any more. Please start again from the page you were on.',
+        {
+          heading: 'Sign-in could not be completed',
+          action: { href: '/connections', label: 'Go to connected accounts' },
+        },
+      );
     }
     let returnTo = '/connections';
     try {
-      returnTo = safeReturnPath(deps.returnToSealer.open({ keyId: deps.returnToSealer.keyId, value: tx.return_to }, returnToContext(tx.session_hash)), publicUrl);
+      returnTo = safeReturnPath(
+        deps.returnToSealer.open({ keyId: deps.returnToSealer.keyId, value: tx.return_to }, returnToContext(tx.session_hash)),
+        publicUrl,
+      );
     } catch {
       // Unreadable (e.g. BROKER_SECRET changed mid-sign-in): land on the accounts page.
     }
     if (typeof req.query.error === 'string') {
       const cancelled = req.query.error === 'access_denied';
       log.info('sign_in_refused', { error: req.query.error });
-      return renderMessage(res, page, cancelled ? 400 : 502, cancelled ? 'Sign-in cancelled' : 'Sign-in failed', cancelled ? 'You cancelled signing in, so nothing happened.' : 'The sign-in service reported a problem. Please try again.', {
-        action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
-      });
+      return renderMessage(
+        res,
+        page,
+        cancelled ? 400 : 502,
+        cancelled ? 'Sign-in cancelled' : 'Sign-in failed',
+        cancelled ? 'You cancelled signing in, so nothing happened.' : 'The sign-in service reported a problem. Please try again.',
+        {
+          action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
+        },
+      );
     }
     const config = await idpConfiguration();
     let claims: oidc.IDToken | undefined;
@@ -156,23 +171,40 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     const config = await idp.configuration().catch(() => undefined);
     const endSession = config?.serverMetadata().end_session_endpoint;
     if (config && endSession) {
-      const url = oidc.buildEndSessionUrl(config, { post_logout_redirect_uri: signedOutUri, ...(idToken ? { id_token_hint: idToken } : {}) });
+      const url = oidc.buildEndSessionUrl(config, {
+        post_logout_redirect_uri: signedOutUri,
+        ...(idToken ? { id_token_hint: idToken } : {}),
+      });
       allowFormAction(res, url.origin);
       log.info('signed_out', { identityProvider: 'end_session' });
       res.redirect(303, url.href);
       return;
     }
     log.info('signed_out', { identityProvider: config ? 'no_end_session' : 'unreachable' });
-    renderMessage(res, page, 200, 'Signed out', "You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains and the next sign-in here may not ask for your password. Sign out at the identity provider itself, or close the browser, if others use this computer. Your connected accounts stay connected.", {
-      action: { href: '/connections', label: 'Sign in again' },
-    });
+    renderMessage(
+      res,
+      page,
+      200,
+      'Signed out',
+      'You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains and the next sign-in here may not ask for your password. Sign out at the identity provider itself, or close the browser, if others use this computer. Your connected accounts stay connected.',
+      {
+        action: { href: '/connections', label: 'Sign in again' },
+      },
+    );
   });
 
   // Where the IdP sends the browser back after its logout (the registered post_logout_redirect_uri).
   router.get('/auth/signed-out', (_req, res) => {
-    renderMessage(res, page, 200, 'Signed out', 'You are signed out of this service and of your identity provider: the next visit asks you to sign in again. Your connected accounts stay connected.', {
-      action: { href: '/connections', label: 'Sign in again' },
-    });
+    renderMessage(
+      res,
+      page,
+      200,
+      'Signed out',
+      'You are signed out of this service and of your identity provider: the next visit asks you to sign in again. Your connected accounts stay connected.',
+      {
+        action: { href: '/connections', label: 'Sign in again' },
+      },
+    );
   });
 
   return router;

@@ -51,7 +51,9 @@ export class Sessions {
       if (row) {
         res.locals.session = {
           idHash,
-          ...(row.issuer && row.subject ? { principal: principalFromVerifiedClaims(row.issuer, row.subject, row.display_name ?? undefined) } : {}),
+          ...(row.issuer && row.subject
+            ? { principal: principalFromVerifiedClaims(row.issuer, row.subject, row.display_name ?? undefined) }
+            : {}),
         };
       }
     }

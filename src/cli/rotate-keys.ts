@@ -60,9 +60,13 @@ async function main(): Promise<void> {
       [
         `Re-encrypted ${report.resealed} connection(s) under key "${report.currentKeyId}".`,
         report.skippedConcurrent ? `${report.skippedConcurrent} changed while rotating (already under the current key).` : '',
-        report.unreadable ? `${report.unreadable} sealed under a key no longer in TOKEN_ENCRYPTION_KEYS: add that key back and run again.` : '',
+        report.unreadable
+          ? `${report.unreadable} sealed under a key no longer in TOKEN_ENCRYPTION_KEYS: add that key back and run again.`
+          : '',
         `Keys in use: ${report.keysInUse.map((k) => `${k.key_id} (${k.n})`).join(', ') || 'none'}.`,
-        report.keysInUse.every((k) => k.key_id === report.currentKeyId) ? 'Every row uses the current key: older keys can be removed from the ring.' : '',
+        report.keysInUse.every((k) => k.key_id === report.currentKeyId)
+          ? 'Every row uses the current key: older keys can be removed from the ring.'
+          : '',
       ]
         .filter(Boolean)
         .join('\n') + '\n',

@@ -149,7 +149,8 @@ function parseDatabaseUrl(value: string | undefined): string | undefined {
   } catch {
     throw new ConfigError('DATABASE_URL must be a URL such as postgres://user:password@host:5432/database');
   }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new ConfigError(`DATABASE_URL must start with postgres:// (got "${url.protocol}//…"); leave it unset for SQLite`);
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
+    throw new ConfigError(`DATABASE_URL must start with postgres:// (got "${url.protocol}//…"); leave it unset for SQLite`);
   if (!url.hostname && !url.searchParams.get('host')) throw new ConfigError('DATABASE_URL must name a host');
   return value.trim();
 }
@@ -174,10 +175,14 @@ const TOKEN_KEY_REQUIRED = 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTI
  */
 function parseKeyRing(ring: string | undefined, single: string | undefined): Array<{ id: string; key: Buffer }> {
   const keys: Array<{ id: string; key: Buffer }> = [];
-  for (const entry of (ring ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const entry of (ring ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const colon = entry.indexOf(':');
     const id = colon > 0 ? entry.slice(0, colon) : '';
-    if (!/^[A-Za-z0-9_-]{1,32}$/.test(id)) throw new ConfigError('TOKEN_ENCRYPTION_KEYS must be a comma-separated list of id:base64 entries (ids of letters, digits, - and _)');
+    if (!/^[A-Za-z0-9_-]{1,32}$/.test(id))
+      throw new ConfigError('TOKEN_ENCRYPTION_KEYS must be a comma-separated list of id:base64 entries (ids of letters, digits, - and _)');
     if (keys.some((k) => k.id === id)) throw new ConfigError(`TOKEN_ENCRYPTION_KEYS names the key id "${id}" twice`);
     keys.push({ id, key: decodeKey(`TOKEN_ENCRYPTION_KEYS (key "${id}")`, entry.slice(colon + 1)) });
   }
@@ -185,17 +190,22 @@ function parseKeyRing(ring: string | undefined, single: string | undefined): Arr
     const key = decodeKey('TOKEN_ENCRYPTION_KEY', single);
     if (!keys.some((k) => k.key.equals(key))) keys.push({ id: keyIdFor(key), key });
   }
-  if (keys.length === 0) throw new ConfigError(ring === undefined && single === undefined ? TOKEN_KEY_REQUIRED : 'TOKEN_ENCRYPTION_KEY must not be empty');
+  if (keys.length === 0)
+    throw new ConfigError(ring === undefined && single === undefined ? TOKEN_KEY_REQUIRED : 'TOKEN_ENCRYPTION_KEY must not be empty');
   return keys;
 }
 
 /** Comma-separated JOSE `typ` values (media types, `application/` optional), `at+jwt` when unset. */
 function accessTokenTypes(value: string | undefined): string[] {
   if (value === undefined || value.trim() === '') return ['at+jwt'];
-  const types = value.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
+  const types = value
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter(Boolean);
   if (types.length === 0) throw new ConfigError('MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
   for (const t of types) {
-    if (!/^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]+)?$/.test(t)) throw new ConfigError(`MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "${t}")`);
+    if (!/^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]+)?$/.test(t))
+      throw new ConfigError(`MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "${t}")`);
   }
   return types;
 }
@@ -203,10 +213,17 @@ function accessTokenTypes(value: string | undefined): string[] {
 /** ALLOWED_ORIGINS: comma-separated `scheme://host[:port]`, https unless loopback, nothing else. */
 function parseOrigins(value: string | undefined): string[] {
   const origins: string[] = [];
-  for (const entry of (value ?? '').split(',').map((o) => o.trim()).filter(Boolean)) {
+  for (const entry of (value ?? '')
+    .split(',')
+    .map((o) => o.trim())
+    .filter(Boolean)) {
     const url = /^https?:\/\/[^/?#@\\]+$/i.test(entry) ? URL.parse(entry) : null;
-    if (!url) throw new ConfigError(`ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`);
-    if (url.protocol === 'http:' && !isLoopbackHostname(url.hostname)) throw new ConfigError(`ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "${entry}")`);
+    if (!url)
+      throw new ConfigError(
+        `ALLOWED_ORIGINS must be a comma-separated list of origins, scheme://host[:port] and nothing else, e.g. https://app.example.com (got "${entry}")`,
+      );
+    if (url.protocol === 'http:' && !isLoopbackHostname(url.hostname))
+      throw new ConfigError(`ALLOWED_ORIGINS must use https:// (http:// is accepted only for loopback hosts) (got "${entry}")`);
     origins.push(url.origin);
   }
   return origins;
@@ -238,7 +255,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const host = e.HOST?.trim() || '127.0.0.1';
   const publicUrl = take(() => parseUrl('PUBLIC_URL', e.PUBLIC_URL, { allowPath: false }));
   const mcpUrl = take(() => new URL('/mcp', publicUrl));
-  const audience = take(() => (e.MCP_AUDIENCE ? withoutTrailingSlash(parseUrl('MCP_AUDIENCE', e.MCP_AUDIENCE, { allowPath: true })) : mcpUrl.href));
+  const audience = take(() =>
+    e.MCP_AUDIENCE ? withoutTrailingSlash(parseUrl('MCP_AUDIENCE', e.MCP_AUDIENCE, { allowPath: true })) : mcpUrl.href,
+  );
 
   const brokerSecret = take(() => {
     const secret = Buffer.from(e.BROKER_SECRET, 'utf8');
@@ -255,7 +274,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
   const tokenKeys = take(() => parseKeyRing(e.TOKEN_ENCRYPTION_KEYS, e.TOKEN_ENCRYPTION_KEY));
 
-  const allowedHosts = (e.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const allowedHosts = (e.ALLOWED_HOSTS ?? '')
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
 
   const config: Config = {
     port,

@@ -28,7 +28,9 @@ function readProvidersFile(path: string): ProviderDefinitionInput[] {
   try {
     data = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(`PROVIDERS_FILE is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : ''}`);
+    throw new ConfigError(
+      `PROVIDERS_FILE is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : ''}`,
+    );
   }
   const list = Array.isArray(data) ? data : (data as { providers?: unknown })?.providers;
   if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE must hold a list of providers (or an object with a "providers" list)');
@@ -49,7 +51,8 @@ function validate(input: ProviderDefinitionInput, where: string): ProviderDefini
  */
 export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext): ConfiguredProvider[] {
   const definitions = new Map<string, { definition: ProviderDefinition; fromFile: boolean }>();
-  for (const input of builtInDefinitions(ctx)) definitions.set(input.id, { definition: validate(input, `built-in provider ${input.id}`), fromFile: false });
+  for (const input of builtInDefinitions(ctx))
+    definitions.set(input.id, { definition: validate(input, `built-in provider ${input.id}`), fromFile: false });
   if (env.PROVIDERS_FILE) {
     readProvidersFile(env.PROVIDERS_FILE).forEach((input, i) => {
       const definition = validate(input, `PROVIDERS_FILE providers[${i}]`);
@@ -62,13 +65,17 @@ export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext): Confi
     const clientId = env[`${prefix}_CLIENT_ID`];
     const clientSecret = env[`${prefix}_CLIENT_SECRET`];
     if (!clientId || !clientSecret) {
-      if (fromFile) throw new ConfigError(`${prefix}_CLIENT_ID and ${prefix}_CLIENT_SECRET are required for provider "${definition.id}" from PROVIDERS_FILE`);
+      if (fromFile)
+        throw new ConfigError(
+          `${prefix}_CLIENT_ID and ${prefix}_CLIENT_SECRET are required for provider "${definition.id}" from PROVIDERS_FILE`,
+        );
       continue;
     }
     const scopesVar = env[`${prefix}_SCOPES`];
     const scopes = scopesVar === undefined ? undefined : scopesVar.split(/[\s,]+/).filter(Boolean);
     for (const s of scopes ?? []) {
-      if (definition.scopesApply && !definition.scopes.some((x) => x.name === s)) throw new ConfigError(`${prefix}_SCOPES names "${s}", which provider "${definition.id}" does not list`);
+      if (definition.scopesApply && !definition.scopes.some((x) => x.name === s))
+        throw new ConfigError(`${prefix}_SCOPES names "${s}", which provider "${definition.id}" does not list`);
     }
     configured.push({ definition, clientId, clientSecret, ...(scopes ? { scopes } : {}) });
   }

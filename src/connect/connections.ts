@@ -17,10 +17,7 @@ export interface OpenConnection {
 }
 
 /** What a tool can do with the caller's connection right now. */
-export type Usable =
-  | { kind: 'ok'; connection: OpenConnection }
-  | { kind: 'reauth_required'; row: ConnectionRow }
-  | { kind: 'none' };
+export type Usable = { kind: 'ok'; connection: OpenConnection } | { kind: 'reauth_required'; row: ConnectionRow } | { kind: 'none' };
 
 /** A connection as people and models see it (no tokens): the `/connections` page and `list_connections`. */
 export interface ConnectionSummary {
@@ -145,7 +142,10 @@ export class ConnectionService {
     const row = await this.store.connections.find(owner, provider);
     if (!row) return undefined;
     try {
-      const plaintext = this.sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, { issuer: row.issuer, subject: row.subject, provider: row.provider });
+      const plaintext = this.sealer.open(
+        { keyId: row.key_id, value: row.sealed_tokens },
+        { issuer: row.issuer, subject: row.subject, provider: row.provider },
+      );
       return { row, tokens: JSON.parse(plaintext) as ProviderTokens };
     } catch (err) {
       this.log.error('connection_unreadable', { provider, reason: err instanceof SealError ? err.reason : 'parse' });
@@ -175,7 +175,8 @@ export class ConnectionService {
     let flight = this.#inflight.get(key);
     if (!flight) {
       // Shutting down: a refresh started now might not be stored before the database closes.
-      if (this.#closing) throw new ProviderError('unavailable', `This server is restarting; try again in a moment.`, 'refresh refused during shutdown');
+      if (this.#closing)
+        throw new ProviderError('unavailable', `This server is restarting; try again in a moment.`, 'refresh refused during shutdown');
       flight = this.#refreshAcrossProcesses(owner, provider).finally(() => this.#inflight.delete(key));
       this.#inflight.set(key, flight);
     }
@@ -214,7 +215,10 @@ export class ConnectionService {
       if (!this.#needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
       if (await this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs)) {
         // Renew while the provider call runs, so a slow provider never lets a second holder in.
-        const renewal = setInterval(() => void this.store.leases.renew(owner, provider.id, holder, this.#leaseMs).catch(() => undefined), this.#leaseMs / 3);
+        const renewal = setInterval(
+          () => void this.store.leases.renew(owner, provider.id, holder, this.#leaseMs).catch(() => undefined),
+          this.#leaseMs / 3,
+        );
         renewal.unref();
         try {
           // Re-read under the lease: the previous holder may have finished between our read and our acquire.
@@ -228,7 +232,12 @@ export class ConnectionService {
           await this.store.leases.release(owner, provider.id, holder).catch(() => undefined);
         }
       }
-      if (Date.now() > deadline) throw new ProviderError('unavailable', `Renewing the ${provider.displayName} access is taking too long; try again in a moment.`, 'refresh lease wait timed out');
+      if (Date.now() > deadline)
+        throw new ProviderError(
+          'unavailable',
+          `Renewing the ${provider.displayName} access is taking too long; try again in a moment.`,
+          'refresh lease wait timed out',
+        );
       await sleep(this.#pollMs);
     }
   }
@@ -243,7 +252,8 @@ export class ConnectionService {
       if (code !== 'invalid_grant') throw err;
       // A lost race looks exactly like a dead token: re-read before judging, and never delete.
       const reread = await this.open(owner, provider.id);
-      if (reread && reread.row.sealed_tokens !== latest.row.sealed_tokens && !this.#needsRefresh(reread.tokens, provider)) return { kind: 'ok', connection: reread };
+      if (reread && reread.row.sealed_tokens !== latest.row.sealed_tokens && !this.#needsRefresh(reread.tokens, provider))
+        return { kind: 'ok', connection: reread };
       await this.markReauthRequired(owner, provider.id, 'refresh_rejected');
       const row = await this.store.connections.find(owner, provider.id);
       return row ? { kind: 'reauth_required', row } : { kind: 'none' };
@@ -251,13 +261,17 @@ export class ConnectionService {
     // The old refresh token is already dead upstream: store the new pair before anything uses it.
     const sealed = this.#seal(owner, provider.id, next);
     const write = { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') };
-    let stored = await this.#whileStoreComesBack(() => this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write));
+    let stored = await this.#whileStoreComesBack(() =>
+      this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write),
+    );
     if (!stored) {
       // The row changed under us. If it still holds the same tokens (re-encrypted by rotate-keys),
       // our new pair is the only live one: write it over the re-encrypted copy.
       const now = await this.#whileStoreComesBack(() => this.open(owner, provider.id));
       if (now && now.tokens.refreshToken === latest.tokens.refreshToken && now.tokens.accessToken === latest.tokens.accessToken) {
-        stored = await this.#whileStoreComesBack(() => this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write));
+        stored = await this.#whileStoreComesBack(() =>
+          this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write),
+        );
       }
     }
     if (!stored) this.log.warn('refresh_write_conflict', { provider: provider.id });
@@ -289,7 +303,9 @@ export class ConnectionService {
 
   /** The audit trail is a record, not a gate: a failed write is logged and the call goes on. */
   async #audit(event: AuditEvent, owner: Owner, provider: string, detail?: string): Promise<void> {
-    await this.store.audit.record(event, owner, provider, detail).catch((err: unknown) => this.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
+    await this.store.audit
+      .record(event, owner, provider, detail)
+      .catch((err: unknown) => this.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
   }
 
   /** Revokes upstream where the provider allows it, then deletes locally whatever the provider said. */
@@ -305,11 +321,16 @@ export class ConnectionService {
         if (!revoked) revokeError = `${provider.displayName} offers no way to revoke access from here`;
       } catch (err) {
         revokeError = err instanceof ProviderError ? err.message : 'the provider could not be reached';
-        this.log.warn('revoke_failed', { provider: provider.id, code: err instanceof ProviderError ? err.code : 'unknown', detail: err instanceof ProviderError ? err.detail : undefined });
+        this.log.warn('revoke_failed', {
+          provider: provider.id,
+          code: err instanceof ProviderError ? err.code : 'unknown',
+          detail: err instanceof ProviderError ? err.detail : undefined,
+        });
       }
     }
     const deleted = await this.store.connections.delete(owner, provider.id);
-    if (deleted) await this.#audit('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
+    if (deleted)
+      await this.#audit('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
     return { deleted, revoked, ...(revokeError ? { revokeError } : {}) };
   }
 }

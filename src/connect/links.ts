@@ -45,7 +45,13 @@ export class ConnectLinks {
    * @param scopes what to ask the provider for; undefined = the provider's defaults.
    * @param purpose why a tool asks, composed by the tool from validated arguments (never client text as such).
    */
-  async create(principal: Principal, provider: string, clientName: string | undefined, scopes?: string[], purpose?: string): Promise<PendingConnection> {
+  async create(
+    principal: Principal,
+    provider: string,
+    clientName: string | undefined,
+    scopes?: string[],
+    purpose?: string,
+  ): Promise<PendingConnection> {
     const id = randomId();
     const { pending, cancelled } = await this.store.pending.openOrCreate(
       {

@@ -43,7 +43,9 @@ function askedScopes(pending: PendingConnection, provider: Provider): string[] {
 /** What goes into the authorization request: for added scopes, the provider decides whether to resend the granted ones. */
 function scopesForAuthorization(pending: PendingConnection, provider: Provider, existing: ConnectionRow | undefined): string[] {
   const asked = askedScopes(pending, provider);
-  return existing && existing.status === 'active' && pending.scopes ? provider.withoutImplied(provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean))) : asked;
+  return existing && existing.status === 'active' && pending.scopes
+    ? provider.withoutImplied(provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean)))
+    : asked;
 }
 
 /** A query or form value that must appear exactly once; duplicates and arrays are refused. */
@@ -76,22 +78,39 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   async function loadLink(handle: string | undefined, provider: Provider): Promise<PendingConnection> {
     const pending = handle ? await links.resolve(handle) : undefined;
     if (!pending || pending.provider !== provider.id) {
-      throw new BrokerError(404, 'unknown_link', 'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.', {
-        heading: 'Link not found',
-      });
+      throw new BrokerError(
+        404,
+        'unknown_link',
+        'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.',
+        {
+          heading: 'Link not found',
+        },
+      );
     }
     if (pending.status === 'cancelled' && pending.outcome_reason === DECLINED_IN_CLIENT) {
-      throw new BrokerError(410, 'link_declined', 'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.', {
-        heading: 'This request was cancelled',
-        action: { href: '/connections', label: 'See your connected accounts' },
-      });
+      throw new BrokerError(
+        410,
+        'link_declined',
+        'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.',
+        {
+          heading: 'This request was cancelled',
+          action: { href: '/connections', label: 'See your connected accounts' },
+        },
+      );
     }
     if (pending.status !== 'open' || pending.expires_at <= Date.now()) {
       const expired = pending.status === 'open';
-      throw new BrokerError(410, expired ? 'link_expired' : 'link_used', expired ? 'This connect link has expired. Ask your assistant to try again; it will give you a new link.' : 'This connect link has already been used. Each link works once; ask your assistant for a new one if you still need to connect.', {
-        heading: expired ? 'This link has expired' : 'This link was already used',
-        action: { href: '/connections', label: 'See your connected accounts' },
-      });
+      throw new BrokerError(
+        410,
+        expired ? 'link_expired' : 'link_used',
+        expired
+          ? 'This connect link has expired. Ask your assistant to try again; it will give you a new link.'
+          : 'This connect link has already been used. Each link works once; ask your assistant for a new one if you still need to connect.',
+        {
+          heading: expired ? 'This link has expired' : 'This link was already used',
+          action: { href: '/connections', label: 'See your connected accounts' },
+        },
+      );
     }
     return pending;
   }
@@ -108,7 +127,13 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
     if (!samePrincipal(viewer, pending)) {
       log.warn('connect_principal_mismatch', { provider: provider.id, pending: pending.id });
-      renderPage(res, page, 'wrong-account', { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo }, 403);
+      renderPage(
+        res,
+        page,
+        'wrong-account',
+        { title: 'Wrong account', providerName: provider.displayName, switchAction: '/auth/switch', returnTo },
+        403,
+      );
       return undefined;
     }
     return viewer;
@@ -117,7 +142,9 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   /** A provider we cannot reach (e.g. OIDC discovery): the link is not used up, the page can be reloaded. */
   function unavailable(err: unknown, provider: Provider): BrokerError {
     if (!(err instanceof ProviderError)) throw err;
-    return new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, { heading: `${provider.displayName} is unavailable` });
+    return new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, {
+      heading: `${provider.displayName} is unavailable`,
+    });
   }
 
   router.get('/connect/:provider', deps.limits.connect, async (req, res) => {
@@ -152,13 +179,24 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     deps.requireCsrf(req, res);
     const handle = single(req.body?.handle);
     const pending = await loadLink(handle, provider);
-    const viewer = requireOwner(res, pending, provider, `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`);
+    const viewer = requireOwner(
+      res,
+      pending,
+      provider,
+      `/connect/${encodeURIComponent(provider.id)}?req=${encodeURIComponent(handle ?? '')}`,
+    );
     if (!viewer) return;
     const decision = single(req.body?.decision);
     if (decision === 'cancel') {
       await settle(pending, 'cancelled');
       log.info('connect_cancelled', { provider: provider.id, pending: pending.id });
-      return renderMessage(res, page, 200, 'Nothing was connected', `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`);
+      return renderMessage(
+        res,
+        page,
+        200,
+        'Nothing was connected',
+        `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`,
+      );
     }
     if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
     const state = randomHandle();
@@ -191,7 +229,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
     if (!claimed) {
       await loadLink(handle, provider);
-      throw new BrokerError(409, 'link_busy', 'This connect link is being used right now. Ask your assistant for a new one if you still need to connect.');
+      throw new BrokerError(
+        409,
+        'link_busy',
+        'This connect link is being used right now. Ask your assistant for a new one if you still need to connect.',
+      );
     }
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
@@ -201,10 +243,15 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const provider = providerFor(req);
     const state = single(req.query.state);
     const invalid = () =>
-      new BrokerError(400, 'invalid_callback', 'This authorization response is not valid, has expired or was already used. Nothing was connected.', {
-        heading: 'Connection not completed',
-        action: { href: '/connections', label: 'See your connected accounts' },
-      });
+      new BrokerError(
+        400,
+        'invalid_callback',
+        'This authorization response is not valid, has expired or was already used. Nothing was connected.',
+        {
+          heading: 'Connection not completed',
+          action: { href: '/connections', label: 'See your connected accounts' },
+        },
+      );
     // The state is tied to the browser session that started it and to its provider's callback path:
     // only that session, on that path, can take the flow (taking deletes it, so a replay finds
     // nothing); another browser holding the callback URL, or the state sent to another provider's
@@ -241,18 +288,39 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       await settle(pending, denied ? 'denied' : 'failed');
       log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
       return denied
-        ? renderMessage(res, page, 200, 'Nothing was connected', `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`)
-        : renderMessage(res, page, 502, 'Connection not completed', `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`);
+        ? renderMessage(
+            res,
+            page,
+            200,
+            'Nothing was connected',
+            `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`,
+          )
+        : renderMessage(
+            res,
+            page,
+            502,
+            'Connection not completed',
+            `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`,
+          );
     }
 
     let exchanged: ProviderTokens | undefined;
     try {
       const existing = await connections.find(principal, provider.id);
       const requested = scopesForAuthorization(pending, provider, existing);
-      const { tokens, account } = await provider.completeAuthorization({ callbackUrl: new URL(req.originalUrl, publicUrl), expectedState: state!, codeVerifier, requestedScopes: requested });
+      const { tokens, account } = await provider.completeAuthorization({
+        callbackUrl: new URL(req.originalUrl, publicUrl),
+        expectedState: state!,
+        codeVerifier,
+        requestedScopes: requested,
+      });
       exchanged = tokens;
       // The connection and the settled link land together: a crash leaves neither half.
-      const outcome = await connections.save(principal, provider.id, account, tokens, { pendingId: pending.id, refuseShared: deps.sharedAccountPolicy === 'refuse', refuseAccountChange: true });
+      const outcome = await connections.save(principal, provider.id, account, tokens, {
+        pendingId: pending.id,
+        refuseShared: deps.sharedAccountPolicy === 'refuse',
+        refuseAccountChange: true,
+      });
       void watcher.notify(pending.id);
       if (outcome === 'refused_different_account') {
         log.warn('connect_account_change_refused', { provider: provider.id, pending: pending.id });
@@ -273,25 +341,46 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         // The token we were just given is not kept; let the provider forget it — only it: revoking the
         // grant would cut off the other user's working connection to the same account.
         void provider.revoke(tokens, 'token').catch(() => undefined);
-        return renderMessage(res, page, 409, 'Account already linked', `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`);
+        return renderMessage(
+          res,
+          page,
+          409,
+          'Account already linked',
+          `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`,
+        );
       }
       log.info('connection_created', { provider: provider.id, pending: pending.id });
-      renderPage(res, page, 'connected', { title: `Connected to ${provider.displayName}`, providerName: provider.displayName, login: account.login, sandbox: provider.sandbox });
+      renderPage(res, page, 'connected', {
+        title: `Connected to ${provider.displayName}`,
+        providerName: provider.displayName,
+        login: account.login,
+        sandbox: provider.sandbox,
+      });
     } catch (err) {
       await settle(pending, 'failed').catch(() => undefined);
       if (err instanceof StoreUnavailableError && exchanged) {
         // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
         // so let the provider forget the token it just issued rather than leave it orphaned.
         void provider.revoke(exchanged, 'token').catch(() => undefined);
-        throw new BrokerError(503, 'temporarily_unavailable', `${provider.displayName} approved, but this service could not save the connection because its database is unavailable. Nothing was connected: ask your assistant to try again in a moment; it will give you a new link.`, {
-          heading: 'Connection not saved',
-        });
+        throw new BrokerError(
+          503,
+          'temporarily_unavailable',
+          `${provider.displayName} approved, but this service could not save the connection because its database is unavailable. Nothing was connected: ask your assistant to try again in a moment; it will give you a new link.`,
+          {
+            heading: 'Connection not saved',
+          },
+        );
       }
       if (!(err instanceof ProviderError)) throw err;
       log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
-      throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, `${err.message} Nothing was connected; ask your assistant to try again.`, {
-        heading: 'Connection not completed',
-      });
+      throw new BrokerError(
+        err.code === 'misconfigured' ? 500 : 502,
+        `provider_${err.code}`,
+        `${err.message} Nothing was connected; ask your assistant to try again.`,
+        {
+          heading: 'Connection not completed',
+        },
+      );
     }
   });
 
@@ -301,8 +390,16 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const rows = await connections.list(viewer);
     renderPage(res, page, 'connections', {
       title: 'Connected accounts',
-      connections: rows.map((r) => ({ ...summarizeConnection(r), providerId: r.provider, providerName: providers.get(r.provider)?.displayName ?? r.provider })),
-      available: [...providers.values()].map((p) => ({ id: p.id, displayName: p.displayName, connected: rows.some((r) => r.provider === p.id) })),
+      connections: rows.map((r) => ({
+        ...summarizeConnection(r),
+        providerId: r.provider,
+        providerName: providers.get(r.provider)?.displayName ?? r.provider,
+      })),
+      available: [...providers.values()].map((p) => ({
+        id: p.id,
+        displayName: p.displayName,
+        connected: rows.some((r) => r.provider === p.id),
+      })),
     });
   });
 
@@ -328,7 +425,9 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       : outcome.revoked
         ? `Your ${provider.displayName} account is disconnected and the access was revoked at ${provider.displayName}.`
         : `Your ${provider.displayName} account is disconnected here, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). You can also remove the app in your ${provider.displayName} settings.`;
-    renderMessage(res, page, 200, `${provider.displayName} disconnected`, message, { action: { href: '/connections', label: 'Back to connected accounts' } });
+    renderMessage(res, page, 200, `${provider.displayName} disconnected`, message, {
+      action: { href: '/connections', label: 'Back to connected accounts' },
+    });
   });
 
   return router;

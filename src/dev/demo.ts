@@ -21,7 +21,8 @@ const bold = (s: string) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 function shorten(value: unknown): unknown {
   if (typeof value === 'string' && value.length > 90) return `${value.slice(0, 60)}…(${value.length} chars)`;
   if (Array.isArray(value)) return value.map(shorten);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === '_meta' ? '{…}' : shorten(v)]));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === '_meta' ? '{…}' : shorten(v)]));
   return value;
 }
 
@@ -41,7 +42,10 @@ function tracingFetch(mcpUrl: string): typeof fetch {
     const response = await fetch(input, init);
     if (url.href !== mcpUrl) return response;
     const headers = new Headers(init?.headers);
-    out(bold(`→ ${init?.method ?? 'GET'} ${url.pathname}  ${headers.get('mcp-method') ?? ''} ${headers.get('mcp-name') ?? ''}`) + dim(headers.has('authorization') ? '  (Authorization: Bearer …)' : ''));
+    out(
+      bold(`→ ${init?.method ?? 'GET'} ${url.pathname}  ${headers.get('mcp-method') ?? ''} ${headers.get('mcp-name') ?? ''}`) +
+        dim(headers.has('authorization') ? '  (Authorization: Bearer …)' : ''),
+    );
     if (typeof init?.body === 'string') printJson('    ', init.body);
     out(bold(`← ${response.status}`));
     printJson('    ', await response.clone().text());
@@ -57,22 +61,39 @@ function describePage(page: Page): string {
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-demo-'));
 const port = await freePort();
-const dev = await startDevBroker({ ...process.env, PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, DATABASE_PATH: join(dir, 'broker.db'), GITHUB_CLIENT_ID: '', GITHUB_CLIENT_SECRET: '' }, createLogger('warn'));
+const dev = await startDevBroker(
+  {
+    ...process.env,
+    PORT: String(port),
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    DATABASE_PATH: join(dir, 'broker.db'),
+    GITHUB_CLIENT_ID: '',
+    GITHUB_CLIENT_SECRET: '',
+  },
+  createLogger('warn'),
+);
 let exitCode = 0;
 try {
   out(dev.banner);
   const browser = new Browser();
   const redirectUri = 'http://127.0.0.1:1/oauth/callback';
   const oauth = new InMemoryOAuthClient(redirectUri, 'Demo assistant');
-  const client = new Client({ name: 'demo-assistant', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  const client = new Client(
+    { name: 'demo-assistant', version: '1.0.0' },
+    { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+  );
 
   out(bold('1. The assistant signs in to the broker (MCP authorization against the embedded IdP)'));
   try {
     await client.connect(new StreamableHTTPClientTransport(new URL(dev.mcpUrl), { authProvider: oauth }));
   } catch (err) {
     if (!(err instanceof UnauthorizedError) || !oauth.authorizationUrl) throw err;
-    out(`   401 → protected resource metadata → IdP discovery → dynamic registration → ${oauth.authorizationUrl.origin}${oauth.authorizationUrl.pathname}`);
-    const callback = await authorizeInBrowser(browser, oauth.authorizationUrl, redirectUri, 'alice', (hop) => out(dim(`   browser: ${hop}`)));
+    out(
+      `   401 → protected resource metadata → IdP discovery → dynamic registration → ${oauth.authorizationUrl.origin}${oauth.authorizationUrl.pathname}`,
+    );
+    const callback = await authorizeInBrowser(browser, oauth.authorizationUrl, redirectUri, 'alice', (hop) =>
+      out(dim(`   browser: ${hop}`)),
+    );
     const transport = new StreamableHTTPClientTransport(new URL(dev.mcpUrl), { authProvider: oauth, fetch: tracingFetch(dev.mcpUrl) });
     await transport.finishAuth(callback);
     out('   signed in as "alice"; the access token is a JWT for ' + dev.mcpUrl);
@@ -100,7 +121,10 @@ try {
   }
 
   out(bold('2. The assistant calls github_create_issue; GitHub is not linked yet'));
-  const result = await client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'demo', title: 'Hello from the connect broker' } });
+  const result = await client.callTool({
+    name: 'github_create_issue',
+    arguments: { owner: 'octo-org', repo: 'demo', title: 'Hello from the connect broker' },
+  });
   out(bold('5. Result'));
   out(`   ${(result.content as Array<{ text?: string }>).map((c) => c.text).join(' ')}`);
   await client.close();

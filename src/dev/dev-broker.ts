@@ -30,7 +30,10 @@ export interface DevBroker {
  * are set, and generated secrets are kept beside the database. Refuses production and non-loopback.
  */
 export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promise<DevBroker> {
-  if (env.NODE_ENV === 'production') throw new ConfigError('NODE_ENV is "production": development mode (embedded sign-in, sandbox GitHub) refuses to run there; use npm start with real configuration');
+  if (env.NODE_ENV === 'production')
+    throw new ConfigError(
+      'NODE_ENV is "production": development mode (embedded sign-in, sandbox GitHub) refuses to run there; use npm start with real configuration',
+    );
   const port = env.PORT ?? '3000';
   const publicUrl = (env.PUBLIC_URL ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
   let hostname: string;
@@ -39,20 +42,32 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   } catch {
     throw new ConfigError(`PUBLIC_URL must be an absolute URL (got "${publicUrl}")`);
   }
-  if (!isLoopbackHostname(hostname)) throw new ConfigError('PUBLIC_URL must be a loopback URL in development mode (its sign-in accepts any user name)');
+  if (!isLoopbackHostname(hostname))
+    throw new ConfigError('PUBLIC_URL must be a loopback URL in development mode (its sign-in accepts any user name)');
   const host = env.HOST ?? '127.0.0.1';
   if (!isLoopbackHostname(host)) throw new ConfigError('HOST must be a loopback address in development mode');
   // Nothing may make the any-user-name sign-in reachable under another name (e.g. behind a proxy).
-  for (const name of (env.ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean)) {
+  for (const name of (env.ALLOWED_HOSTS ?? '')
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean)) {
     if (!isLoopbackHostname(name)) throw new ConfigError(`ALLOWED_HOSTS must list only loopback names in development mode (got "${name}")`);
   }
-  for (const origin of (env.ALLOWED_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean)) {
-    if (!isLoopbackHostname(URL.parse(origin)?.hostname ?? '')) throw new ConfigError(`ALLOWED_ORIGINS must list only loopback origins in development mode (got "${origin}")`);
+  for (const origin of (env.ALLOWED_ORIGINS ?? '')
+    .split(',')
+    .map((o) => o.trim())
+    .filter(Boolean)) {
+    if (!isLoopbackHostname(URL.parse(origin)?.hostname ?? ''))
+      throw new ConfigError(`ALLOWED_ORIGINS must list only loopback origins in development mode (got "${origin}")`);
   }
-  if (env.MCP_AUDIENCE && !isLoopbackHostname(URL.parse(env.MCP_AUDIENCE)?.hostname ?? '')) throw new ConfigError('MCP_AUDIENCE must be a loopback URL in development mode');
+  if (env.MCP_AUDIENCE && !isLoopbackHostname(URL.parse(env.MCP_AUDIENCE)?.hostname ?? ''))
+    throw new ConfigError('MCP_AUDIENCE must be a loopback URL in development mode');
   if (env.TRUST_PROXY && env.TRUST_PROXY !== 'false') throw new ConfigError('TRUST_PROXY is not allowed in development mode');
   // The embedded IdP and sandbox GitHub keep their state beside the broker's in one SQLite file.
-  if (env.DATABASE_URL) throw new ConfigError('DATABASE_URL is not used in development mode (everything lives in the SQLite file at DATABASE_PATH); unset it, or use npm start for PostgreSQL');
+  if (env.DATABASE_URL)
+    throw new ConfigError(
+      'DATABASE_URL is not used in development mode (everything lives in the SQLite file at DATABASE_PATH); unset it, or use npm start for PostgreSQL',
+    );
 
   const databasePath = resolve(env.DATABASE_PATH ?? './data/broker.db');
   const secretsPath = join(dirname(databasePath), 'dev-secrets.json');
@@ -112,7 +127,12 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       const idpRoutes = express.Router();
       idpRoutes.use(async (req, res, next) => {
         const path = req.path;
-        if (path === '/idp' || path.startsWith('/idp/') || path === '/.well-known/oauth-authorization-server/idp' || path === '/.well-known/openid-configuration/idp') {
+        if (
+          path === '/idp' ||
+          path.startsWith('/idp/') ||
+          path === '/.well-known/oauth-authorization-server/idp' ||
+          path === '/.well-known/openid-configuration/idp'
+        ) {
           (await idp).callback()(req, res);
           return;
         }

@@ -19,7 +19,10 @@ export interface FormSpec {
 }
 
 function decodeEntities(s: string): string {
-  return s.replace(/&(amp|lt|gt|quot|#39|#x27|#x2F);/g, (m, e: string) => ({ amp: '&', lt: '<', gt: '>', quot: '"', '#39': "'", '#x27': "'", '#x2F': '/' })[e] ?? m);
+  return s.replace(
+    /&(amp|lt|gt|quot|#39|#x27|#x2F);/g,
+    (m, e: string) => ({ amp: '&', lt: '<', gt: '>', quot: '"', '#39': "'", '#x27': "'", '#x2F': '/' })[e] ?? m,
+  );
 }
 
 function attr(tag: string, name: string): string | undefined {
@@ -106,7 +109,11 @@ export class Browser {
   }
 
   /** Requests `url` and follows redirects (GET after 302/303) until a page. */
-  async open(url: string, init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {}, maxHops = 15): Promise<Page> {
+  async open(
+    url: string,
+    init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {},
+    maxHops = 15,
+  ): Promise<Page> {
     const trail = [url];
     let res = await this.request(url, init);
     let current = url;
@@ -132,5 +139,7 @@ export class Browser {
 
 /** The text of a page without tags, collapsed, for readable assertions. */
 export function textOf(html: string): string {
-  return decodeEntities(html.replace(/<[^>]+>/g, ' ')).replace(/\s+/g, ' ').trim();
+  return decodeEntities(html.replace(/<[^>]+>/g, ' '))
+    .replace(/\s+/g, ' ')
+    .trim();
 }

@@ -109,7 +109,10 @@ const SCOPE_DESCRIPTIONS: Record<string, string> = {
 /** A name a client gives itself, as shown to a person: no control, format or bidi characters. */
 function displayClientName(name: unknown): string | undefined {
   if (typeof name !== 'string') return undefined;
-  const clean = name.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, '').trim().slice(0, 100);
+  const clean = name
+    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, '')
+    .trim()
+    .slice(0, 100);
   return clean || undefined;
 }
 
@@ -135,25 +138,29 @@ function loopbackMetadataFetch(url: string | URL, init: RequestInit): Promise<Re
     new Headers(init.headers).forEach((value, name) => {
       headers[name] = value;
     });
-    const req = httpsRequest(target, { method: init.method ?? 'GET', headers, rejectUnauthorized: false, ...(init.signal ? { signal: init.signal } : {}) }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_METADATA_BYTES) req.destroy(new Error('client metadata document too large'));
-        else chunks.push(chunk);
-      });
-      res.on('end', () => {
-        const responseHeaders = new Headers();
-        for (const [name, value] of Object.entries(res.headers)) {
-          for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) responseHeaders.append(name, v);
-        }
-        const status = res.statusCode ?? 502;
-        const noBody = status === 204 || status === 304 || status < 200;
-        resolve(new Response(noBody ? null : Buffer.concat(chunks), { status: noBody ? 502 : status, headers: responseHeaders }));
-      });
-      res.on('error', reject);
-    });
+    const req = httpsRequest(
+      target,
+      { method: init.method ?? 'GET', headers, rejectUnauthorized: false, ...(init.signal ? { signal: init.signal } : {}) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_METADATA_BYTES) req.destroy(new Error('client metadata document too large'));
+          else chunks.push(chunk);
+        });
+        res.on('end', () => {
+          const responseHeaders = new Headers();
+          for (const [name, value] of Object.entries(res.headers)) {
+            for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) responseHeaders.append(name, v);
+          }
+          const status = res.statusCode ?? 502;
+          const noBody = status === 204 || status === 304 || status < 200;
+          resolve(new Response(noBody ? null : Buffer.concat(chunks), { status: noBody ? 502 : status, headers: responseHeaders }));
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -212,7 +219,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     clientBasedCORS: (_ctx, origin) => isLoopbackOrigin(origin),
     renderError: async (ctx: PageContext, out: { error?: string; error_description?: string }) => {
       ctx.type = 'html';
-      ctx.body = await render('idp-message', { title: 'Sign-in problem', heading: 'Sign-in problem', message: out.error_description ?? out.error ?? 'The sign-in request is not valid.' });
+      ctx.body = await render('idp-message', {
+        title: 'Sign-in problem',
+        heading: 'Sign-in problem',
+        message: out.error_description ?? out.error ?? 'The sign-in request is not valid.',
+      });
     },
     ...(options.loopbackMetadataDocuments ? { fetch: loopbackMetadataFetch } : {}),
     // Development IdP: the user name typed at sign-in is the account id.
@@ -261,7 +272,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
           });
         },
         postLogoutSuccessSource: async (ctx) => {
-          ctx.body = await render('idp-message', { title: 'Signed out', heading: 'Signed out', message: 'You are signed out of the development sign-in.' });
+          ctx.body = await render('idp-message', {
+            title: 'Signed out',
+            heading: 'Signed out',
+            message: 'You are signed out of the development sign-in.',
+          });
         },
       },
       introspection: { enabled: true },
@@ -285,8 +300,12 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   const providerListener = provider.callback();
   const defaultClientId = options.clients[0]?.client_id ?? 'dev-minted';
 
-  const forwardToProvider = (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse,
-    fullPath: string, innerPath: string): void => {
+  const forwardToProvider = (
+    req: IncomingMessage & { originalUrl?: string },
+    res: ServerResponse,
+    fullPath: string,
+    innerPath: string,
+  ): void => {
     // oidc-provider derives its mount path from originalUrl minus url.
     req.originalUrl = fullPath;
     req.url = innerPath;
@@ -350,16 +369,25 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
     const details = await provider.interactionDetails(req, res);
     if (details.uid !== uid) {
-      sendHtml(res, 400, await errorPage(render, 'This sign-in link does not match the current sign-in attempt. Return to the application and start again.'));
+      sendHtml(
+        res,
+        400,
+        await errorPage(render, 'This sign-in link does not match the current sign-in attempt. Return to the application and start again.'),
+      );
       return;
     }
     const client = typeof details.params.client_id === 'string' ? await provider.Client.find(details.params.client_id) : undefined;
 
     if (action === '/abort') {
-      await provider.interactionFinished(req, res, {
-        error: 'access_denied',
-        error_description: 'End-User aborted interaction',
-      }, { mergeWithLastSubmission: false });
+      await provider.interactionFinished(
+        req,
+        res,
+        {
+          error: 'access_denied',
+          error_description: 'End-User aborted interaction',
+        },
+        { mergeWithLastSubmission: false },
+      );
       return;
     }
 
@@ -372,7 +400,12 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
       if (body.get('decision') === 'allow') {
         await grantConsent(details, req, res);
       } else {
-        await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'End-User denied the request' }, { mergeWithLastSubmission: false });
+        await provider.interactionFinished(
+          req,
+          res,
+          { error: 'access_denied', error_description: 'End-User denied the request' },
+          { mergeWithLastSubmission: false },
+        );
       }
       return;
     }
@@ -395,7 +428,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
     switch (details.prompt.name) {
       case 'login':
-        sendHtml(res, 200, await loginPage(details, client, typeof details.params.login_hint === 'string' ? details.params.login_hint : '', undefined));
+        sendHtml(
+          res,
+          200,
+          await loginPage(details, client, typeof details.params.login_hint === 'string' ? details.params.login_hint : '', undefined),
+        );
         return;
       case 'consent':
         if (autoConsents(client)) await grantConsent(details, req, res);
@@ -457,7 +494,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
   async function mintAccessToken(claims: MintAccessTokenClaims): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ client_id: claims.clientId ?? defaultClientId, scope: claims.scope ?? RESOURCE_SCOPE, ...(claims.nonce !== undefined ? { nonce: claims.nonce } : {}) })
+    return new SignJWT({
+      client_id: claims.clientId ?? defaultClientId,
+      scope: claims.scope ?? RESOURCE_SCOPE,
+      ...(claims.nonce !== undefined ? { nonce: claims.nonce } : {}),
+    })
       .setProtectedHeader({ alg: 'RS256', kid, typ: claims.typ ?? 'at+jwt' })
       .setIssuer(claims.iss ?? issuer)
       .setSubject(claims.sub)
@@ -484,7 +525,10 @@ function setSecurityHeaders(res: ServerResponse): void {
   res.setHeader('Referrer-Policy', 'no-referrer');
   res.setHeader('X-Frame-Options', 'DENY');
   // No form-action: the login POST is answered with redirects that end at the client's redirect URI.
-  res.setHeader('Content-Security-Policy', "default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'");
+  res.setHeader(
+    'Content-Security-Policy',
+    "default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'",
+  );
 }
 
 function sendHtml(res: ServerResponse, status: number, html: string): void {
@@ -513,7 +557,10 @@ function interactionError(res: ServerResponse, err: unknown, log: Logger | undef
   if (err instanceof errors.OIDCProviderError && err.expose) {
     // Typically SessionNotFound: the interaction cookie is missing or the interaction expired.
     const status = err.statusCode;
-    void errorPage(render, 'This sign-in attempt has expired or is no longer valid. Return to the application and start again.').then((html) => sendHtml(res, status, html), () => sendText(res, status, 'Sign-in problem'));
+    void errorPage(render, 'This sign-in attempt has expired or is no longer valid. Return to the application and start again.').then(
+      (html) => sendHtml(res, status, html),
+      () => sendText(res, status, 'Sign-in problem'),
+    );
     return;
   }
   if (err instanceof BodyTooLarge) {

@@ -5,7 +5,11 @@ import { startDevBroker } from './dev-broker.js';
 const log = createLogger();
 
 const dev = await startDevBroker(process.env, log).catch((err: unknown) => {
-  process.stderr.write(err instanceof ConfigError ? err.problems.map((p) => `Configuration error: ${p}\n`).join('') : `Could not start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(
+    err instanceof ConfigError
+      ? err.problems.map((p) => `Configuration error: ${p}\n`).join('')
+      : `Could not start: ${err instanceof Error ? err.message : String(err)}\n`,
+  );
   process.exit(1);
 });
 process.stdout.write(dev.banner + '\n');

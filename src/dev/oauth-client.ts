@@ -1,4 +1,10 @@
-import type { OAuthClientMetadata, OAuthClientProvider, OAuthDiscoveryState, StoredOAuthClientInformation, StoredOAuthTokens } from '@modelcontextprotocol/client';
+import type {
+  OAuthClientMetadata,
+  OAuthClientProvider,
+  OAuthDiscoveryState,
+  StoredOAuthClientInformation,
+  StoredOAuthTokens,
+} from '@modelcontextprotocol/client';
 import { parseForms, type Browser } from './http-browser.js';
 
 /**
@@ -73,7 +79,13 @@ export class InMemoryOAuthClient implements OAuthClientProvider {
  * the development sign-in form with `user`, and returns the parameters delivered to the redirect
  * URI (`code`, `state`, `iss`) for the SDK transport's `finishAuth`.
  */
-export async function authorizeInBrowser(browser: Browser, authorizationUrl: URL, redirectUri: string, user: string, onHop: (line: string) => void = () => {}): Promise<URLSearchParams> {
+export async function authorizeInBrowser(
+  browser: Browser,
+  authorizationUrl: URL,
+  redirectUri: string,
+  user: string,
+  onHop: (line: string) => void = () => {},
+): Promise<URLSearchParams> {
   let url = authorizationUrl.href;
   let init: { method?: string; body?: URLSearchParams } = {};
   for (let hop = 0; hop < 20; hop++) {
@@ -85,7 +97,10 @@ export async function authorizeInBrowser(browser: Browser, authorizationUrl: URL
       await res.body?.cancel();
       const next = new URL(location, url);
       if (next.href.startsWith(redirectUri)) {
-        if (!next.searchParams.get('code')) throw new Error(`sign-in ended without a code: ${next.searchParams.get('error') ?? 'unknown error'} ${next.searchParams.get('error_description') ?? ''}`);
+        if (!next.searchParams.get('code'))
+          throw new Error(
+            `sign-in ended without a code: ${next.searchParams.get('error') ?? 'unknown error'} ${next.searchParams.get('error_description') ?? ''}`,
+          );
         return next.searchParams;
       }
       url = next.href;

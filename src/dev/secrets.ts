@@ -17,7 +17,8 @@ export interface DevSecrets {
 export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: DevSecrets; created: boolean }> {
   if (existsSync(path)) {
     const secrets = JSON.parse(readFileSync(path, 'utf8')) as DevSecrets;
-    if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length) return { secrets, created: false };
+    if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length)
+      return { secrets, created: false };
   }
   const secrets: DevSecrets = {
     brokerSecret: randomHandle(),

@@ -90,13 +90,16 @@ export function createApp(deps: AppDeps): express.Express {
 
   // RFC 9728 metadata, at the path-inserted and the root location.
   const metadata = (_req: Request, res: Response) => {
-    res.set('Access-Control-Allow-Origin', '*').set('Cache-Control', 'public, max-age=300').json({
-      resource: config.audience,
-      authorization_servers: [config.oidc.issuerId],
-      bearer_methods_supported: ['header'],
-      ...(config.mcpScopes.length ? { scopes_supported: config.mcpScopes } : {}),
-      resource_name: config.productName,
-    });
+    res
+      .set('Access-Control-Allow-Origin', '*')
+      .set('Cache-Control', 'public, max-age=300')
+      .json({
+        resource: config.audience,
+        authorization_servers: [config.oidc.issuerId],
+        bearer_methods_supported: ['header'],
+        ...(config.mcpScopes.length ? { scopes_supported: config.mcpScopes } : {}),
+        resource_name: config.productName,
+      });
   };
   app.get('/.well-known/oauth-protected-resource/mcp', metadata);
   app.get('/.well-known/oauth-protected-resource', metadata);
@@ -111,7 +114,9 @@ export function createApp(deps: AppDeps): express.Express {
       resourceMetadataUrl,
       maxBodyBytes: 1024 * 1024,
       log,
-      ...(config.mcpRateLimitPerMinute > 0 ? { rateLimit: mcpRateLimit(config.mcpRateLimitPerMinute, deps.store, limitKey, mcpPrincipalKey) } : {}),
+      ...(config.mcpRateLimitPerMinute > 0
+        ? { rateLimit: mcpRateLimit(config.mcpRateLimitPerMinute, deps.store, limitKey, mcpPrincipalKey) }
+        : {}),
     },
     config.publicUrl,
   );
@@ -127,11 +132,25 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {
     if (!formOriginOk(req, origins) || !sessions.verifyCsrf(res.locals.session, req.body?.csrf)) {
-      throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', { heading: 'Form expired' });
+      throw new BrokerError(403, 'csrf', 'This form has expired or did not come from this site. Go back, reload the page and try again.', {
+        heading: 'Form expired',
+      });
     }
   };
   const returnToSealer = new Sealer([deriveKey(config.brokerSecret, 'sign-in-return')]);
-  app.use(authRoutes({ publicUrl: config.publicUrl, store: deps.store, sessions, idp: deps.idp, page, log, requireCsrf, returnToSealer, rateLimit: limits.signIn }));
+  app.use(
+    authRoutes({
+      publicUrl: config.publicUrl,
+      store: deps.store,
+      sessions,
+      idp: deps.idp,
+      page,
+      log,
+      requireCsrf,
+      returnToSealer,
+      rateLimit: limits.signIn,
+    }),
+  );
   const verifierSealer = new Sealer([deriveKey(config.brokerSecret, 'connect-pkce-verifier')]);
   app.use(connectRoutes({ ...deps, page, requireCsrf, verifierSealer, limits: { connect: limits.connect, callback: limits.callback } }));
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));

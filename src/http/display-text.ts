@@ -12,6 +12,10 @@ const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
  */
 export function displayText(value: string | undefined, max = 200): string | undefined {
   if (value === undefined) return undefined;
-  const visible = value.replace(/[\t\n\v\f\r]/g, ' ').replace(INVISIBLE, '').replace(/\s+/g, ' ').trim();
+  const visible = value
+    .replace(/[\t\n\v\f\r]/g, ' ')
+    .replace(INVISIBLE, '')
+    .replace(/\s+/g, ' ')
+    .trim();
   return [...visible].slice(0, max).join('').trim() || undefined;
 }

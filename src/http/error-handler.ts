@@ -31,20 +31,31 @@ export function errorHandler(page: PageContext, log: Logger): ErrorRequestHandle
       heading = 'Temporarily unavailable';
       res.set('Retry-After', '5');
       log.warn('store_unavailable', { path: req.path, cause: err.cause instanceof Error ? err.cause.message : undefined });
-    } else if (typeof err?.status === 'number' && err.status >= 400 && err.status < 500 && (typeof err.expose === 'boolean' || err instanceof URIError)) {
+    } else if (
+      typeof err?.status === 'number' &&
+      err.status >= 400 &&
+      err.status < 500 &&
+      (typeof err.expose === 'boolean' || err instanceof URIError)
+    ) {
       // Client errors from middleware: http-errors instances (they carry `expose`) from body-parser
       // (entity.too.large, entity.parse.failed, ...) and serve-static (404 missing file, 403, 400),
       // and the router's URIError (status 400) for an undecodable path parameter. Other errors
       // that merely carry a status (an upstream library's) stay 500s.
       status = err.status;
       code = typeof err.type === 'string' ? String(err.type).replace(/\W+/g, '_') : status === 404 ? 'not_found' : 'invalid_request';
-      message = status === 413 ? 'The request is too large.' : status === 404 ? `There is nothing at ${req.path}.` : 'The request could not be read.';
+      message =
+        status === 413
+          ? 'The request is too large.'
+          : status === 404
+            ? `There is nothing at ${req.path}.`
+            : 'The request could not be read.';
       heading = status === 404 ? 'Page not found' : 'Bad request';
     } else {
       log.error('unhandled_error', { path: req.path, name: err?.name, message: err?.message });
     }
     if (res.headersSent) return void res.end();
-    if (req.path.startsWith('/mcp')) return void res.status(status).json({ jsonrpc: '2.0', id: null, error: { code: status >= 500 ? -32603 : -32600, message } });
+    if (req.path.startsWith('/mcp'))
+      return void res.status(status).json({ jsonrpc: '2.0', id: null, error: { code: status >= 500 ? -32603 : -32600, message } });
     if (wantsJson(req)) return void res.status(status).json({ error: code, error_description: message });
     renderMessage(res, page, status, heading, message, extra);
   };

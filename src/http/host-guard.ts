@@ -3,7 +3,9 @@ import type { Request, RequestHandler, Response } from 'express';
 
 /** 403 as a JSON-RPC error on /mcp, as plain JSON elsewhere. */
 function refuse(res: Response, path: string, error: string, message: string): void {
-  res.status(403).json(path.startsWith('/mcp') ? { jsonrpc: '2.0', id: null, error: { code: -32000, message } } : { error, error_description: message });
+  res
+    .status(403)
+    .json(path.startsWith('/mcp') ? { jsonrpc: '2.0', id: null, error: { code: -32000, message } } : { error, error_description: message });
 }
 
 /**

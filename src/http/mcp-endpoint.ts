@@ -1,4 +1,10 @@
-import { bearerAuthChallengeResponse, OAuthError, verifyBearerToken, type AuthInfo, type McpHttpHandler } from '@modelcontextprotocol/server';
+import {
+  bearerAuthChallengeResponse,
+  OAuthError,
+  verifyBearerToken,
+  type AuthInfo,
+  type McpHttpHandler,
+} from '@modelcontextprotocol/server';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from './web-adapter.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
@@ -60,10 +66,15 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     } catch (err) {
       if (err instanceof IdentityProviderUnavailable) {
         log.error('idp_unavailable', { message: err.message });
-        return jsonRpcError(res, 503, -32603, 'The identity provider cannot be reached to verify the access token; try again shortly.', { 'Retry-After': '5' });
+        return jsonRpcError(res, 503, -32603, 'The identity provider cannot be reached to verify the access token; try again shortly.', {
+          'Retry-After': '5',
+        });
       }
       if (err instanceof OAuthError) {
-        return sendWebResponse(res, bearerAuthChallengeResponse(err, { requiredScopes: options.requiredScopes, resourceMetadataUrl: options.resourceMetadataUrl }));
+        return sendWebResponse(
+          res,
+          bearerAuthChallengeResponse(err, { requiredScopes: options.requiredScopes, resourceMetadataUrl: options.resourceMetadataUrl }),
+        );
       }
       throw err;
     }
@@ -76,13 +87,18 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     let parsed: unknown;
     if (req.method === 'POST') {
       const type = req.headers['content-type'] ?? '';
-      if (!/^application\/json\b/i.test(type)) return jsonRpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+      if (!/^application\/json\b/i.test(type))
+        return jsonRpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
       try {
         body = (await readBody(req, options.maxBodyBytes)).toString('utf8');
       } catch (err) {
-        if (err instanceof BodyTooLarge) return jsonRpcError(res, 413, -32600, `Request body too large: the limit is ${options.maxBodyBytes} bytes`, { Connection: 'close' });
+        if (err instanceof BodyTooLarge)
+          return jsonRpcError(res, 413, -32600, `Request body too large: the limit is ${options.maxBodyBytes} bytes`, {
+            Connection: 'close',
+          });
         // The client went away mid-body: nobody is left to answer.
-        if (req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET' || (err as Error).message === 'aborted') return void res.destroy();
+        if (req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET' || (err as Error).message === 'aborted')
+          return void res.destroy();
         throw err;
       }
       try {
@@ -90,11 +106,15 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
       } catch {
         return jsonRpcError(res, 400, -32700, 'Parse error: the body is not valid JSON');
       }
-      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return jsonRpcError(res, 400, -32600, `Invalid Request: the JSON nests deeper than ${MAX_JSON_DEPTH} levels`);
+      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH))
+        return jsonRpcError(res, 400, -32600, `Invalid Request: the JSON nests deeper than ${MAX_JSON_DEPTH} levels`);
     }
 
     const request = toWebRequest(req, res, publicUrl.href, body);
-    const response = await handler.fetch(request, { authInfo: withCallScope(authInfo, parsed), ...(parsed !== undefined ? { parsedBody: parsed } : {}) });
+    const response = await handler.fetch(request, {
+      authInfo: withCallScope(authInfo, parsed),
+      ...(parsed !== undefined ? { parsedBody: parsed } : {}),
+    });
     await sendWebResponse(res, response);
   };
   return [authenticate, ...(options.rateLimit ? [options.rateLimit] : []), serve];

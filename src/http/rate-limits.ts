@@ -1,4 +1,11 @@
-import { rateLimit, type AugmentedRequest, type IncrementResponse, type Options, type RateLimitRequestHandler, type Store as RateLimitStore } from 'express-rate-limit';
+import {
+  rateLimit,
+  type AugmentedRequest,
+  type IncrementResponse,
+  type Options,
+  type RateLimitRequestHandler,
+  type Store as RateLimitStore,
+} from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
 import type { Store } from '../store/index.js';
 import type { Response } from 'express';
@@ -46,7 +53,13 @@ class SharedCounters implements RateLimitStore {
  * script cannot churn through links, states or the IdP. `name` gives each route group its own
  * budget; the counts are shared by every instance on the same database. `0` disables.
  */
-export function pageRateLimit(name: string, limitPerMinute: number, page: PageContext, store: Store, hashKey: Buffer): RateLimitRequestHandler {
+export function pageRateLimit(
+  name: string,
+  limitPerMinute: number,
+  page: PageContext,
+  store: Store,
+  hashKey: Buffer,
+): RateLimitRequestHandler {
   return rateLimit({
     windowMs: 60_000,
     limit: limitPerMinute,
@@ -56,7 +69,13 @@ export function pageRateLimit(name: string, limitPerMinute: number, page: PageCo
     store: new SharedCounters(store, hashKey, name),
     handler: (_req, res, _next, options) => {
       res.setHeader('Retry-After', String(Math.ceil(options.windowMs / 1000)));
-      renderMessage(res, page, 429, 'Too many requests', 'Too many attempts from your network in a short time. Wait a minute, then try again.');
+      renderMessage(
+        res,
+        page,
+        429,
+        'Too many requests',
+        'Too many attempts from your network in a short time. Wait a minute, then try again.',
+      );
     },
   });
 }
@@ -67,7 +86,12 @@ export function pageRateLimit(name: string, limitPerMinute: number, page: PageCo
  * so a client gets one budget however many instances it is spread over; answered with 429, a
  * `Retry-After` of the seconds left in the window, and a JSON-RPC error body.
  */
-export function mcpRateLimit(limitPerMinute: number, store: Store, hashKey: Buffer, key: (res: Response) => string | undefined): RateLimitRequestHandler {
+export function mcpRateLimit(
+  limitPerMinute: number,
+  store: Store,
+  hashKey: Buffer,
+  key: (res: Response) => string | undefined,
+): RateLimitRequestHandler {
   return rateLimit({
     windowMs: 60_000,
     limit: limitPerMinute,
@@ -78,12 +102,17 @@ export function mcpRateLimit(limitPerMinute: number, store: Store, hashKey: Buff
     store: new SharedCounters(store, hashKey, 'mcp'),
     handler: (req, res, _next, options) => {
       const resetAt = (req as AugmentedRequest).rateLimit?.resetTime?.getTime();
-      const retryAfter = resetAt ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))) : Math.ceil(options.windowMs / 1000);
+      const retryAfter = resetAt
+        ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)))
+        : Math.ceil(options.windowMs / 1000);
       res.setHeader('Retry-After', String(retryAfter));
       res.status(429).json({
         jsonrpc: '2.0',
         id: null,
-        error: { code: -32000, message: `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.` },
+        error: {
+          code: -32000,
+          message: `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`,
+        },
       });
     },
   });

@@ -8,17 +8,32 @@ export interface PageContext {
 }
 
 /** Renders a view with the locals every page needs: product name, the signed-in viewer, a CSRF token. */
-export function renderPage(res: Response, page: PageContext, view: string, locals: Record<string, unknown> & { title: string }, status = 200): void {
+export function renderPage(
+  res: Response,
+  page: PageContext,
+  view: string,
+  locals: Record<string, unknown> & { title: string },
+  status = 200,
+): void {
   const session = res.locals.session;
   res.status(status).render(view, {
     productName: page.productName,
     logoUrl: page.logoUrl,
-    ...(session?.principal ? { viewer: { name: session.principal.name, subject: session.principal.subject, issuer: session.principal.issuer } } : {}),
+    ...(session?.principal
+      ? { viewer: { name: session.principal.name, subject: session.principal.subject, issuer: session.principal.issuer } }
+      : {}),
     ...(session ? { csrfToken: page.sessions.csrfToken(session) } : {}),
     ...locals,
   });
 }
 
-export function renderMessage(res: Response, page: PageContext, status: number, heading: string, message: string, extra: { detail?: string; action?: { href: string; label: string } } = {}): void {
+export function renderMessage(
+  res: Response,
+  page: PageContext,
+  status: number,
+  heading: string,
+  message: string,
+  extra: { detail?: string; action?: { href: string; label: string } } = {},
+): void {
   renderPage(res, page, 'message', { title: heading, heading, message, ...extra }, status);
 }

@@ -6,7 +6,13 @@ import type { RequestHandler, Response } from 'express';
  * post to us and to the origins our redirects after a form go to (the IdP and the providers), and
  * nobody may frame a page.
  */
-export function securityHeaders({ formActionOrigins, imageOrigins }: { formActionOrigins: () => string[]; imageOrigins: string[] }): RequestHandler {
+export function securityHeaders({
+  formActionOrigins,
+  imageOrigins,
+}: {
+  formActionOrigins: () => string[];
+  imageOrigins: string[];
+}): RequestHandler {
   return helmet({
     contentSecurityPolicy: {
       useDefaults: false,

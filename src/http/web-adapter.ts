@@ -37,7 +37,12 @@ export function toWebRequest(req: Request, res: Response, publicUrl: string, bod
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  return new Request(new URL(req.originalUrl, publicUrl), { method: req.method, headers, signal: abort.signal, ...(body !== undefined ? { body } : {}) });
+  return new Request(new URL(req.originalUrl, publicUrl), {
+    method: req.method,
+    headers,
+    signal: abort.signal,
+    ...(body !== undefined ? { body } : {}),
+  });
 }
 
 /** Streams the SDK's web Response (JSON or SSE) back through Express. */

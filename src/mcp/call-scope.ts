@@ -25,11 +25,16 @@ export function withCallScope(authInfo: AuthInfo, body: unknown): AuthInfo {
 /** The scope the HTTP layer attached with `withCallScope`, if any. */
 export function callScopeOf(authInfo: AuthInfo | undefined): CallScope | undefined {
   const scope = authInfo?.extra?.[KEY] as CallScope | undefined;
-  return scope && typeof scope.method === 'string' && typeof scope.name === 'string' && typeof scope.argsDigest === 'string' ? scope : undefined;
+  return scope && typeof scope.method === 'string' && typeof scope.name === 'string' && typeof scope.argsDigest === 'string'
+    ? scope
+    : undefined;
 }
 
 function scopeOfBody(body: unknown): CallScope {
-  const msg = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as { method?: unknown; params?: { name?: unknown; arguments?: unknown } };
+  const msg = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as {
+    method?: unknown;
+    params?: { name?: unknown; arguments?: unknown };
+  };
   const params = msg.params && typeof msg.params === 'object' ? msg.params : {};
   return {
     method: typeof msg.method === 'string' ? msg.method : '',

@@ -1,4 +1,11 @@
-import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, type ClientCapabilities, type ProtocolEra, type RequestStateCodec, type ServerContext } from '@modelcontextprotocol/server';
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  type ClientCapabilities,
+  type ProtocolEra,
+  type RequestStateCodec,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
 import { principalFromAuthInfo } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connect/completion-watcher.js';

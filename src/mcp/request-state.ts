@@ -19,7 +19,8 @@ export function createToolStateCodec(brokerSecret: Buffer, ttlSeconds: number): 
       const principal = principalFromAuthInfo(ctx.http?.authInfo);
       const call = callScopeOf(ctx.http?.authInfo);
       // Fail closed: a state is never minted or accepted bound to less than all of these.
-      if (!principal || !call || call.method !== ctx.mcpReq.method) throw new Error('requestState needs a verified principal and the call it belongs to');
+      if (!principal || !call || call.method !== ctx.mcpReq.method)
+        throw new Error('requestState needs a verified principal and the call it belongs to');
       return [principal.issuer, principal.subject, call.method, call.name, call.argsDigest].join('\0');
     },
   });

@@ -1,4 +1,11 @@
-import { inputRequired, inputResponse, UrlElicitationRequiredError, type CallToolResult, type InputRequiredResult, type ServerContext } from '@modelcontextprotocol/server';
+import {
+  inputRequired,
+  inputResponse,
+  UrlElicitationRequiredError,
+  type CallToolResult,
+  type InputRequiredResult,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
@@ -14,15 +21,20 @@ import { providerFailure } from './tools/provider-failure.js';
 export const CONNECT_INPUT_KEY = 'connect_account';
 
 export type ConnectionGate =
-  | { ok: true; principal: Principal; connection: OpenConnection }
-  | { ok: false; result: CallToolResult | InputRequiredResult };
+  { ok: true; principal: Principal; connection: OpenConnection } | { ok: false; result: CallToolResult | InputRequiredResult };
 
 const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean))];
 
 /** Pending connections the broker itself refused or replaced: why, in words and as a code. */
 const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; code: string }> = {
-  refused_shared_account: (p) => ({ why: `that ${p.displayName} account is already linked to another user`, code: 'account_linked_elsewhere' }),
-  refused_different_account: (p) => ({ why: `${p.displayName} signed you in as a different account than the one linked here, which was kept`, code: 'different_account' }),
+  refused_shared_account: (p) => ({
+    why: `that ${p.displayName} account is already linked to another user`,
+    code: 'account_linked_elsewhere',
+  }),
+  refused_different_account: (p) => ({
+    why: `${p.displayName} signed you in as a different account than the one linked here, which was kept`,
+    code: 'different_account',
+  }),
   superseded: () => ({ why: 'newer connect links replaced this one before it was opened', code: 'superseded' }),
 };
 
@@ -35,7 +47,14 @@ const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; cod
  * On a repeat the decision comes from our own store, never from the client's `accept`: a flow still
  * under way holds the call (bounded) until the provider callback lands in any process.
  */
-export async function requireConnection(ctx: ServerContext, facts: RequestFacts, deps: ToolDeps, provider: Provider, purpose: string, requiredScopes: string[] = []): Promise<ConnectionGate> {
+export async function requireConnection(
+  ctx: ServerContext,
+  facts: RequestFacts,
+  deps: ToolDeps,
+  provider: Provider,
+  purpose: string,
+  requiredScopes: string[] = [],
+): Promise<ConnectionGate> {
   const principal = principalOf(ctx);
   const state = ctx.mcpReq.requestState<{ kind: string; pid?: string }>();
   let pending: PendingConnection | undefined;
@@ -45,7 +64,13 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
     const answer = inputResponse(ctx.mcpReq.inputResponses, CONNECT_INPUT_KEY);
     if (answer.kind === 'elicit' && answer.action !== 'accept') {
       if (pending) await deps.store.pending.settle(pending.id, 'cancelled', DECLINED_IN_CLIENT);
-      return { ok: false, result: nothingDone(`${provider.displayName} was not connected (you chose not to open the link), so nothing was done.`, { status: 'not_connected', reason: answer.action }) };
+      return {
+        ok: false,
+        result: nothingDone(`${provider.displayName} was not connected (you chose not to open the link), so nothing was done.`, {
+          status: 'not_connected',
+          reason: answer.action,
+        }),
+      };
     }
   }
 
@@ -71,9 +96,16 @@ export async function requireConnection(ctx: ServerContext, facts: RequestFacts,
       const known = reason ? SETTLED_REASONS[reason]?.(provider) : undefined;
       const why = known?.why ?? (outcome === 'denied' ? `you cancelled at ${provider.displayName}` : 'you cancelled on the connect page');
       const code = known?.code ?? outcome;
-      return { ok: false, result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, { status: 'not_connected', reason: code }) };
+      return {
+        ok: false,
+        result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, {
+          status: 'not_connected',
+          reason: code,
+        }),
+      };
     }
-    if (outcome === 'aborted') return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
+    if (outcome === 'aborted')
+      return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
     const current = await deps.store.pending.byId(pending.id);
     if (outcome !== 'completed' && current?.status === 'completed') {
       // Completed, but the wake-up never came (a lost NOTIFY, a clock far off): the store decides.
@@ -147,7 +179,8 @@ export async function withConnection(
     const result = await actTolerantOfReplicationLag(provider, gate.connection, gate.principal, act);
     // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
     const lastUsed = gate.connection.row.last_used_at;
-    if (lastUsed === null || Date.now() - lastUsed > 60_000) void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
+    if (lastUsed === null || Date.now() - lastUsed > 60_000)
+      void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
     return result;
   } catch (err) {
     if (err instanceof ProviderError && err.code === 'unauthorized') {
@@ -164,7 +197,12 @@ export async function withConnection(
  * (the provider's `freshTokenRetryMs`, set for GitHub): retry such a fresh token once before
  * calling it dead.
  */
-async function actTolerantOfReplicationLag<T>(provider: Provider, connection: OpenConnection, principal: Principal, act: (c: OpenConnection, p: Principal) => Promise<T>): Promise<T> {
+async function actTolerantOfReplicationLag<T>(
+  provider: Provider,
+  connection: OpenConnection,
+  principal: Principal,
+  act: (c: OpenConnection, p: Principal) => Promise<T>,
+): Promise<T> {
   try {
     return await act(connection, principal);
   } catch (err) {

@@ -32,7 +32,8 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
     requestState: { verify: (state, ctx) => deps.codec.verify(state, ctx) },
-    instructions: 'Tools that act on a third-party account ask the user to connect it through a link to this server; the tokens never reach the client.',
+    instructions:
+      'Tools that act on a third-party account ask the user to connect it through a link to this server; the tokens never reach the client.',
   });
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
   reuseConvertedOutputSchemas(server);

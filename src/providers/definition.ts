@@ -107,9 +107,11 @@ export const providerDefinitionSchema = z
     error: (issue) => (issue.code === 'invalid_union' ? 'Invalid option: expected one of "oauth2"|"oidc"' : undefined),
   })
   .superRefine((d, ctx) => {
-    if (d.identity.source === 'id_token' && d.kind !== 'oidc') ctx.addIssue({ code: 'custom', path: ['identity'], message: 'id_token identity needs kind oidc' });
+    if (d.identity.source === 'id_token' && d.kind !== 'oidc')
+      ctx.addIssue({ code: 'custom', path: ['identity'], message: 'id_token identity needs kind oidc' });
     for (const s of d.defaultScopes ?? []) {
-      if (!d.scopes.some((x) => x.name === s)) ctx.addIssue({ code: 'custom', path: ['defaultScopes'], message: `default scope "${s}" is not listed in scopes` });
+      if (!d.scopes.some((x) => x.name === s))
+        ctx.addIssue({ code: 'custom', path: ['defaultScopes'], message: `default scope "${s}" is not listed in scopes` });
     }
   });
 

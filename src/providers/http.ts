@@ -6,7 +6,11 @@ export async function fetchWithTimeout(url: URL | string, init: RequestInit, tim
     return await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
   } catch (err) {
     const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
-    throw new ProviderError('unavailable', `${label} did not answer${timedOut ? ' in time' : ''}. Please try again in a moment.`, err instanceof Error ? err.message : String(err));
+    throw new ProviderError(
+      'unavailable',
+      `${label} did not answer${timedOut ? ' in time' : ''}. Please try again in a moment.`,
+      err instanceof Error ? err.message : String(err),
+    );
   }
 }
 
@@ -19,5 +23,9 @@ export async function readJson(response: Response, label: string): Promise<Recor
   } catch {
     // fall through
   }
-  throw new ProviderError('unavailable', `${label} sent an unreadable answer. Please try again in a moment.`, `HTTP ${response.status}, ${text.length} bytes`);
+  throw new ProviderError(
+    'unavailable',
+    `${label} sent an unreadable answer. Please try again in a moment.`,
+    `HTTP ${response.status}, ${text.length} bytes`,
+  );
 }

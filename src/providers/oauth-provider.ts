@@ -53,23 +53,32 @@ export class OAuthProvider implements Provider {
     this.freshTokenRetryMs = d.freshTokenRetryMs;
   }
 
-
   #configuration(): Promise<oidc.Configuration> {
     this.#config ??= this.#build().catch((err: unknown) => {
       this.#config = undefined;
-      throw new ProviderError('unavailable', `${this.displayName} cannot be reached right now. Please try again in a moment.`, err instanceof Error ? err.message : String(err));
+      throw new ProviderError(
+        'unavailable',
+        `${this.displayName} cannot be reached right now. Please try again in a moment.`,
+        err instanceof Error ? err.message : String(err),
+      );
     });
     return this.#config;
   }
 
   async #build(): Promise<oidc.Configuration> {
     const d = this.#options.definition;
-    const auth = d.clientAuth === 'client_secret_basic' ? oidc.ClientSecretBasic(this.#options.clientSecret) : oidc.ClientSecretPost(this.#options.clientSecret);
+    const auth =
+      d.clientAuth === 'client_secret_basic'
+        ? oidc.ClientSecretBasic(this.#options.clientSecret)
+        : oidc.ClientSecretPost(this.#options.clientSecret);
     const timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
     let config: oidc.Configuration;
     if (d.kind === 'oidc') {
       const insecure = isLocalHttp(d.issuer);
-      config = await oidc.discovery(new URL(d.issuer), this.#options.clientId, undefined, auth, { timeout, ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}) });
+      config = await oidc.discovery(new URL(d.issuer), this.#options.clientId, undefined, auth, {
+        timeout,
+        ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+      });
       const endpoint = config.serverMetadata().authorization_endpoint;
       if (endpoint) this.authorizationOrigin = new URL(endpoint).origin;
     } else {
@@ -107,7 +116,17 @@ export class OAuthProvider implements Provider {
     return [...new Set([...granted, ...asked])];
   }
 
-  async buildAuthorizationUrl({ redirectUri, state, codeChallenge, scopes }: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
+  async buildAuthorizationUrl({
+    redirectUri,
+    state,
+    codeChallenge,
+    scopes,
+  }: {
+    redirectUri: string;
+    state: string;
+    codeChallenge: string;
+    scopes: string[];
+  }): Promise<URL> {
     const d = this.#options.definition;
     const params: Record<string, string> = { ...d.authorizeParams, redirect_uri: redirectUri, state };
     if (this.scopesApply && scopes.length) params.scope = scopes.join(d.scopeSeparator);
@@ -115,7 +134,17 @@ export class OAuthProvider implements Provider {
     return oidc.buildAuthorizationUrl(await this.#configuration(), params);
   }
 
-  async completeAuthorization({ callbackUrl, expectedState, codeVerifier, requestedScopes }: { callbackUrl: URL; expectedState: string; codeVerifier: string; requestedScopes: string[] }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }> {
+  async completeAuthorization({
+    callbackUrl,
+    expectedState,
+    codeVerifier,
+    requestedScopes,
+  }: {
+    callbackUrl: URL;
+    expectedState: string;
+    codeVerifier: string;
+    requestedScopes: string[];
+  }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }> {
     const d = this.#options.definition;
     const config = await this.#configuration();
     let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
@@ -140,7 +169,12 @@ export class OAuthProvider implements Provider {
   }
 
   async refresh(tokens: ProviderTokens): Promise<ProviderTokens> {
-    if (!tokens.refreshToken) throw new ProviderError('invalid_grant', `The ${this.displayName} access has expired and cannot be renewed; reconnect ${this.displayName}.`, 'no refresh token');
+    if (!tokens.refreshToken)
+      throw new ProviderError(
+        'invalid_grant',
+        `The ${this.displayName} access has expired and cannot be renewed; reconnect ${this.displayName}.`,
+        'no refresh token',
+      );
     const config = await this.#configuration();
     let response: oidc.TokenEndpointResponse;
     try {
@@ -178,14 +212,25 @@ export class OAuthProvider implements Provider {
       await response.body?.cancel();
       // 404: the grant is already gone (the user revoked it upstream), which is what we want.
       if (response.status === 204 || response.status === 404) return { revoked: true };
-      throw new ProviderError(response.status === 429 || response.status === 403 ? 'rate_limited' : 'unavailable', `${this.displayName} did not confirm the revocation (HTTP ${response.status}).`);
+      throw new ProviderError(
+        response.status === 429 || response.status === 403 ? 'rate_limited' : 'unavailable',
+        `${this.displayName} did not confirm the revocation (HTTP ${response.status}).`,
+      );
     }
     const config = await this.#configuration();
     try {
-      await oidc.tokenRevocation(config, tokens.refreshToken ?? tokens.accessToken, tokens.refreshToken ? { token_type_hint: 'refresh_token' } : { token_type_hint: 'access_token' });
+      await oidc.tokenRevocation(
+        config,
+        tokens.refreshToken ?? tokens.accessToken,
+        tokens.refreshToken ? { token_type_hint: 'refresh_token' } : { token_type_hint: 'access_token' },
+      );
       return { revoked: true };
     } catch (err) {
-      throw new ProviderError('unavailable', `${this.displayName} did not confirm the revocation.`, err instanceof Error ? err.message : String(err));
+      throw new ProviderError(
+        'unavailable',
+        `${this.displayName} did not confirm the revocation.`,
+        err instanceof Error ? err.message : String(err),
+      );
     }
   }
 
@@ -203,7 +248,11 @@ export class OAuthProvider implements Provider {
     };
   }
 
-  async #account(config: oidc.Configuration, response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, tokens: ProviderTokens): Promise<ProviderAccount> {
+  async #account(
+    config: oidc.Configuration,
+    response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
+    tokens: ProviderTokens,
+  ): Promise<ProviderAccount> {
     const identity = this.#options.definition.identity;
     let source: unknown;
     switch (identity.source) {
@@ -218,27 +267,32 @@ export class OAuthProvider implements Provider {
         try {
           source = await oidc.fetchUserInfo(config, tokens.accessToken, sub ?? oidc.skipSubjectCheck);
         } catch (err) {
-          throw new ProviderError('unavailable', `${this.displayName} did not say who you are. Please try again.`, err instanceof Error ? err.message : String(err));
+          throw new ProviderError(
+            'unavailable',
+            `${this.displayName} did not say who you are. Please try again.`,
+            err instanceof Error ? err.message : String(err),
+          );
         }
         break;
       }
       case 'api': {
-        const call = () => fetchWithTimeout(
-          identity.url,
-          {
-            method: identity.method,
-            headers: {
-              accept: 'application/json',
-              'user-agent': 'mcp-connect-broker',
-              ...identity.headers,
-              authorization: `Bearer ${tokens.accessToken}`,
-              ...(identity.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        const call = () =>
+          fetchWithTimeout(
+            identity.url,
+            {
+              method: identity.method,
+              headers: {
+                accept: 'application/json',
+                'user-agent': 'mcp-connect-broker',
+                ...identity.headers,
+                authorization: `Bearer ${tokens.accessToken}`,
+                ...(identity.body !== undefined ? { 'content-type': 'application/json' } : {}),
+              },
+              ...(identity.body !== undefined ? { body: JSON.stringify(identity.body) } : {}),
             },
-            ...(identity.body !== undefined ? { body: JSON.stringify(identity.body) } : {}),
-          },
-          this.#options.timeoutMs,
-          this.displayName,
-        );
+            this.#options.timeoutMs,
+            this.displayName,
+          );
         let res = await call();
         // The token was minted a moment ago and may not have replicated yet.
         if (res.status === 401 && this.freshTokenRetryMs > 0) {
@@ -247,7 +301,12 @@ export class OAuthProvider implements Provider {
           res = await call();
         }
         const body = await readJson(res, this.displayName);
-        if (!res.ok) throw new ProviderError(res.status === 401 ? 'unauthorized' : 'unavailable', `${this.displayName} did not say who you are (HTTP ${res.status}). Please try again.`, String(body.message ?? ''));
+        if (!res.ok)
+          throw new ProviderError(
+            res.status === 401 ? 'unauthorized' : 'unavailable',
+            `${this.displayName} did not say who you are (HTTP ${res.status}). Please try again.`,
+            String(body.message ?? ''),
+          );
         source = body;
         break;
       }
@@ -255,7 +314,11 @@ export class OAuthProvider implements Provider {
     const id = pick(source, identity.idField);
     const login = pick(source, identity.loginField) ?? id;
     if ((typeof id !== 'string' && typeof id !== 'number') || id === '') {
-      throw new ProviderError('unavailable', `${this.displayName} sent an account without an id. Please try again.`, `missing ${identity.idField}`);
+      throw new ProviderError(
+        'unavailable',
+        `${this.displayName} sent an account without an id. Please try again.`,
+        `missing ${identity.idField}`,
+      );
     }
     return { id: String(id), login: String(login) };
   }
@@ -270,9 +333,21 @@ export class OAuthProvider implements Provider {
       if (code === 'invalid_grant' || code === 'bad_refresh_token' || code === 'bad_verification_code') {
         return grant === 'refresh'
           ? new ProviderError('invalid_grant', `${name} no longer accepts the saved authorization; reconnect ${name}.`, detail)
-          : new ProviderError('bad_verification_code', `${name} did not accept the authorization (it may have expired). Please start again.`, detail);
+          : new ProviderError(
+              'bad_verification_code',
+              `${name} did not accept the authorization (it may have expired). Please start again.`,
+              detail,
+            );
       }
-      if (['invalid_client', 'unauthorized_client', 'incorrect_client_credentials', 'redirect_uri_mismatch', 'unsupported_grant_type'].includes(code)) {
+      if (
+        [
+          'invalid_client',
+          'unauthorized_client',
+          'incorrect_client_credentials',
+          'redirect_uri_mismatch',
+          'unsupported_grant_type',
+        ].includes(code)
+      ) {
         return new ProviderError('misconfigured', `This service is not set up correctly with ${name}. Tell the operator.`, detail);
       }
       return new ProviderError('unavailable', `${name} could not complete the authorization. Please try again.`, detail);

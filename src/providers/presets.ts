@@ -38,7 +38,13 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       pkce: true,
       authorizeParams: { allow_signup: 'true' },
       clientAuth: 'client_secret_post',
-      identity: { source: 'api', url: join(ctx.githubApiUrl, 'user'), headers: { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' }, idField: 'id', loginField: 'login' },
+      identity: {
+        source: 'api',
+        url: join(ctx.githubApiUrl, 'user'),
+        headers: { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' },
+        idField: 'id',
+        loginField: 'login',
+      },
       revocation: { kind: 'github-grant', apiUrl: ctx.githubApiUrl.href },
       refresh: { skewSeconds: 300, rotates: true },
       tokenErrorsAsHttp200: true,
@@ -103,7 +109,7 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       revocation: { kind: 'none' },
       // openid.connect.token is a Web API method: errors come as HTTP 200 {"ok": false, "error": ...}.
       tokenErrorsAsHttp200: true,
-      docs: 'https://api.slack.com/authentication/sign-in-with-slack (identity only; API scopes need Slack\'s v2 user_scope flow)',
+      docs: "https://api.slack.com/authentication/sign-in-with-slack (identity only; API scopes need Slack's v2 user_scope flow)",
     },
     {
       id: 'microsoft',
@@ -156,7 +162,14 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       ],
       // Requested comma-separated; Linear answers with a space-separated scope string.
       scopeSeparator: ',',
-      identity: { source: 'api', url: 'https://api.linear.app/graphql', method: 'POST', body: { query: '{ viewer { id email } }' }, idField: 'data.viewer.id', loginField: 'data.viewer.email' },
+      identity: {
+        source: 'api',
+        url: 'https://api.linear.app/graphql',
+        method: 'POST',
+        body: { query: '{ viewer { id email } }' },
+        idField: 'data.viewer.id',
+        loginField: 'data.viewer.email',
+      },
       revocation: { kind: 'rfc7009', endpoint: 'https://api.linear.app/oauth/revoke' },
       // 24-hour access tokens with refresh tokens (all apps since April 2026). Whether a refresh kills
       // the old refresh token is not settled by the docs; a returned refresh token is stored either way.

@@ -73,7 +73,12 @@ export interface Provider {
   scopesToRequest(asked: string[], granted: string[]): string[];
   buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL>;
   /** Exchanges the code from `callbackUrl` (validating `state` and PKCE) and reads the account it belongs to. */
-  completeAuthorization(params: { callbackUrl: URL; expectedState: string; codeVerifier: string; requestedScopes: string[] }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }>;
+  completeAuthorization(params: {
+    callbackUrl: URL;
+    expectedState: string;
+    codeVerifier: string;
+    requestedScopes: string[];
+  }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }>;
   /** Uses the refresh token; `invalid_grant` when the provider no longer accepts it. */
   refresh(tokens: ProviderTokens): Promise<ProviderTokens>;
   /**

@@ -12,12 +12,21 @@ export { openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.
  * Opens (and migrates) the store the configuration names: PostgreSQL when DATABASE_URL is set,
  * shared by every instance; otherwise the embedded SQLite file at DATABASE_PATH.
  */
-export async function openStore(database: Config['database'], onError?: (event: string, detail: Record<string, unknown>) => void): Promise<Store> {
+export async function openStore(
+  database: Config['database'],
+  onError?: (event: string, detail: Record<string, unknown>) => void,
+): Promise<Store> {
   if (!database.url) return openSqliteStore(database.path);
   try {
-    return await openPostgresStore(database.url, { poolMax: database.poolMax, statementTimeoutMs: database.statementTimeoutMs, ...(onError ? { onError } : {}) });
+    return await openPostgresStore(database.url, {
+      poolMax: database.poolMax,
+      statementTimeoutMs: database.statementTimeoutMs,
+      ...(onError ? { onError } : {}),
+    });
   } catch (err) {
     // pg's messages name the host and user, never the password.
-    throw new Error(`DATABASE_URL: cannot open the PostgreSQL database (${err instanceof Error ? err.message : String(err)})`, { cause: err });
+    throw new Error(`DATABASE_URL: cannot open the PostgreSQL database (${err instanceof Error ? err.message : String(err)})`, {
+      cause: err,
+    });
   }
 }

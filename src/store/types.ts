@@ -55,7 +55,9 @@ export interface PendingConnection {
   updated_at: number;
 }
 
-export type NewPendingConnection = Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose'> & { purpose?: string | null };
+export type NewPendingConnection = Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose'> & {
+  purpose?: string | null;
+};
 
 export type ConnectionStatus = 'active' | 'reauth_required';
 
@@ -77,7 +79,14 @@ export interface ConnectionRow {
 
 export type NewConnection = Omit<ConnectionRow, 'created_at' | 'updated_at' | 'last_used_at' | 'status' | 'status_reason'>;
 
-export type AuditEvent = 'connection_created' | 'connection_refreshed' | 'refresh_failed' | 'reauth_required' | 'connection_revoked' | 'binding_refused' | 'keys_rotated';
+export type AuditEvent =
+  | 'connection_created'
+  | 'connection_refreshed'
+  | 'refresh_failed'
+  | 'reauth_required'
+  | 'connection_revoked'
+  | 'binding_refused'
+  | 'keys_rotated';
 
 export interface AuditRow {
   id: number;
@@ -94,7 +103,13 @@ export interface SessionRepository {
   create(idHash: string, expiresAt: number): Promise<void>;
   find(idHash: string, now?: number): Promise<SessionRow | undefined>;
   /** Replaces the session with a fresh id carrying the signed-in principal (no fixation). */
-  rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number, sealedIdToken?: string): Promise<void>;
+  rotateSignedIn(
+    oldHash: string | undefined,
+    newHash: string,
+    p: Owner & { name: string },
+    expiresAt: number,
+    sealedIdToken?: string,
+  ): Promise<void>;
   delete(idHash: string): Promise<void>;
 }
 
@@ -177,7 +192,12 @@ export interface ConnectionRepository {
    * Replaces the tokens only if they are still the ones the caller read (compare-and-swap on the
    * sealed value), so a slower writer can never overwrite a newer refresh.
    */
-  replaceTokens(owner: Owner, provider: string, expected: string, next: { key_id: string; sealed_tokens: string; scopes: string }): Promise<boolean>;
+  replaceTokens(
+    owner: Owner,
+    provider: string,
+    expected: string,
+    next: { key_id: string; sealed_tokens: string; scopes: string },
+  ): Promise<boolean>;
   /** Marks the connection as needing the user again; the row (and its account binding) stays. */
   markReauthRequired(owner: Owner, provider: string, reason: string): Promise<boolean>;
   /** Other principals' connections to the same upstream account. */

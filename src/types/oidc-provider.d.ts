@@ -51,12 +51,7 @@ declare module 'oidc-provider' {
 
   export interface Account {
     accountId: string;
-    claims(
-      use: string,
-      scope: string,
-      claims: UnknownObject,
-      rejected: string[],
-    ): AccountClaims | Promise<AccountClaims>;
+    claims(use: string, scope: string, claims: UnknownObject, rejected: string[]): AccountClaims | Promise<AccountClaims>;
   }
 
   export interface PromptDetail {
@@ -132,10 +127,16 @@ declare module 'oidc-provider' {
       devInteractions?: { enabled: boolean };
       resourceIndicators?: {
         enabled: boolean;
-        defaultResource?: (ctx: Ctx, client: ClientInstance, oneOf?: string[]) =>
-          string | string[] | undefined | Promise<string | string[] | undefined>;
-        getResourceServerInfo?: (ctx: Ctx, resourceIndicator: string, client: ClientInstance) =>
-          ResourceServerInfo | Promise<ResourceServerInfo>;
+        defaultResource?: (
+          ctx: Ctx,
+          client: ClientInstance,
+          oneOf?: string[],
+        ) => string | string[] | undefined | Promise<string | string[] | undefined>;
+        getResourceServerInfo?: (
+          ctx: Ctx,
+          resourceIndicator: string,
+          client: ClientInstance,
+        ) => ResourceServerInfo | Promise<ResourceServerInfo>;
         useGrantedResource?: (ctx: Ctx, model: unknown) => boolean | Promise<boolean>;
       };
       registration?: { enabled: boolean; [key: string]: unknown };

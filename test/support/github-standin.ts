@@ -37,8 +37,14 @@ export interface StandInFaults {
 }
 
 export interface StandInIssue {
-  owner: string; repo: string; number: number; title: string; body: string | null;
-  labels: string[]; author: string; html_url: string;
+  owner: string;
+  repo: string;
+  number: number;
+  title: string;
+  body: string | null;
+  labels: string[];
+  author: string;
+  html_url: string;
 }
 
 export interface GitHubStandIn {
@@ -75,12 +81,24 @@ function liveUser(store: SandboxGitHubStore, user: SandboxUser): StandInUser {
     Object.assign(current, next);
   };
   return {
-    get id() { return current.id; },
-    set id(id: number) { write({ ...current, id }); },
-    get login() { return current.login; },
-    set login(login: string) { write({ ...current, login }); },
-    get name() { return current.name; },
-    set name(name: string) { write({ ...current, name }); },
+    get id() {
+      return current.id;
+    },
+    set id(id: number) {
+      write({ ...current, id });
+    },
+    get login() {
+      return current.login;
+    },
+    set login(login: string) {
+      write({ ...current, login });
+    },
+    get name() {
+      return current.name;
+    },
+    set name(name: string) {
+      write({ ...current, name });
+    },
   };
 }
 
@@ -98,13 +116,33 @@ class StoreBackedUsers extends Map<string, StandInUser> {
     for (const user of this.#store.listUsers()) super.set(user.login, liveUser(this.#store, user));
   }
 
-  override get(key: string): StandInUser | undefined { this.#sync(); return super.get(key); }
-  override has(key: string): boolean { this.#sync(); return super.has(key); }
-  override get size(): number { this.#sync(); return super.size; }
-  override keys(): MapIterator<string> { this.#sync(); return super.keys(); }
-  override values(): MapIterator<StandInUser> { this.#sync(); return super.values(); }
-  override entries(): MapIterator<[string, StandInUser]> { this.#sync(); return super.entries(); }
-  override [Symbol.iterator](): MapIterator<[string, StandInUser]> { return this.entries(); }
+  override get(key: string): StandInUser | undefined {
+    this.#sync();
+    return super.get(key);
+  }
+  override has(key: string): boolean {
+    this.#sync();
+    return super.has(key);
+  }
+  override get size(): number {
+    this.#sync();
+    return super.size;
+  }
+  override keys(): MapIterator<string> {
+    this.#sync();
+    return super.keys();
+  }
+  override values(): MapIterator<StandInUser> {
+    this.#sync();
+    return super.values();
+  }
+  override entries(): MapIterator<[string, StandInUser]> {
+    this.#sync();
+    return super.entries();
+  }
+  override [Symbol.iterator](): MapIterator<[string, StandInUser]> {
+    return this.entries();
+  }
   override forEach(fn: (value: StandInUser, key: string, map: Map<string, StandInUser>) => void, thisArg?: unknown): void {
     this.#sync();
     super.forEach(fn, thisArg);
@@ -141,10 +179,14 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
   });
   const sandbox = createSandboxGitHub({
     store,
-    clients: [{
-      clientId, clientSecret, kind,
-      ...(options.accessTokenTtlSeconds !== undefined ? { accessTokenTtlSeconds: options.accessTokenTtlSeconds } : {}),
-    }],
+    clients: [
+      {
+        clientId,
+        clientSecret,
+        kind,
+        ...(options.accessTokenTtlSeconds !== undefined ? { accessTokenTtlSeconds: options.accessTokenTtlSeconds } : {}),
+      },
+    ],
     publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     faults,
     // Path only: never the query, never tokens.
@@ -164,8 +206,14 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
     requests,
     get issues(): StandInIssue[] {
       return store.listIssues().map((i) => ({
-        owner: i.owner, repo: i.repo, number: i.number, title: i.title, body: i.body,
-        labels: i.labels, author: i.author, html_url: `${webUrl}/${i.owner}/${i.repo}/issues/${i.number}`,
+        owner: i.owner,
+        repo: i.repo,
+        number: i.number,
+        title: i.title,
+        body: i.body,
+        labels: i.labels,
+        author: i.author,
+        html_url: `${webUrl}/${i.owner}/${i.repo}/issues/${i.number}`,
       }));
     },
     get faults(): StandInFaults {
@@ -191,13 +239,14 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
     refreshes,
     issueTokenFor: (login, opts) => sandbox.issueToken(clientId, login, opts),
     expireAccessTokens: (login) => void sandbox.expireAccessTokens(login, clientId),
-    close: () => new Promise<void>((resolve, reject) => {
-      server.close((err) => {
-        if (db.open) db.close();
-        if (err) reject(err);
-        else resolve();
-      });
-      server.closeAllConnections(); // also ends requests parked by the 'timeout' fault
-    }),
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((err) => {
+          if (db.open) db.close();
+          if (err) reject(err);
+          else resolve();
+        });
+        server.closeAllConnections(); // also ends requests parked by the 'timeout' fault
+      }),
   };
 }

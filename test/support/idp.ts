@@ -50,7 +50,12 @@ export async function startIdp(opts: { clients: IdpClient[]; resource: string; p
   const issuer = `http://127.0.0.1:${port}`;
   let idp: IdentityProvider;
   try {
-    idp = await createIdentityProvider({ issuer, clients: opts.clients, resource: opts.resource, ...(opts.endSession === false ? { endSession: false } : {}) });
+    idp = await createIdentityProvider({
+      issuer,
+      clients: opts.clients,
+      resource: opts.resource,
+      ...(opts.endSession === false ? { endSession: false } : {}),
+    });
   } catch (err) {
     server.close();
     throw err;
@@ -65,9 +70,10 @@ export async function startIdp(opts: { clients: IdpClient[]; resource: string; p
     get requests() {
       return requests;
     },
-    close: () => new Promise<void>((resolve, reject) => {
-      server.close((err) => (err ? reject(err) : resolve()));
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
+      }),
   };
 }

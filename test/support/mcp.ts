@@ -51,7 +51,12 @@ export function resultText(result: unknown): string {
 }
 
 /** Raw JSON-RPC POST to /mcp the way a 2026-07-28 client sends it, for wire-level assertions. */
-export async function rawCall(mcpUrl: string, token: string | undefined, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: any; text: string }> {
+export async function rawCall(
+  mcpUrl: string,
+  token: string | undefined,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; json: any; text: string }> {
   const method = String(body.method);
   const params = (body.params ?? {}) as Record<string, unknown>;
   const res = await fetch(mcpUrl, {

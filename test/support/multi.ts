@@ -27,16 +27,28 @@ export interface MultiStack {
 }
 
 /** IdP + GitHub stand-in + a shared environment; brokers are started with `spawn`. */
-export async function startMultiStack(options: { holdSeconds?: number; standIn?: StandInOptions; env?: Record<string, string> } = {}): Promise<MultiStack> {
+export async function startMultiStack(
+  options: { holdSeconds?: number; standIn?: StandInOptions; env?: Record<string, string> } = {},
+): Promise<MultiStack> {
   const dir = mkdtempSync(join(tmpdir(), 'broker-multi-'));
   const portA = await freePort();
   const publicUrl = `http://127.0.0.1:${portA}`;
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
-    clients: [{ client_id: BROKER_CLIENT.id, client_secret: BROKER_CLIENT.secret, redirect_uris: [`${publicUrl}/auth/callback`], token_endpoint_auth_method: 'client_secret_basic' }],
+    clients: [
+      {
+        client_id: BROKER_CLIENT.id,
+        client_secret: BROKER_CLIENT.secret,
+        redirect_uris: [`${publicUrl}/auth/callback`],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+    ],
     resource: `${publicUrl}/mcp`,
   });
-  const base: Record<string, string> = { ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }), ...options.env };
+  const base: Record<string, string> = {
+    ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
+    ...options.env,
+  };
   const children: SpawnedBroker[] = [];
   const envFor = (port = portA) => ({ ...base, PORT: String(port) });
   return {
@@ -73,7 +85,10 @@ export class PinnedBrowser extends Browser {
     super();
   }
 
-  override request(url: string, init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {}): Promise<Response> {
+  override request(
+    url: string,
+    init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
     const u = new URL(url);
     const target = u.origin === this.publicOrigin ? new URL(u.pathname + u.search + u.hash, this.backendOrigin).href : url;
     return super.request(target, init);

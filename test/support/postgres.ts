@@ -35,10 +35,13 @@ function binDir(): string {
   const root = '/usr/lib/postgresql';
   const versions = existsSync(root)
     ? readdirSync(root)
-        .filter((v) => /^\d+(\.\d+)?$/.test(v) && existsSync(join(root, v, 'bin', 'postgres')) && existsSync(join(root, v, 'bin', 'initdb')))
+        .filter(
+          (v) => /^\d+(\.\d+)?$/.test(v) && existsSync(join(root, v, 'bin', 'postgres')) && existsSync(join(root, v, 'bin', 'initdb')),
+        )
         .sort((a, b) => Number(b) - Number(a))
     : [];
-  if (versions.length === 0) throw new Error(`no PostgreSQL server found under ${root}/*/bin: install it with \`apt-get install postgresql\``);
+  if (versions.length === 0)
+    throw new Error(`no PostgreSQL server found under ${root}/*/bin: install it with \`apt-get install postgresql\``);
   return join(root, versions[0]!, 'bin');
 }
 
@@ -76,7 +79,10 @@ export async function startPostgres(): Promise<PgServer> {
   const spawnAs = user ? { uid: user.uid, gid: user.gid } : {};
 
   try {
-    await run(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', USER, '--no-sync', '-E', 'UTF8', '--locale=C'], { cwd: dir, ...spawnAs });
+    await run(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', USER, '--no-sync', '-E', 'UTF8', '--locale=C'], {
+      cwd: dir,
+      ...spawnAs,
+    });
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     const stderr = (err as { stderr?: string }).stderr ?? '';
@@ -95,7 +101,22 @@ export async function startPostgres(): Promise<PgServer> {
     const log = openSync(logPath, 'a');
     const child = spawn(
       join(bin, 'postgres'),
-      ['-D', data, '-p', String(port), '-k', dir, '-h', '127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
+      [
+        '-D',
+        data,
+        '-p',
+        String(port),
+        '-k',
+        dir,
+        '-h',
+        '127.0.0.1',
+        '-c',
+        'fsync=off',
+        '-c',
+        'synchronous_commit=off',
+        '-c',
+        'full_page_writes=off',
+      ],
       { cwd: dir, stdio: ['ignore', log, log], ...spawnAs },
     );
     closeSync(log);
@@ -138,7 +159,10 @@ export async function startPostgres(): Promise<PgServer> {
       client.on('error', () => {});
       await client.connect();
       try {
-        const icu = options.icuLocale === undefined ? '' : ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${options.icuLocale.replaceAll("'", "''")}'`;
+        const icu =
+          options.icuLocale === undefined
+            ? ''
+            : ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${options.icuLocale.replaceAll("'", "''")}'`;
         await client.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"${icu}`);
       } finally {
         await client.end();

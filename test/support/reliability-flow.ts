@@ -19,7 +19,13 @@ export function firstCall(mcpUrl: string, token: string, name: string, args: Rec
 }
 
 /** The repeated tools/call: new id, same name and arguments, the accepted elicitation and the echoed requestState. */
-export function repeatCall(mcpUrl: string, token: string, name: string, args: Record<string, unknown>, requestState: string): Promise<RawReply> {
+export function repeatCall(
+  mcpUrl: string,
+  token: string,
+  name: string,
+  args: Record<string, unknown>,
+  requestState: string,
+): Promise<RawReply> {
   return rawCall(mcpUrl, token, {
     id: 2,
     method: 'tools/call',
@@ -77,7 +83,11 @@ export function integrityCheck(path: string): string {
 
 /** Subjects that have a stored connection to `provider`. */
 export function connectedSubjects(path: string, provider = 'github'): string[] {
-  return withDb(path, (db) => (db.prepare('SELECT subject FROM connections WHERE provider = ? ORDER BY subject').all(provider) as Array<{ subject: string }>).map((r) => r.subject));
+  return withDb(path, (db) =>
+    (db.prepare('SELECT subject FROM connections WHERE provider = ? ORDER BY subject').all(provider) as Array<{ subject: string }>).map(
+      (r) => r.subject,
+    ),
+  );
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight at once, keeping order. */
@@ -93,6 +103,8 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
 
 /** Fails with a short summary (count + first few reasons) if any of the settled per-user promises rejected. */
 export function assertAllFulfilled(results: ReadonlyArray<PromiseSettledResult<unknown>>, labels: readonly string[]): void {
-  const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${labels[i]}: ${String(r.reason instanceof Error ? r.reason.message : r.reason).split('\n')[0]}`] : []));
+  const failures = results.flatMap((r, i) =>
+    r.status === 'rejected' ? [`${labels[i]}: ${String(r.reason instanceof Error ? r.reason.message : r.reason).split('\n')[0]}`] : [],
+  );
   assert.equal(failures.length, 0, `${failures.length} of ${results.length} failed, e.g.:\n${failures.slice(0, 3).join('\n')}`);
 }

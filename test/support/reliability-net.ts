@@ -90,17 +90,20 @@ export async function startDelayProxy(target: string, delayMs: (method: string, 
     const path = req.url ?? '/';
     seen.push(`${req.method} ${path.split('?')[0]}`);
     const headers: IncomingHttpHeaders = { ...req.headers, host: upstream.host };
-    setTimeout(() => {
-      const out = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path, headers }, (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
-      out.on('error', () => {
-        if (!res.headersSent) res.writeHead(502).end();
-        else res.destroy();
-      });
-      req.pipe(out);
-    }, Math.max(0, delayMs(req.method ?? 'GET', path)));
+    setTimeout(
+      () => {
+        const out = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path, headers }, (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        });
+        out.on('error', () => {
+          if (!res.headersSent) res.writeHead(502).end();
+          else res.destroy();
+        });
+        req.pipe(out);
+      },
+      Math.max(0, delayMs(req.method ?? 'GET', path)),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {

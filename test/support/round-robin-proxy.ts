@@ -34,7 +34,8 @@ export async function startRoundRobinProxy(port: number, backends: string[]): Pr
     });
     upstream.on('error', (err: NodeJS.ErrnoException) => {
       // A stopped instance: try the next one, as a load balancer's retry on connect failure would.
-      if (!res.headersSent && attempt < backends.length && (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET')) return forward(req, res, body, attempt + 1);
+      if (!res.headersSent && attempt < backends.length && (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET'))
+        return forward(req, res, body, attempt + 1);
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
       else res.destroy();
     });

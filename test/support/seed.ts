@@ -10,7 +10,13 @@ import { openStore } from '../../src/store/index.js';
  * Writes a connection straight into a broker's database (as a finished connect flow would), sealed
  * with the broker's own key ring: for tests that start from "already connected".
  */
-export async function seedConnection(env: Record<string, string>, sub: string, provider: string, account: ProviderAccount, tokens: ProviderTokens): Promise<void> {
+export async function seedConnection(
+  env: Record<string, string>,
+  sub: string,
+  provider: string,
+  account: ProviderAccount,
+  tokens: ProviderTokens,
+): Promise<void> {
   const config = loadConfig(env);
   const store = await openStore(config.database);
   try {

@@ -41,7 +41,13 @@ export interface StackOptions {
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
-export function testBrokerEnv(o: { publicUrl: string; dir: string; idp: Pick<StartedIdp, 'issuer'>; github: GitHubStandIn; holdSeconds?: number | undefined }): Record<string, string> {
+export function testBrokerEnv(o: {
+  publicUrl: string;
+  dir: string;
+  idp: Pick<StartedIdp, 'issuer'>;
+  github: GitHubStandIn;
+  holdSeconds?: number | undefined;
+}): Record<string, string> {
   return {
     HOST: '127.0.0.1',
     PUBLIC_URL: o.publicUrl,
@@ -132,8 +138,13 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 }
 
 /** A broker in its own process (same code, `node --import tsx src/main.ts`), for multi-process tests. */
-export async function spawnBroker(env: Record<string, string>): Promise<{ url: string; child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function spawnBroker(
+  env: Record<string, string>,
+): Promise<{ url: string; child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
@@ -169,7 +180,12 @@ export async function spawnBroker(env: Record<string, string>): Promise<{ url: s
  * Drives the whole browser side of a connect link as the user `user`: sign in at the IdP if asked,
  * accept our consent page, sign in at GitHub as `githubLogin` and authorize. Returns the final page.
  */
-export async function completeConnect(browser: Browser, link: string, user: string, opts: { githubLogin?: string; consent?: 'allow' | 'cancel'; atGitHub?: 'authorize' | 'cancel' } = {}): Promise<Page> {
+export async function completeConnect(
+  browser: Browser,
+  link: string,
+  user: string,
+  opts: { githubLogin?: string; consent?: 'allow' | 'cancel'; atGitHub?: 'authorize' | 'cancel' } = {},
+): Promise<Page> {
   let page = await browser.open(link);
   if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: user } });
   if (page.status !== 200 || !/name="decision" value="allow"/.test(page.html)) return page;

@@ -17,7 +17,11 @@ export class Html {
 export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
   let out = strings[0]!;
   values.forEach((v, i) => {
-    const part = Array.isArray(v) ? v.map((x) => (x instanceof Html ? x.value : escapeHtml(String(x)))).join('') : v instanceof Html ? v.value : escapeHtml(String(v ?? ''));
+    const part = Array.isArray(v)
+      ? v.map((x) => (x instanceof Html ? x.value : escapeHtml(String(x)))).join('')
+      : v instanceof Html
+        ? v.value
+        : escapeHtml(String(v ?? ''));
     out += part + strings[i + 1]!;
   });
   return new Html(out);
@@ -26,7 +30,11 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): Html 
 /** Only plain http(s) origins go into a CSP source list (a URL host may contain `;` or quotes). */
 export function cspOrigin(url: string | undefined | null): string | undefined {
   let parsed: URL | undefined;
-  try { parsed = url ? new URL(url) : undefined; } catch { parsed = undefined; }
+  try {
+    parsed = url ? new URL(url) : undefined;
+  } catch {
+    parsed = undefined;
+  }
   if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) return undefined;
   return /^https?:\/\/[A-Za-z0-9.\-[\]:]+$/.test(parsed.origin) ? parsed.origin : undefined;
 }
@@ -48,24 +56,31 @@ export interface PageOptions {
 }
 
 export function sendPage(res: Response, page: PageOptions): void {
-  res.status(page.status ?? 200)
+  res
+    .status(page.status ?? 200)
     .set('Content-Security-Policy', contentSecurityPolicy(page.formActionOrigin))
     .set('Cache-Control', 'no-store')
     .type('html')
     .send(
       html`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${page.title}</title>
-<link rel="stylesheet" href="${page.basePath}/style.css">
-</head>
-<body>
-<p class="sandbox-label" role="note"><strong>${SANDBOX_LABEL}.</strong> Nothing here reaches the real GitHub: its accounts, tokens and issues exist only in this development database.</p>
-<main>
-<h1>${page.title}</h1>
-${page.body}
-</main>
-</body></html>
-`.value,
+        <html lang="en">
+          <head>
+            <meta charset="utf-8" />
+            <meta name="viewport" content="width=device-width, initial-scale=1" />
+            <title>${page.title}</title>
+            <link rel="stylesheet" href="${page.basePath}/style.css" />
+          </head>
+          <body>
+            <p class="sandbox-label" role="note">
+              <strong>${SANDBOX_LABEL}.</strong> Nothing here reaches the real GitHub: its accounts, tokens and issues exist only in this
+              development database.
+            </p>
+            <main>
+              <h1>${page.title}</h1>
+              ${page.body}
+            </main>
+          </body>
+        </html> `.value,
     );
 }
 

@@ -116,14 +116,26 @@ const parseScopes = (raw: string | undefined): string[] => [...new Set((raw ?? '
 
 /** Scopes another scope includes (github/docs "Scopes for OAuth apps", table of available scopes). */
 const IMPLIED_BY: Record<string, string> = {
-  'repo:status': 'repo', repo_deployment: 'repo', public_repo: 'repo', 'repo:invite': 'repo', security_events: 'repo',
-  'write:repo_hook': 'admin:repo_hook', 'read:repo_hook': 'admin:repo_hook',
-  'write:org': 'admin:org', 'read:org': 'admin:org',
-  'write:public_key': 'admin:public_key', 'read:public_key': 'admin:public_key',
-  'read:user': 'user', 'user:email': 'user', 'user:follow': 'user',
+  'repo:status': 'repo',
+  repo_deployment: 'repo',
+  public_repo: 'repo',
+  'repo:invite': 'repo',
+  security_events: 'repo',
+  'write:repo_hook': 'admin:repo_hook',
+  'read:repo_hook': 'admin:repo_hook',
+  'write:org': 'admin:org',
+  'read:org': 'admin:org',
+  'write:public_key': 'admin:public_key',
+  'read:public_key': 'admin:public_key',
+  'read:user': 'user',
+  'user:email': 'user',
+  'user:follow': 'user',
   'read:project': 'project',
-  'write:gpg_key': 'admin:gpg_key', 'read:gpg_key': 'admin:gpg_key',
-  'manage_runners:enterprise': 'admin:enterprise', 'manage_billing:enterprise': 'admin:enterprise', 'read:enterprise': 'admin:enterprise',
+  'write:gpg_key': 'admin:gpg_key',
+  'read:gpg_key': 'admin:gpg_key',
+  'manage_runners:enterprise': 'admin:enterprise',
+  'manage_billing:enterprise': 'admin:enterprise',
+  'read:enterprise': 'admin:enterprise',
 };
 
 /**
@@ -159,7 +171,11 @@ function basicCredentials(req: Request): { id: string; secret: string } | undefi
   const colon = decoded.indexOf(':');
   if (colon < 0) return undefined;
   const dec = (s: string): string => {
-    try { return decodeURIComponent(s.replace(/\+/g, ' ')); } catch { return s; }
+    try {
+      return decodeURIComponent(s.replace(/\+/g, ' '));
+    } catch {
+      return s;
+    }
   };
   return { id: dec(decoded.slice(0, colon)), secret: dec(decoded.slice(colon + 1)) };
 }
@@ -208,8 +224,12 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
       return {
         issued: { accessToken, refreshToken, expiresAt, scopes: [] } satisfies SandboxIssuedToken,
         wire: {
-          access_token: accessToken, expires_in: ttl, refresh_token: refreshToken,
-          refresh_token_expires_in: REFRESH_TOKEN_TTL_SECONDS, scope: '', token_type: 'bearer',
+          access_token: accessToken,
+          expires_in: ttl,
+          refresh_token: refreshToken,
+          refresh_token_expires_in: REFRESH_TOKEN_TTL_SECONDS,
+          scope: '',
+          token_type: 'bearer',
         } as Record<string, string | number>,
       };
     }
@@ -239,7 +259,8 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
   // Record every request before anything else handles it (path only: never the query, never tokens).
   router.use((req, res, next) => {
     options.onRequest?.(req.method, req.path);
-    res.set('X-Sandbox', 'github')
+    res
+      .set('X-Sandbox', 'github')
       .set('Content-Security-Policy', contentSecurityPolicy())
       .set('X-Content-Type-Options', 'nosniff')
       .set('Referrer-Policy', 'no-referrer');
@@ -262,21 +283,35 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
     if (!target) return page(res, 400, 'Bad request', html`<p>The redirect_uri parameter is missing or invalid.</p>`);
     const hidden = [...params.entries()]
       .filter(([name]) => name !== 'login' && name !== 'decision')
-      .map(([name, value]) => html`  <input type="hidden" name="${name}" value="${value}">\n`);
+      .map(([name, value]) => html` <input type="hidden" name="${name}" value="${value}" /> `);
     const scopes = normalizeScopes(parseScopes(params.get('scope') ?? undefined));
-    const request = kindOf(findClient(clientId)) === 'github-app'
-      ? html`<p>GitHub App <code>${clientId!}</code> requests to act on your behalf (GitHub Apps have permissions, not scopes).</p>`
-      : html`<p>Application <code>${clientId!}</code> requests access${
-        scopes.length ? html` with scopes: <code>${scopes.join(', ')}</code>.`
-          : params.get('scope')?.trim() ? ' (no scopes).' : ' with the scopes you have already authorized for it (none if this is your first authorization).'}</p>`;
-    page(res, 200, 'Authorize application', html`${request}
-<p class="meta">Authorizing will redirect to <code>${target.origin}</code>.</p>
-<form method="post" action="${basePath}/login/oauth/authorize">
-${hidden}  <label for="login">Sign in as</label>
-  <input type="text" id="login" name="login" value="${params.get('login') || 'octocat'}">
-  <button type="submit" name="decision" value="authorize">Authorize</button>
-  <button type="submit" name="decision" value="cancel">Cancel</button>
-</form>`, cspOrigin(target.href));
+    const request =
+      kindOf(findClient(clientId)) === 'github-app'
+        ? html`<p>GitHub App <code>${clientId!}</code> requests to act on your behalf (GitHub Apps have permissions, not scopes).</p>`
+        : html`<p>
+            Application <code>${clientId!}</code> requests
+            access${
+              scopes.length
+                ? html` with scopes: <code>${scopes.join(', ')}</code>.`
+                : params.get('scope')?.trim()
+                  ? ' (no scopes).'
+                  : ' with the scopes you have already authorized for it (none if this is your first authorization).'
+            }
+          </p>`;
+    page(
+      res,
+      200,
+      'Authorize application',
+      html`${request}
+        <p class="meta">Authorizing will redirect to <code>${target.origin}</code>.</p>
+        <form method="post" action="${basePath}/login/oauth/authorize">
+          ${hidden} <label for="login">Sign in as</label>
+          <input type="text" id="login" name="login" value="${params.get('login') || 'octocat'}" />
+          <button type="submit" name="decision" value="authorize">Authorize</button>
+          <button type="submit" name="decision" value="cancel">Cancel</button>
+        </form>`,
+      cspOrigin(target.href),
+    );
   });
 
   router.post('/login/oauth/authorize', (req, res) => {
@@ -316,10 +351,14 @@ ${hidden}  <label for="login">Sign in as</label>
     // `scope` "will automatically complete with the set of scopes the user has authorized for the
     // application" (none for a first authorization); with one, it asks for exactly those.
     const requested = str(body.scope)?.trim() ? normalizeScopes(parseScopes(str(body.scope))) : undefined;
-    const scopes = kindOf(findClient(clientId)) === 'github-app' ? [] : requested ?? store.findGrant(clientId!, user.login)?.scopes ?? [];
+    const scopes = kindOf(findClient(clientId)) === 'github-app' ? [] : (requested ?? store.findGrant(clientId!, user.login)?.scopes ?? []);
     store.putCode(code, {
-      clientId: clientId!, redirectUri: redirectUri!, codeChallenge: str(body.code_challenge) || undefined,
-      scopes, login: user.login, expiresAt: now() + CODE_TTL_MS,
+      clientId: clientId!,
+      redirectUri: redirectUri!,
+      codeChallenge: str(body.code_challenge) || undefined,
+      scopes,
+      login: user.login,
+      expiresAt: now() + CODE_TTL_MS,
     });
     redirect({ code });
   });
@@ -335,24 +374,38 @@ ${hidden}  <label for="login">Sign in as</label>
         if (res.headersSent || !res.socket || res.socket.destroyed) return; // the client (or close()) gave up
         res.status(200).set('Cache-Control', 'no-store');
         if (wantsJson) res.json(fields);
-        else res.type('application/x-www-form-urlencoded; charset=utf-8').send(new URLSearchParams(Object.entries(fields).map(([k, v]) => [k, String(v)])).toString());
+        else
+          res
+            .type('application/x-www-form-urlencoded; charset=utf-8')
+            .send(new URLSearchParams(Object.entries(fields).map(([k, v]) => [k, String(v)])).toString());
       };
       const delay = (isRefresh ? faults.refreshDelayMs : grantType === 'authorization_code' ? faults.exchangeDelayMs : 0) ?? 0;
       if (delay > 0) setTimeout(send, delay).unref();
       else send();
     };
-    const fail = (error: string) => answer({
-      error, error_description: TOKEN_ERRORS[error]!, error_uri: `${TOKEN_ERROR_URI}#${error.replace(/_/g, '-')}`,
-    });
+    const fail = (error: string) =>
+      answer({
+        error,
+        error_description: TOKEN_ERRORS[error]!,
+        error_uri: `${TOKEN_ERROR_URI}#${error.replace(/_/g, '-')}`,
+      });
     const refreshed = (ok: boolean) => {
       if (isRefresh) options.onRefresh?.(ok);
     };
 
     switch (faults.token) {
-      case 'http500': refreshed(false); return void res.status(500).type('html').send('<!doctype html><title>500</title><h1>Whoa there!</h1><p>Server error.</p>');
-      case 'timeout': refreshed(false); return; // never answer (the client's own timeout, or closing the server, ends it)
-      case 'malformed': refreshed(false); return void res.status(200).type('application/json').send('{"access_token": ');
-      case 'error200': refreshed(false); return fail(isRefresh ? 'bad_refresh_token' : 'bad_verification_code');
+      case 'http500':
+        refreshed(false);
+        return void res.status(500).type('html').send('<!doctype html><title>500</title><h1>Whoa there!</h1><p>Server error.</p>');
+      case 'timeout':
+        refreshed(false);
+        return; // never answer (the client's own timeout, or closing the server, ends it)
+      case 'malformed':
+        refreshed(false);
+        return void res.status(200).type('application/json').send('{"access_token": ');
+      case 'error200':
+        refreshed(false);
+        return fail(isRefresh ? 'bad_refresh_token' : 'bad_verification_code');
     }
 
     const basic = basicCredentials(req);
@@ -370,16 +423,24 @@ ${hidden}  <label for="login">Sign in as</label>
       const issuedAt = now();
       const ttl = client.accessTokenTtlSeconds ?? ACCESS_TOKEN_TTL_SECONDS;
       const next = { accessToken: `ghu_${randomAlnum(36)}`, refreshToken: `ghr_${randomAlnum(76)}` };
-      const rotated = kindOf(client) === 'github-app'
-        ? store.rotateRefreshToken(str(body.refresh_token) ?? '', client.clientId, issuedAt, {
-          ...next, issuedAt, accessExpiresAt: issuedAt + ttl * 1000, refreshExpiresAt: issuedAt + REFRESH_TOKEN_TTL_SECONDS * 1000,
-        })
-        : undefined; // an OAuth App here never issues refresh tokens
+      const rotated =
+        kindOf(client) === 'github-app'
+          ? store.rotateRefreshToken(str(body.refresh_token) ?? '', client.clientId, issuedAt, {
+              ...next,
+              issuedAt,
+              accessExpiresAt: issuedAt + ttl * 1000,
+              refreshExpiresAt: issuedAt + REFRESH_TOKEN_TTL_SECONDS * 1000,
+            })
+          : undefined; // an OAuth App here never issues refresh tokens
       refreshed(rotated !== undefined);
       if (!rotated) return fail('bad_refresh_token');
       return answer({
-        access_token: next.accessToken, expires_in: ttl, refresh_token: next.refreshToken,
-        refresh_token_expires_in: REFRESH_TOKEN_TTL_SECONDS, scope: '', token_type: 'bearer',
+        access_token: next.accessToken,
+        expires_in: ttl,
+        refresh_token: next.refreshToken,
+        refresh_token_expires_in: REFRESH_TOKEN_TTL_SECONDS,
+        scope: '',
+        token_type: 'bearer',
       });
     }
     if (grantType !== undefined && grantType !== 'authorization_code') return fail('unsupported_grant_type');
@@ -409,15 +470,19 @@ ${hidden}  <label for="login">Sign in as</label>
     if (!r || r.resetAt * 1000 <= now()) rate.set(key, (r = { used: 0, resetAt: Math.ceil(now() / 1000) + 3600 }));
     if (count) r.used = Math.min(RATE_LIMIT, r.used + 1);
     res.set({
-      'X-RateLimit-Limit': String(RATE_LIMIT), 'X-RateLimit-Remaining': String(RATE_LIMIT - r.used),
-      'X-RateLimit-Reset': String(r.resetAt), 'X-RateLimit-Used': String(r.used), 'X-RateLimit-Resource': 'core',
+      'X-RateLimit-Limit': String(RATE_LIMIT),
+      'X-RateLimit-Remaining': String(RATE_LIMIT - r.used),
+      'X-RateLimit-Reset': String(r.resetAt),
+      'X-RateLimit-Used': String(r.used),
+      'X-RateLimit-Resource': 'core',
     });
   };
 
   api.use((_req, res, next) => {
     res.set('Cache-Control', 'no-store');
     switch (faults.api) {
-      case 401: return void res.status(401).json(BAD_CREDENTIALS);
+      case 401:
+        return void res.status(401).json(BAD_CREDENTIALS);
       case 403:
         rateHeaders(res, undefined, false);
         res.set({ 'X-RateLimit-Remaining': '0', 'X-RateLimit-Used': String(RATE_LIMIT) });
@@ -426,11 +491,15 @@ ${hidden}  <label for="login">Sign in as</label>
           documentation_url: `${DOCS}/rest/overview/resources-in-the-rest-api#rate-limiting`,
         });
       case 429:
-        return void res.status(429).set('Retry-After', '60').json({
-          message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
-          documentation_url: `${DOCS}/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits`,
-        });
-      case 500: return void res.status(500).json({ message: 'Server Error' });
+        return void res
+          .status(429)
+          .set('Retry-After', '60')
+          .json({
+            message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
+            documentation_url: `${DOCS}/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits`,
+          });
+      case 500:
+        return void res.status(500).json({ message: 'Server Error' });
     }
     next();
   });
@@ -466,8 +535,12 @@ ${hidden}  <label for="login">Sign in as</label>
   api.get('/user', (_req, res) => {
     const { id, login, name } = res.locals.user as SandboxUser;
     res.json({
-      login, id, node_id: Buffer.from(`04:User${id}`).toString('base64'), name,
-      html_url: `${webUrl}/${login}`, type: 'User',
+      login,
+      id,
+      node_id: Buffer.from(`04:User${id}`).toString('base64'),
+      name,
+      html_url: `${webUrl}/${login}`,
+      type: 'User',
     });
   });
 
@@ -477,13 +550,17 @@ ${hidden}  <label for="login">Sign in as</label>
     const user = res.locals.user as SandboxUser;
     if (owner === 'private-org') return void res.status(404).json(NOT_FOUND);
     if (repo === 'disabled-issues') {
-      return void res.status(410).json({ message: 'Issues are disabled for this repo', documentation_url: `${DOCS}/rest/issues/issues#create-an-issue` });
+      return void res
+        .status(410)
+        .json({ message: 'Issues are disabled for this repo', documentation_url: `${DOCS}/rest/issues/issues#create-an-issue` });
     }
     const body = (req.body ?? {}) as Record<string, unknown>;
-    const invalid = (field: string, code: string) => res.status(422).json({
-      message: 'Validation Failed', errors: [{ resource: 'Issue', field, code }],
-      documentation_url: `${DOCS}/rest/issues/issues#create-an-issue`,
-    });
+    const invalid = (field: string, code: string) =>
+      res.status(422).json({
+        message: 'Validation Failed',
+        errors: [{ resource: 'Issue', field, code }],
+        documentation_url: `${DOCS}/rest/issues/issues#create-an-issue`,
+      });
     if (body.title === undefined || body.title === null || body.title === '') return void invalid('title', 'missing_field');
     if (typeof body.title !== 'string') return void invalid('title', 'invalid');
     if (body.body !== undefined && body.body !== null && typeof body.body !== 'string') return void invalid('body', 'invalid');
@@ -491,16 +568,31 @@ ${hidden}  <label for="login">Sign in as</label>
     if (!Array.isArray(labels) || !labels.every((l): l is string => typeof l === 'string')) return void invalid('labels', 'invalid');
 
     const issue = store.createIssue({
-      owner, repo, title: body.title, body: (body.body as string | null | undefined) ?? null,
-      labels: [...labels], author: user.login, createdAt: now(),
+      owner,
+      repo,
+      title: body.title,
+      body: (body.body as string | null | undefined) ?? null,
+      labels: [...labels],
+      author: user.login,
+      createdAt: now(),
     });
     const url = `${apiUrl}/repos/${owner}/${repo}/issues/${issue.number}`;
-    res.status(201).set('Location', url).json({
-      id: issue.id, node_id: Buffer.from(`05:Issue${issue.id}`).toString('base64'), number: issue.number,
-      title: issue.title, body: issue.body, state: 'open', url, html_url: `${webUrl}/${owner}/${repo}/issues/${issue.number}`,
-      labels: issue.labels.map((name) => ({ name })), user: { login: user.login, id: user.id },
-      created_at: new Date(issue.createdAt).toISOString(),
-    });
+    res
+      .status(201)
+      .set('Location', url)
+      .json({
+        id: issue.id,
+        node_id: Buffer.from(`05:Issue${issue.id}`).toString('base64'),
+        number: issue.number,
+        title: issue.title,
+        body: issue.body,
+        state: 'open',
+        url,
+        html_url: `${webUrl}/${owner}/${repo}/issues/${issue.number}`,
+        labels: issue.labels.map((name) => ({ name })),
+        user: { login: user.login, id: user.id },
+        created_at: new Date(issue.createdAt).toISOString(),
+      });
   });
 
   api.use((_req, res) => void res.status(404).json(NOT_FOUND));
@@ -509,23 +601,43 @@ ${hidden}  <label for="login">Sign in as</label>
   // ---------------------------------------------------------------- web pages
   router.get('/', (_req, res) => {
     const issues = store.listIssues().slice(-20).reverse();
-    page(res, 200, 'Home', html`<p>This is a simulated GitHub for development. The broker's GitHub connection talks to it instead of github.com:
-sign in here under any login, and issues created through the broker land here.</p>
-<p class="meta">Web: <code>${webUrl}</code> · API: <code>${apiUrl}</code></p>
-<h2>Recent issues</h2>
-${issues.length
-    ? html`<ul>\n${issues.map((i) => html`<li><a href="${basePath}/${i.owner}/${i.repo}/issues/${i.number}">${i.owner}/${i.repo}#${i.number}</a> ${i.title}</li>\n`)}</ul>`
-    : html`<p>No issues yet.</p>`}`);
+    page(
+      res,
+      200,
+      'Home',
+      html`<p>
+          This is a simulated GitHub for development. The broker's GitHub connection talks to it instead of github.com: sign in here under
+          any login, and issues created through the broker land here.
+        </p>
+        <p class="meta">Web: <code>${webUrl}</code> · API: <code>${apiUrl}</code></p>
+        <h2>Recent issues</h2>
+        ${
+          issues.length
+            ? html`<ul>
+                ${issues.map((i) => html`<li><a href="${basePath}/${i.owner}/${i.repo}/issues/${i.number}">${i.owner}/${i.repo}#${i.number}</a> ${i.title}</li> `)}
+              </ul>`
+            : html`<p>No issues yet.</p>`
+        }`,
+    );
   });
 
   router.get('/:owner/:repo/issues/:number', (req, res) => {
     const number = /^[1-9][0-9]{0,9}$/.test(String(req.params.number)) ? Number(req.params.number) : NaN;
     const issue = Number.isSafeInteger(number) ? store.getIssue(String(req.params.owner), String(req.params.repo), number) : undefined;
     if (!issue) return notFoundPage(res, 'There is no such issue in the sandbox.');
-    page(res, 200, `${issue.owner}/${issue.repo}#${issue.number}`, html`<h2>${issue.title}</h2>
-<p class="meta">Opened by <a href="${basePath}/${issue.author}">${issue.author}</a> on ${new Date(issue.createdAt).toISOString()} in the sandbox repository <code>${issue.owner}/${issue.repo}</code>.</p>
-${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="label">${l}</span>`)}</p>\n` : ''}${
-  issue.body ? html`<pre>${issue.body}</pre>` : html`<p class="meta">No description provided.</p>`}`);
+    page(
+      res,
+      200,
+      `${issue.owner}/${issue.repo}#${issue.number}`,
+      html`<h2>${issue.title}</h2>
+        <p class="meta">
+          Opened by <a href="${basePath}/${issue.author}">${issue.author}</a> on ${new Date(issue.createdAt).toISOString()} in the sandbox
+          repository <code>${issue.owner}/${issue.repo}</code>.
+        </p>
+        ${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="label">${l}</span>`)}</p> ` : ''}${
+          issue.body ? html`<pre>${issue.body}</pre>` : html`<p class="meta">No description provided.</p>`
+        }`,
+    );
   });
 
   router.get('/:login', (req, res) => {
@@ -533,13 +645,24 @@ ${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="labe
     const user = LOGIN_PATTERN.test(login) ? store.findUser(login) : undefined;
     if (!user) return notFoundPage(res, 'There is no such user in the sandbox.');
     const grants = store.listGrants(user.login);
-    page(res, 200, user.login, html`<p>${user.name} · user id <code>${user.id}</code></p>
-<h2>Authorized applications</h2>
-${grants.length
-    ? html`<ul>\n${grants.map((g) => kindOf(findClient(g.clientId)) === 'github-app'
-      ? html`<li><code>${g.clientId}</code> (GitHub App)</li>\n`
-      : html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li>\n`)}</ul>`
-    : html`<p>None.</p>`}`);
+    page(
+      res,
+      200,
+      user.login,
+      html`<p>${user.name} · user id <code>${user.id}</code></p>
+        <h2>Authorized applications</h2>
+        ${
+          grants.length
+            ? html`<ul>
+                ${grants.map((g) =>
+                  kindOf(findClient(g.clientId)) === 'github-app'
+                    ? html`<li><code>${g.clientId}</code> (GitHub App)</li> `
+                    : html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li> `,
+                )}
+              </ul>`
+            : html`<p>None.</p>`
+        }`,
+    );
   });
 
   // ---------------------------------------------------------------- fallbacks
@@ -556,7 +679,9 @@ ${grants.length
   });
 
   return {
-    router, webUrl, apiUrl,
+    router,
+    webUrl,
+    apiUrl,
     issueToken(clientId, login, opts = {}) {
       const client = findClient(clientId);
       if (!client) throw new Error(`No client ${clientId} is registered at the sandbox GitHub.`);

@@ -26,13 +26,27 @@ export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts:
     },
     ({ provider: id }, ctx) => {
       const provider = deps.providers.get(id)!;
-      return withConnection(ctx, facts, deps, provider, `use your ${provider.displayName} account`, [], 'connect_account', async (connection) => {
-        const scopes = connection.row.scopes.split(' ').filter(Boolean);
-        return {
-          content: [{ type: 'text', text: `${provider.displayName} is linked as @${connection.row.account_login}${scopes.length ? ` (scopes: ${scopes.join(', ')})` : ''}.${sandboxNote(provider)}` }],
-          structuredContent: { status: 'connected', provider: provider.id, login: connection.row.account_login, scopes },
-        };
-      });
+      return withConnection(
+        ctx,
+        facts,
+        deps,
+        provider,
+        `use your ${provider.displayName} account`,
+        [],
+        'connect_account',
+        async (connection) => {
+          const scopes = connection.row.scopes.split(' ').filter(Boolean);
+          return {
+            content: [
+              {
+                type: 'text',
+                text: `${provider.displayName} is linked as @${connection.row.account_login}${scopes.length ? ` (scopes: ${scopes.join(', ')})` : ''}.${sandboxNote(provider)}`,
+              },
+            ],
+            structuredContent: { status: 'connected', provider: provider.id, login: connection.row.account_login, scopes },
+          };
+        },
+      );
     },
   );
 }

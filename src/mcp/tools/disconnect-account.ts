@@ -22,7 +22,8 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
     'disconnect_account',
     {
       title: 'Disconnect a linked account',
-      description: 'Unlinks one of the user\'s third-party accounts after asking them to confirm: revokes the grant at the provider and deletes the stored tokens.',
+      description:
+        "Unlinks one of the user's third-party accounts after asking them to confirm: revokes the grant at the provider and deletes the stored tokens.",
       inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to disconnect') }),
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
@@ -32,7 +33,10 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
       const principal = principalOf(ctx);
       const existing = await deps.connections.find(principal, provider.id);
       if (!existing) {
-        return nothingDone(`No ${provider.displayName} account is linked, so there is nothing to disconnect.`, { status: 'not_connected', provider: provider.id });
+        return nothingDone(`No ${provider.displayName} account is linked, so there is nothing to disconnect.`, {
+          status: 'not_connected',
+          provider: provider.id,
+        });
       }
 
       const state = ctx.mcpReq.requestState<{ kind: string }>();
@@ -40,7 +44,10 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
       if (state?.kind === 'confirm_disconnect' && answer.kind === 'elicit') {
         const confirmed = acceptedContent(ctx.mcpReq.inputResponses, CONFIRM_KEY, confirmSchema)?.confirm === true;
         if (!confirmed) {
-          return nothingDone(`Nothing was disconnected: @${existing.account_login} on ${provider.displayName} stays linked.`, { status: 'kept', provider: provider.id });
+          return nothingDone(`Nothing was disconnected: @${existing.account_login} on ${provider.displayName} stays linked.`, {
+            status: 'kept',
+            provider: provider.id,
+          });
         }
         const outcome = await deps.connections.disconnect(principal, provider);
         deps.log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'tool' });
@@ -49,12 +56,19 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
           : `Deleted the stored ${provider.displayName} tokens for @${existing.account_login}, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). The user can also remove the app in their ${provider.displayName} settings.`;
         return {
           content: [{ type: 'text', text }],
-          structuredContent: { status: 'disconnected', provider: provider.id, revoked: outcome.revoked, ...(outcome.revokeError ? { revokeError: outcome.revokeError } : {}) },
+          structuredContent: {
+            status: 'disconnected',
+            provider: provider.id,
+            revoked: outcome.revoked,
+            ...(outcome.revokeError ? { revokeError: outcome.revokeError } : {}),
+          },
         };
       }
 
       if (facts.era === 'legacy' || !supportsFormElicitation(clientCapabilities(ctx))) {
-        return toolError(`Disconnecting ${provider.displayName} needs the user's confirmation, which this client cannot ask for. Disconnect at ${new URL('/connections', deps.publicUrl).href}.`);
+        return toolError(
+          `Disconnecting ${provider.displayName} needs the user's confirmation, which this client cannot ask for. Disconnect at ${new URL('/connections', deps.publicUrl).href}.`,
+        );
       }
       return inputRequired({
         inputRequests: {

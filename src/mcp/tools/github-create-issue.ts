@@ -7,7 +7,10 @@ import { sandboxNote } from '../results.js';
 const inputSchema = z.object({
   // GitHub's own rules: owners are 1-39 letters, digits and inner hyphens; repository names are
   // 1-100 of [A-Za-z0-9._-] but never `.` or `..`, which would also walk the API path upwards.
-  owner: z.string().regex(/^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$/, 'owner must be a GitHub user or organisation name').describe('Repository owner (user or organisation)'),
+  owner: z
+    .string()
+    .regex(/^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$/, 'owner must be a GitHub user or organisation name')
+    .describe('Repository owner (user or organisation)'),
   repo: z
     .string()
     .regex(/^[A-Za-z0-9._-]{1,100}$/, 'repo must be a GitHub repository name')
@@ -15,7 +18,11 @@ const inputSchema = z.object({
     .describe('Repository name'),
   title: z.string().trim().min(1, 'title must not be empty').max(256).describe('Issue title'),
   body: z.string().max(65_536).optional().describe('Issue body (Markdown)'),
-  labels: z.array(z.string().min(1).max(50)).max(20).optional().describe('Labels to apply (needs push access; GitHub drops them otherwise)'),
+  labels: z
+    .array(z.string().min(1).max(50))
+    .max(20)
+    .optional()
+    .describe('Labels to apply (needs push access; GitHub drops them otherwise)'),
 });
 
 const outputSchema = z.object({
@@ -35,20 +42,35 @@ export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, fac
     'github_create_issue',
     {
       title: 'Create a GitHub issue',
-      description: "Creates an issue in a GitHub repository as the user's linked GitHub account. If no account is linked yet, asks the user to connect one first.",
+      description:
+        "Creates an issue in a GitHub repository as the user's linked GitHub account. If no account is linked yet, asks the user to connect one first.",
       inputSchema,
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     (args, ctx) =>
-      withConnection(ctx, facts, deps, provider, `create the issue in ${args.owner}/${args.repo}`, CREATE_ISSUE_SCOPES, 'github_create_issue', async (connection) => {
-        const issue = await api.createIssue(connection.tokens, args);
-        const repository = `${args.owner}/${args.repo}`;
-        deps.log.info('tool_github_create_issue', { repository, number: issue.number });
-        return {
-          content: [{ type: 'text', text: `Created issue #${issue.number} in ${repository} as @${connection.row.account_login}: ${issue.url}${sandboxNote(provider)}` }],
-          structuredContent: { status: 'created', number: issue.number, url: issue.url, repository },
-        };
-      }),
+      withConnection(
+        ctx,
+        facts,
+        deps,
+        provider,
+        `create the issue in ${args.owner}/${args.repo}`,
+        CREATE_ISSUE_SCOPES,
+        'github_create_issue',
+        async (connection) => {
+          const issue = await api.createIssue(connection.tokens, args);
+          const repository = `${args.owner}/${args.repo}`;
+          deps.log.info('tool_github_create_issue', { repository, number: issue.number });
+          return {
+            content: [
+              {
+                type: 'text',
+                text: `Created issue #${issue.number} in ${repository} as @${connection.row.account_login}: ${issue.url}${sandboxNote(provider)}`,
+              },
+            ],
+            structuredContent: { status: 'created', number: issue.number, url: issue.url, repository },
+          };
+        },
+      ),
   );
 }

@@ -17,7 +17,8 @@ export function registerGitHubWhoami(server: McpServer, deps: ToolDeps, facts: R
     'github_whoami',
     {
       title: 'Which GitHub account is linked',
-      description: 'Tells which GitHub account is linked for the user, checking with GitHub that it still works. Asks the user to connect one if none is linked.',
+      description:
+        'Tells which GitHub account is linked for the user, checking with GitHub that it still works. Asks the user to connect one if none is linked.',
       inputSchema: z.object({}),
       outputSchema,
       annotations: { readOnlyHint: true, openWorldHint: true },

@@ -48,9 +48,17 @@ export class GitHubApi {
     return { id: String(body.id), login: body.login };
   }
 
-  async createIssue(tokens: ProviderTokens, issue: { owner: string; repo: string; title: string; body?: string; labels?: string[] }): Promise<CreatedIssue> {
+  async createIssue(
+    tokens: ProviderTokens,
+    issue: { owner: string; repo: string; title: string; body?: string; labels?: string[] },
+  ): Promise<CreatedIssue> {
     const { owner, repo, ...fields } = issue;
-    const body = await this.#call(`repos/${encodeURIComponent(owner)}/${encodeURIComponent(repo)}/issues`, tokens, { method: 'POST', body: JSON.stringify(fields) }, `create an issue in ${owner}/${repo}`);
+    const body = await this.#call(
+      `repos/${encodeURIComponent(owner)}/${encodeURIComponent(repo)}/issues`,
+      tokens,
+      { method: 'POST', body: JSON.stringify(fields) },
+      `create an issue in ${owner}/${repo}`,
+    );
     if (typeof body.number !== 'number' || typeof body.html_url !== 'string') {
       throw new ProviderError('unavailable', 'GitHub sent an unexpected answer after creating the issue.', 'missing number/html_url');
     }

@@ -24,7 +24,10 @@ export class PgAuditRepository implements AuditRepository {
       values.push(value);
       where.push(`${column} = $${values.length}`);
     }
-    const r = await this.q.query<AuditRow>(`SELECT * FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id`, values);
+    const r = await this.q.query<AuditRow>(
+      `SELECT * FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id`,
+      values,
+    );
     return r.rows;
   }
 }

@@ -2,7 +2,8 @@ import type { ConnectionRepository, ConnectionRow, NewConnection, Owner } from '
 import type { Queryable } from './queryable.js';
 
 // Named rather than `*`: the table also has `seq`, which only `sealedUnderOtherKeys` hands out.
-const COLUMNS = 'issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at, last_used_at, status, status_reason';
+const COLUMNS =
+  'issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at, last_used_at, status, status_reason';
 
 export class PgConnectionRepository implements ConnectionRepository {
   constructor(private readonly q: Queryable) {}
@@ -20,17 +21,29 @@ export class PgConnectionRepository implements ConnectionRepository {
   }
 
   async find(owner: Owner, provider: string): Promise<ConnectionRow | undefined> {
-    const r = await this.q.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3`, [owner.issuer, owner.subject, provider]);
+    const r = await this.q.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3`, [
+      owner.issuer,
+      owner.subject,
+      provider,
+    ]);
     return r.rows[0];
   }
 
   async list(owner: Owner): Promise<ConnectionRow[]> {
     // COLLATE "C": byte order, as SQLite sorts, whatever locale the database was created with.
-    const r = await this.q.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE issuer = $1 AND subject = $2 ORDER BY provider COLLATE "C"`, [owner.issuer, owner.subject]);
+    const r = await this.q.query<ConnectionRow>(
+      `SELECT ${COLUMNS} FROM connections WHERE issuer = $1 AND subject = $2 ORDER BY provider COLLATE "C"`,
+      [owner.issuer, owner.subject],
+    );
     return r.rows;
   }
 
-  async replaceTokens(owner: Owner, provider: string, expected: string, next: { key_id: string; sealed_tokens: string; scopes: string }): Promise<boolean> {
+  async replaceTokens(
+    owner: Owner,
+    provider: string,
+    expected: string,
+    next: { key_id: string; sealed_tokens: string; scopes: string },
+  ): Promise<boolean> {
     const r = await this.q.query(
       `UPDATE connections SET key_id = $1, sealed_tokens = $2, scopes = $3, updated_at = $4, status = 'active', status_reason = NULL
        WHERE issuer = $5 AND subject = $6 AND provider = $7 AND sealed_tokens = $8`,
@@ -51,45 +64,54 @@ export class PgConnectionRepository implements ConnectionRepository {
     // Inside a transaction, hold the upstream account until commit: under READ COMMITTED two users
     // linking the same account at once would otherwise both see "no one else" and both be saved.
     // (SQLite's BEGIN IMMEDIATE already serializes writers.)
-    if (this.q.inTransaction) await this.q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`connections:${provider}:${accountId}`]);
-    const r = await this.q.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE provider = $1 AND account_id = $2 AND NOT (issuer = $3 AND subject = $4)`, [
-      provider,
-      accountId,
-      owner.issuer,
-      owner.subject,
-    ]);
+    if (this.q.inTransaction)
+      await this.q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`connections:${provider}:${accountId}`]);
+    const r = await this.q.query<ConnectionRow>(
+      `SELECT ${COLUMNS} FROM connections WHERE provider = $1 AND account_id = $2 AND NOT (issuer = $3 AND subject = $4)`,
+      [provider, accountId, owner.issuer, owner.subject],
+    );
     return r.rows;
   }
 
   async sealedUnderOtherKeys(keyId: string, afterSeq: number, limit: number): Promise<Array<ConnectionRow & { seq: number }>> {
-    const r = await this.q.query<ConnectionRow & { seq: number }>(`SELECT seq, ${COLUMNS} FROM connections WHERE key_id <> $1 AND seq > $2 ORDER BY seq LIMIT $3`, [keyId, afterSeq, limit]);
+    const r = await this.q.query<ConnectionRow & { seq: number }>(
+      `SELECT seq, ${COLUMNS} FROM connections WHERE key_id <> $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+      [keyId, afterSeq, limit],
+    );
     return r.rows;
   }
 
   async reseal(row: ConnectionRow, next: { key_id: string; sealed_tokens: string }): Promise<boolean> {
-    const r = await this.q.query('UPDATE connections SET key_id = $1, sealed_tokens = $2 WHERE issuer = $3 AND subject = $4 AND provider = $5 AND sealed_tokens = $6', [
-      next.key_id,
-      next.sealed_tokens,
-      row.issuer,
-      row.subject,
-      row.provider,
-      row.sealed_tokens,
-    ]);
+    const r = await this.q.query(
+      'UPDATE connections SET key_id = $1, sealed_tokens = $2 WHERE issuer = $3 AND subject = $4 AND provider = $5 AND sealed_tokens = $6',
+      [next.key_id, next.sealed_tokens, row.issuer, row.subject, row.provider, row.sealed_tokens],
+    );
     return r.rowCount === 1;
   }
 
   async countByKey(): Promise<Array<{ key_id: string; n: number }>> {
     // count(*) is BIGINT, which this store's pool parses as a number.
-    const r = await this.q.query<{ key_id: string; n: number }>('SELECT key_id, count(*) AS n FROM connections GROUP BY key_id ORDER BY key_id COLLATE "C"');
+    const r = await this.q.query<{ key_id: string; n: number }>(
+      'SELECT key_id, count(*) AS n FROM connections GROUP BY key_id ORDER BY key_id COLLATE "C"',
+    );
     return r.rows;
   }
 
   async touch(owner: Owner, provider: string, at = Date.now()): Promise<void> {
-    await this.q.query('UPDATE connections SET last_used_at = $1 WHERE issuer = $2 AND subject = $3 AND provider = $4', [at, owner.issuer, owner.subject, provider]);
+    await this.q.query('UPDATE connections SET last_used_at = $1 WHERE issuer = $2 AND subject = $3 AND provider = $4', [
+      at,
+      owner.issuer,
+      owner.subject,
+      provider,
+    ]);
   }
 
   async delete(owner: Owner, provider: string): Promise<boolean> {
-    const r = await this.q.query('DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3', [owner.issuer, owner.subject, provider]);
+    const r = await this.q.query('DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3', [
+      owner.issuer,
+      owner.subject,
+      provider,
+    ]);
     return r.rowCount === 1;
   }
 }

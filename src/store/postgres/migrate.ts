@@ -17,7 +17,11 @@ const MIGRATION_LOCK_KEY = 0x6d63_7062_726b; // "mcpbrk"
 export async function migrate(url: string, options: { connectTimeoutMs: number; onError: ErrorReporter; dir?: string }): Promise<string[]> {
   const dir = options.dir ?? MIGRATIONS_DIR;
   const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: options.connectTimeoutMs, application_name: APPLICATION_NAME });
+  const client = new pg.Client({
+    connectionString: url,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    application_name: APPLICATION_NAME,
+  });
   client.on('error', (err) => options.onError('postgres_migration_client_error', describeError(err)));
   await client.connect();
   const applied: string[] = [];

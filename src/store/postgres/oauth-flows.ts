@@ -5,13 +5,10 @@ export class PgOAuthFlowRepository implements OAuthFlowRepository {
   constructor(private readonly q: Queryable) {}
 
   async put(flow: OAuthFlow): Promise<void> {
-    await this.q.query('INSERT INTO oauth_flows (state_hash, pending_id, session_hash, code_verifier, expires_at) VALUES ($1, $2, $3, $4, $5)', [
-      flow.state_hash,
-      flow.pending_id,
-      flow.session_hash,
-      flow.code_verifier,
-      flow.expires_at,
-    ]);
+    await this.q.query(
+      'INSERT INTO oauth_flows (state_hash, pending_id, session_hash, code_verifier, expires_at) VALUES ($1, $2, $3, $4, $5)',
+      [flow.state_hash, flow.pending_id, flow.session_hash, flow.code_verifier, flow.expires_at],
+    );
   }
 
   async take(stateHash: string, sessionHash: string, provider: string): Promise<OAuthFlow | undefined> {

@@ -1,4 +1,12 @@
-import { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, type NewPendingConnection, type Owner, type PendingConnection, type PendingConnectionRepository, type SettledStatus } from '../types.js';
+import {
+  OAUTH_FLOW_TTL_MS,
+  PENDING_PRUNE_GRACE_MS,
+  type NewPendingConnection,
+  type Owner,
+  type PendingConnection,
+  type PendingConnectionRepository,
+  type SettledStatus,
+} from '../types.js';
 import type { Queryable } from './queryable.js';
 
 /** The NOTIFY channel a settlement is announced on; the payload is the pending connection's id. */
@@ -10,7 +18,18 @@ const INSERT = `INSERT INTO pending_connections (id, link_hash, issuer, subject,
   VALUES ($1, $2, $3, $4, $5, $6, $7, $10, 'open', $8, $9, $8)`;
 
 function insertValues(row: NewPendingConnection, now: number): unknown[] {
-  return [row.id, row.link_hash, row.issuer, row.subject, row.provider, row.client_name, row.scopes, now, row.expires_at, row.purpose ?? null];
+  return [
+    row.id,
+    row.link_hash,
+    row.issuer,
+    row.subject,
+    row.provider,
+    row.client_name,
+    row.scopes,
+    now,
+    row.expires_at,
+    row.purpose ?? null,
+  ];
 }
 
 export class PgPendingConnectionRepository implements PendingConnectionRepository {
@@ -20,7 +39,11 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
     await this.q.query(INSERT, insertValues(row, Date.now()));
   }
 
-  async openOrCreate(row: NewPendingConnection, maxOpen: number, now = Date.now()): Promise<{ pending: PendingConnection; cancelled: string[] }> {
+  async openOrCreate(
+    row: NewPendingConnection,
+    maxOpen: number,
+    now = Date.now(),
+  ): Promise<{ pending: PendingConnection; cancelled: string[] }> {
     return this.q.atomically(async (q) => {
       // One owner at a time, across every instance, until commit: READ COMMITTED alone would let two
       // concurrent calls each find nothing and each insert.
@@ -69,7 +92,10 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
   }
 
   async claim(id: string, now = Date.now()): Promise<boolean> {
-    const r = await this.q.query(`UPDATE pending_connections SET status = 'authorizing', updated_at = $1 WHERE id = $2 AND status = 'open' AND expires_at > $1`, [now, id]);
+    const r = await this.q.query(
+      `UPDATE pending_connections SET status = 'authorizing', updated_at = $1 WHERE id = $2 AND status = 'open' AND expires_at > $1`,
+      [now, id],
+    );
     return r.rowCount === 1;
   }
 
@@ -108,15 +134,16 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
       let n = 0;
       const cutoff = now - PENDING_PRUNE_GRACE_MS;
       // Their flows go with them (ON DELETE CASCADE); a claimed row stays while its flow may still come back.
-      n += (
-        await q.query(
-          `DELETE FROM pending_connections
+      n +=
+        (
+          await q.query(
+            `DELETE FROM pending_connections
            WHERE (status NOT IN ('open', 'authorizing') AND updated_at < $1)
               OR (status = 'open' AND expires_at < $1)
               OR (status = 'authorizing' AND expires_at < $1 AND updated_at < $2)`,
-          [cutoff, cutoff - OAUTH_FLOW_TTL_MS],
-        )
-      ).rowCount ?? 0;
+            [cutoff, cutoff - OAUTH_FLOW_TTL_MS],
+          )
+        ).rowCount ?? 0;
       n += (await q.query('DELETE FROM oauth_flows WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM login_transactions WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM browser_sessions WHERE expires_at < $1', [now])).rowCount ?? 0;

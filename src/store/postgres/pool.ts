@@ -20,7 +20,9 @@ const INT8_OID = 20;
  */
 export const int8AsNumber: CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
+    oid === INT8_OID && format !== 'binary'
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
 };
 
 /** Reduces a pg error to fields that are safe to log (never the connection string). */

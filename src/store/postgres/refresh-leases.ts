@@ -17,18 +17,19 @@ export class PgRefreshLeaseRepository implements RefreshLeaseRepository {
   }
 
   async renew(owner: Owner, provider: string, holder: string, ttlMs: number, now = Date.now()): Promise<boolean> {
-    const r = await this.q.query('UPDATE refresh_leases SET expires_at = $1 WHERE issuer = $2 AND subject = $3 AND provider = $4 AND holder = $5 AND expires_at > $6', [
-      now + ttlMs,
-      owner.issuer,
-      owner.subject,
-      provider,
-      holder,
-      now,
-    ]);
+    const r = await this.q.query(
+      'UPDATE refresh_leases SET expires_at = $1 WHERE issuer = $2 AND subject = $3 AND provider = $4 AND holder = $5 AND expires_at > $6',
+      [now + ttlMs, owner.issuer, owner.subject, provider, holder, now],
+    );
     return r.rowCount === 1;
   }
 
   async release(owner: Owner, provider: string, holder: string): Promise<void> {
-    await this.q.query('DELETE FROM refresh_leases WHERE issuer = $1 AND subject = $2 AND provider = $3 AND holder = $4', [owner.issuer, owner.subject, provider, holder]);
+    await this.q.query('DELETE FROM refresh_leases WHERE issuer = $1 AND subject = $2 AND provider = $3 AND holder = $4', [
+      owner.issuer,
+      owner.subject,
+      provider,
+      holder,
+    ]);
   }
 }

@@ -5,7 +5,11 @@ export class PgSessionRepository implements SessionRepository {
   constructor(private readonly q: Queryable) {}
 
   async create(idHash: string, expiresAt: number): Promise<void> {
-    await this.q.query('INSERT INTO browser_sessions (id_hash, created_at, expires_at) VALUES ($1, $2, $3)', [idHash, Date.now(), expiresAt]);
+    await this.q.query('INSERT INTO browser_sessions (id_hash, created_at, expires_at) VALUES ($1, $2, $3)', [
+      idHash,
+      Date.now(),
+      expiresAt,
+    ]);
   }
 
   async find(idHash: string, now = Date.now()): Promise<SessionRow | undefined> {
@@ -13,18 +17,19 @@ export class PgSessionRepository implements SessionRepository {
     return r.rows[0];
   }
 
-  async rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number, sealedIdToken?: string): Promise<void> {
+  async rotateSignedIn(
+    oldHash: string | undefined,
+    newHash: string,
+    p: Owner & { name: string },
+    expiresAt: number,
+    sealedIdToken?: string,
+  ): Promise<void> {
     await this.q.atomically(async (q) => {
       if (oldHash) await q.query('DELETE FROM browser_sessions WHERE id_hash = $1', [oldHash]);
-      await q.query('INSERT INTO browser_sessions (id_hash, issuer, subject, display_name, created_at, expires_at, id_token) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-        newHash,
-        p.issuer,
-        p.subject,
-        p.name,
-        Date.now(),
-        expiresAt,
-        sealedIdToken ?? null,
-      ]);
+      await q.query(
+        'INSERT INTO browser_sessions (id_hash, issuer, subject, display_name, created_at, expires_at, id_token) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+        [newHash, p.issuer, p.subject, p.name, Date.now(), expiresAt, sealedIdToken ?? null],
+      );
     });
   }
 

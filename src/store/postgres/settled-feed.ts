@@ -109,7 +109,10 @@ export class PostgresSettledFeed implements SettledFeed {
     this.#heartbeat = setInterval(() => {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`LISTEN connection did not answer within ${HEARTBEAT_TIMEOUT_MS} ms`)), HEARTBEAT_TIMEOUT_MS);
+        timer = setTimeout(
+          () => reject(new Error(`LISTEN connection did not answer within ${HEARTBEAT_TIMEOUT_MS} ms`)),
+          HEARTBEAT_TIMEOUT_MS,
+        );
       });
       Promise.race([client.query('SELECT 1'), timeout])
         .catch((err: unknown) => onLost(err))

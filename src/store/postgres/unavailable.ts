@@ -4,10 +4,20 @@ import { StoreUnavailableError } from '../errors.js';
 // too many connections, disk full, out of memory, admin/crash shutdown, cannot connect now,
 // statement timeout, a read-only server (a demoted primary or a standby after failover), and the
 // serialization failures and deadlocks a retry resolves.
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'EAI_AGAIN',
+]);
 const SQLSTATES = new Set(['53300', '53100', '53200', '57P01', '57P02', '57P03', '57014', '25006', '40001', '40P01']);
 // pg-pool and pg raise these as plain Errors without a code.
-const MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection terminated unexpectedly/i;
+const MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection terminated unexpectedly/i;
 
 /** Whether `err` means the database is away (rather than a bug or a constraint violation). */
 export function isUnavailable(err: unknown): boolean {

@@ -21,7 +21,9 @@ export class SqliteAuditRepository implements AuditRepository {
     return this.gate.run(
       () =>
         this.db
-          .prepare(`SELECT * FROM audit_events WHERE (@issuer IS NULL OR issuer = @issuer) AND (@subject IS NULL OR subject = @subject) AND (@event IS NULL OR event = @event) ORDER BY id`)
+          .prepare(
+            `SELECT * FROM audit_events WHERE (@issuer IS NULL OR issuer = @issuer) AND (@subject IS NULL OR subject = @subject) AND (@event IS NULL OR event = @event) ORDER BY id`,
+          )
           .all({ issuer: filter.issuer ?? null, subject: filter.subject ?? null, event: filter.event ?? null }) as AuditRow[],
     );
   }

@@ -41,7 +41,12 @@ export class SqliteConnectionRepository implements ConnectionRepository {
     return this.gate.run(() => this.#list.all(owner.issuer, owner.subject) as ConnectionRow[]);
   }
 
-  replaceTokens(owner: Owner, provider: string, expected: string, next: { key_id: string; sealed_tokens: string; scopes: string }): Promise<boolean> {
+  replaceTokens(
+    owner: Owner,
+    provider: string,
+    expected: string,
+    next: { key_id: string; sealed_tokens: string; scopes: string },
+  ): Promise<boolean> {
     return this.gate.run(
       () =>
         this.db
@@ -57,7 +62,9 @@ export class SqliteConnectionRepository implements ConnectionRepository {
     return this.gate.run(
       () =>
         this.db
-          .prepare(`UPDATE connections SET status = 'reauth_required', status_reason = ?, updated_at = ? WHERE issuer = ? AND subject = ? AND provider = ? AND status = 'active'`)
+          .prepare(
+            `UPDATE connections SET status = 'reauth_required', status_reason = ?, updated_at = ? WHERE issuer = ? AND subject = ? AND provider = ? AND status = 'active'`,
+          )
           .run(reason, Date.now(), owner.issuer, owner.subject, provider).changes === 1,
     );
   }
@@ -74,9 +81,9 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   sealedUnderOtherKeys(keyId: string, afterSeq: number, limit: number): Promise<Array<ConnectionRow & { seq: number }>> {
     return this.gate.run(
       () =>
-        this.db.prepare('SELECT rowid AS seq, * FROM connections WHERE key_id != ? AND rowid > ? ORDER BY rowid LIMIT ?').all(keyId, afterSeq, limit) as Array<
-          ConnectionRow & { seq: number }
-        >,
+        this.db
+          .prepare('SELECT rowid AS seq, * FROM connections WHERE key_id != ? AND rowid > ? ORDER BY rowid LIMIT ?')
+          .all(keyId, afterSeq, limit) as Array<ConnectionRow & { seq: number }>,
     );
   }
 
@@ -84,13 +91,21 @@ export class SqliteConnectionRepository implements ConnectionRepository {
     return this.gate.run(
       () =>
         this.db
-          .prepare('UPDATE connections SET key_id = ?, sealed_tokens = ? WHERE issuer = ? AND subject = ? AND provider = ? AND sealed_tokens = ?')
+          .prepare(
+            'UPDATE connections SET key_id = ?, sealed_tokens = ? WHERE issuer = ? AND subject = ? AND provider = ? AND sealed_tokens = ?',
+          )
           .run(next.key_id, next.sealed_tokens, row.issuer, row.subject, row.provider, row.sealed_tokens).changes === 1,
     );
   }
 
   countByKey(): Promise<Array<{ key_id: string; n: number }>> {
-    return this.gate.run(() => this.db.prepare('SELECT key_id, count(*) AS n FROM connections GROUP BY key_id ORDER BY key_id').all() as Array<{ key_id: string; n: number }>);
+    return this.gate.run(
+      () =>
+        this.db.prepare('SELECT key_id, count(*) AS n FROM connections GROUP BY key_id ORDER BY key_id').all() as Array<{
+          key_id: string;
+          n: number;
+        }>,
+    );
   }
 
   touch(owner: Owner, provider: string, at = Date.now()): Promise<void> {
@@ -98,6 +113,11 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   }
 
   delete(owner: Owner, provider: string): Promise<boolean> {
-    return this.gate.run(() => this.db.prepare('DELETE FROM connections WHERE issuer = ? AND subject = ? AND provider = ?').run(owner.issuer, owner.subject, provider).changes === 1);
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare('DELETE FROM connections WHERE issuer = ? AND subject = ? AND provider = ?')
+          .run(owner.issuer, owner.subject, provider).changes === 1,
+    );
   }
 }

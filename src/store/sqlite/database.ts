@@ -40,7 +40,9 @@ function ownerOnly(path: string): void {
 /** Applies `migrations/*.sql` in name order, each once, recording them in `schema_migrations`. */
 export function migrate(db: Db, dir = MIGRATIONS_DIR): string[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)');
-  const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .sort();
   const applied: string[] = [];
   for (const name of files) {
     // BEGIN IMMEDIATE serialises concurrent starters: the second one sees the row and skips.

@@ -34,15 +34,27 @@ export class DevIdpStore {
   }
 
   find(model: string, id: string): DevIdpRecord | undefined {
-    return this.#row('SELECT payload, consumed FROM dev_idp_models WHERE model = ? AND id = ? AND (expires_at IS NULL OR expires_at > ?)', model, id);
+    return this.#row(
+      'SELECT payload, consumed FROM dev_idp_models WHERE model = ? AND id = ? AND (expires_at IS NULL OR expires_at > ?)',
+      model,
+      id,
+    );
   }
 
   findByUid(model: string, uid: string): DevIdpRecord | undefined {
-    return this.#row('SELECT payload, consumed FROM dev_idp_models WHERE model = ? AND uid = ? AND (expires_at IS NULL OR expires_at > ?)', model, uid);
+    return this.#row(
+      'SELECT payload, consumed FROM dev_idp_models WHERE model = ? AND uid = ? AND (expires_at IS NULL OR expires_at > ?)',
+      model,
+      uid,
+    );
   }
 
   findByUserCode(model: string, userCode: string): DevIdpRecord | undefined {
-    return this.#row('SELECT payload, consumed FROM dev_idp_models WHERE model = ? AND user_code = ? AND (expires_at IS NULL OR expires_at > ?)', model, userCode);
+    return this.#row(
+      'SELECT payload, consumed FROM dev_idp_models WHERE model = ? AND user_code = ? AND (expires_at IS NULL OR expires_at > ?)',
+      model,
+      userCode,
+    );
   }
 
   consume(model: string, id: string): void {

@@ -12,14 +12,19 @@ export class SqliteLoginTransactionRepository implements LoginTransactionReposit
     return this.gate.run(
       () =>
         void this.db
-          .prepare('INSERT INTO login_transactions (state_hash, session_hash, code_verifier, nonce, return_to, expires_at) VALUES (@state_hash, @session_hash, @code_verifier, @nonce, @return_to, @expires_at)')
+          .prepare(
+            'INSERT INTO login_transactions (state_hash, session_hash, code_verifier, nonce, return_to, expires_at) VALUES (@state_hash, @session_hash, @code_verifier, @nonce, @return_to, @expires_at)',
+          )
           .run(t),
     );
   }
 
   take(stateHash: string, sessionHash: string): Promise<LoginTransaction | undefined> {
     return this.gate.run(
-      () => this.db.prepare('DELETE FROM login_transactions WHERE state_hash = ? AND session_hash = ? RETURNING *').get(stateHash, sessionHash) as LoginTransaction | undefined,
+      () =>
+        this.db
+          .prepare('DELETE FROM login_transactions WHERE state_hash = ? AND session_hash = ? RETURNING *')
+          .get(stateHash, sessionHash) as LoginTransaction | undefined,
     );
   }
 }

@@ -12,7 +12,9 @@ export class SqliteOAuthFlowRepository implements OAuthFlowRepository {
     return this.gate.run(
       () =>
         void this.db
-          .prepare('INSERT INTO oauth_flows (state_hash, pending_id, session_hash, code_verifier, expires_at) VALUES (@state_hash, @pending_id, @session_hash, @code_verifier, @expires_at)')
+          .prepare(
+            'INSERT INTO oauth_flows (state_hash, pending_id, session_hash, code_verifier, expires_at) VALUES (@state_hash, @pending_id, @session_hash, @code_verifier, @expires_at)',
+          )
           .run(flow),
     );
   }

@@ -1,4 +1,12 @@
-import { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, type NewPendingConnection, type Owner, type PendingConnection, type PendingConnectionRepository, type SettledStatus } from '../types.js';
+import {
+  OAUTH_FLOW_TTL_MS,
+  PENDING_PRUNE_GRACE_MS,
+  type NewPendingConnection,
+  type Owner,
+  type PendingConnection,
+  type PendingConnectionRepository,
+  type SettledStatus,
+} from '../types.js';
 import type { Db } from './database.js';
 import type { Runner } from './gate.js';
 
@@ -15,7 +23,9 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
     this.#settled = db.prepare(
       `SELECT id, status FROM pending_connections WHERE id IN (SELECT value FROM json_each(?)) AND status NOT IN ('open', 'authorizing')`,
     );
-    this.#settledSince = db.prepare(`SELECT id, status FROM pending_connections WHERE updated_at >= ? AND status NOT IN ('open', 'authorizing')`);
+    this.#settledSince = db.prepare(
+      `SELECT id, status FROM pending_connections WHERE updated_at >= ? AND status NOT IN ('open', 'authorizing')`,
+    );
   }
 
   create(row: NewPendingConnection): Promise<void> {
@@ -43,10 +53,14 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
         .get(row.issuer, row.subject, row.provider, row.scopes, row.client_name, row.purpose ?? null, now) as PendingConnection | undefined;
       if (same) return { pending: same, cancelled: [] };
       const open = this.db
-        .prepare(`SELECT id FROM pending_connections WHERE issuer = ? AND subject = ? AND status = 'open' AND expires_at > ? ORDER BY created_at DESC, rowid DESC`)
+        .prepare(
+          `SELECT id FROM pending_connections WHERE issuer = ? AND subject = ? AND status = 'open' AND expires_at > ? ORDER BY created_at DESC, rowid DESC`,
+        )
         .all(row.issuer, row.subject, now) as Array<{ id: string }>;
       const cancelled = open.slice(Math.max(0, maxOpen - 1)).map((r) => r.id);
-      const cancel = this.db.prepare(`UPDATE pending_connections SET status = 'cancelled', outcome_reason = 'superseded', updated_at = ? WHERE id = ? AND status = 'open'`);
+      const cancel = this.db.prepare(
+        `UPDATE pending_connections SET status = 'cancelled', outcome_reason = 'superseded', updated_at = ? WHERE id = ? AND status = 'open'`,
+      );
       for (const id of cancelled) cancel.run(now, id);
       this.#insert(row, now);
       return { pending: this.#byId.get(row.id) as PendingConnection, cancelled };
@@ -59,7 +73,9 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   }
 
   byLinkHash(linkHash: string): Promise<PendingConnection | undefined> {
-    return this.gate.run(() => this.db.prepare('SELECT * FROM pending_connections WHERE link_hash = ?').get(linkHash) as PendingConnection | undefined);
+    return this.gate.run(
+      () => this.db.prepare('SELECT * FROM pending_connections WHERE link_hash = ?').get(linkHash) as PendingConnection | undefined,
+    );
   }
 
   latestInFlight(owner: Owner, provider: string, now = Date.now()): Promise<PendingConnection | undefined> {
@@ -77,7 +93,11 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   claim(id: string, now = Date.now()): Promise<boolean> {
     return this.gate.run(
       () =>
-        this.db.prepare(`UPDATE pending_connections SET status = 'authorizing', updated_at = ? WHERE id = ? AND status = 'open' AND expires_at > ?`).run(now, id, now).changes === 1,
+        this.db
+          .prepare(
+            `UPDATE pending_connections SET status = 'authorizing', updated_at = ? WHERE id = ? AND status = 'open' AND expires_at > ?`,
+          )
+          .run(now, id, now).changes === 1,
     );
   }
 
@@ -85,7 +105,9 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
     return this.gate.run(
       () =>
         this.db
-          .prepare(`UPDATE pending_connections SET status = ?, outcome_reason = ?, updated_at = ? WHERE id = ? AND status IN ('open', 'authorizing')`)
+          .prepare(
+            `UPDATE pending_connections SET status = ?, outcome_reason = ?, updated_at = ? WHERE id = ? AND status IN ('open', 'authorizing')`,
+          )
           .run(status, reason ?? null, Date.now(), id).changes === 1,
     );
   }

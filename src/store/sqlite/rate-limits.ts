@@ -27,7 +27,9 @@ export class SqliteRateLimitRepository implements RateLimitRepository {
   }
 
   undo(keyHash: string): Promise<void> {
-    return this.gate.run(() => void this.db.prepare('UPDATE rate_limit_windows SET hits = max(hits - 1, 0) WHERE key_hash = ?').run(keyHash));
+    return this.gate.run(
+      () => void this.db.prepare('UPDATE rate_limit_windows SET hits = max(hits - 1, 0) WHERE key_hash = ?').run(keyHash),
+    );
   }
 
   reset(keyHash: string): Promise<void> {

@@ -25,12 +25,19 @@ export class SqliteRefreshLeaseRepository implements RefreshLeaseRepository {
     return this.gate.run(
       () =>
         this.db
-          .prepare('UPDATE refresh_leases SET expires_at = ? WHERE issuer = ? AND subject = ? AND provider = ? AND holder = ? AND expires_at > ?')
+          .prepare(
+            'UPDATE refresh_leases SET expires_at = ? WHERE issuer = ? AND subject = ? AND provider = ? AND holder = ? AND expires_at > ?',
+          )
           .run(now + ttlMs, owner.issuer, owner.subject, provider, holder, now).changes === 1,
     );
   }
 
   release(owner: Owner, provider: string, holder: string): Promise<void> {
-    return this.gate.run(() => void this.db.prepare('DELETE FROM refresh_leases WHERE issuer = ? AND subject = ? AND provider = ? AND holder = ?').run(owner.issuer, owner.subject, provider, holder));
+    return this.gate.run(
+      () =>
+        void this.db
+          .prepare('DELETE FROM refresh_leases WHERE issuer = ? AND subject = ? AND provider = ? AND holder = ?')
+          .run(owner.issuer, owner.subject, provider, holder),
+    );
   }
 }

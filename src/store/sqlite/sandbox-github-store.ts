@@ -76,11 +76,47 @@ export interface SandboxIssue {
   createdAt: number;
 }
 
-interface CodeRow { client_id: string; redirect_uri: string; code_challenge: string | null; scopes: string; login: string; expires_at: number }
-interface TokenRow { client_id: string; login: string; scopes: string; issued_at: number; expires_at: number | null }
-interface RefreshRow { token_hash: string; access_token_hash: string; client_id: string; login: string; issued_at: number; expires_at: number }
-interface GrantRow { client_id: string; login: string; scopes: string; created_at: number; updated_at: number }
-interface IssueRow { id: number; owner: string; repo: string; number: number; title: string; body: string | null; labels: string; author: string; created_at: number }
+interface CodeRow {
+  client_id: string;
+  redirect_uri: string;
+  code_challenge: string | null;
+  scopes: string;
+  login: string;
+  expires_at: number;
+}
+interface TokenRow {
+  client_id: string;
+  login: string;
+  scopes: string;
+  issued_at: number;
+  expires_at: number | null;
+}
+interface RefreshRow {
+  token_hash: string;
+  access_token_hash: string;
+  client_id: string;
+  login: string;
+  issued_at: number;
+  expires_at: number;
+}
+interface GrantRow {
+  client_id: string;
+  login: string;
+  scopes: string;
+  created_at: number;
+  updated_at: number;
+}
+interface IssueRow {
+  id: number;
+  owner: string;
+  repo: string;
+  number: number;
+  title: string;
+  body: string | null;
+  labels: string;
+  author: string;
+  created_at: number;
+}
 
 const hash = (value: string): string => sha256Hex(value);
 const joinScopes = (scopes: string[]): string => scopes.join(' ');
@@ -88,8 +124,15 @@ const splitScopes = (raw: string): string[] => raw.split(' ').filter(Boolean);
 const unionScopes = (a: string[], b: string[]): string[] => [...new Set([...a, ...b])];
 
 const toIssue = (r: IssueRow): SandboxIssue => ({
-  id: r.id, owner: r.owner, repo: r.repo, number: r.number, title: r.title, body: r.body,
-  labels: JSON.parse(r.labels) as string[], author: r.author, createdAt: r.created_at,
+  id: r.id,
+  owner: r.owner,
+  repo: r.repo,
+  number: r.number,
+  title: r.title,
+  body: r.body,
+  labels: JSON.parse(r.labels) as string[],
+  author: r.author,
+  createdAt: r.created_at,
 });
 
 /** The sandbox GitHub's users, codes, tokens, grants and issues (tables `sandbox_github_*`). */
@@ -105,22 +148,26 @@ export class SandboxGitHubStore {
 
   /** The user with this login, created (with the next free id, name = login) when there is none. */
   ensureUser(login: string): SandboxUser {
-    return this.db.transaction(() => {
-      const existing = this.findUser(login);
-      if (existing) return existing;
-      let id = this.#nextUserId();
-      while (this.db.prepare('SELECT 1 FROM sandbox_github_users WHERE id = ?').get(id)) id = this.#nextUserId();
-      this.db.prepare('INSERT INTO sandbox_github_users (id, login, name) VALUES (?, ?, ?)').run(id, login, login);
-      return { id, login, name: login };
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const existing = this.findUser(login);
+        if (existing) return existing;
+        let id = this.#nextUserId();
+        while (this.db.prepare('SELECT 1 FROM sandbox_github_users WHERE id = ?').get(id)) id = this.#nextUserId();
+        this.db.prepare('INSERT INTO sandbox_github_users (id, login, name) VALUES (?, ?, ?)').run(id, login, login);
+        return { id, login, name: login };
+      })
+      .immediate();
   }
 
   /** Creates or replaces the user with `user.login` (another user holding `user.id` is replaced too). */
   putUser(user: SandboxUser): void {
-    this.db.transaction(() => {
-      this.db.prepare('DELETE FROM sandbox_github_users WHERE login = ? OR id = ?').run(user.login, user.id);
-      this.db.prepare('INSERT INTO sandbox_github_users (id, login, name) VALUES (?, ?, ?)').run(user.id, user.login, user.name);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.db.prepare('DELETE FROM sandbox_github_users WHERE login = ? OR id = ?').run(user.login, user.id);
+        this.db.prepare('INSERT INTO sandbox_github_users (id, login, name) VALUES (?, ?, ?)').run(user.id, user.login, user.name);
+      })
+      .immediate();
   }
 
   /** Deletes the user record (their tokens then stop working: there is nobody to act as). */
@@ -143,17 +190,33 @@ export class SandboxGitHubStore {
 
   putCode(code: string, grant: SandboxCode): void {
     this.db
-      .prepare('INSERT INTO sandbox_github_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, login, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(hash(code), grant.clientId, grant.redirectUri, grant.codeChallenge ?? null, joinScopes(grant.scopes), grant.login, grant.expiresAt);
+      .prepare(
+        'INSERT INTO sandbox_github_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, login, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      )
+      .run(
+        hash(code),
+        grant.clientId,
+        grant.redirectUri,
+        grant.codeChallenge ?? null,
+        joinScopes(grant.scopes),
+        grant.login,
+        grant.expiresAt,
+      );
   }
 
   /** Removes and returns the code (expired or not): a code is burned by the first attempt that presents it. */
   takeCode(code: string): SandboxCode | undefined {
     const row = this.db.prepare('DELETE FROM sandbox_github_codes WHERE code_hash = ? RETURNING *').get(hash(code)) as CodeRow | undefined;
-    return row && {
-      clientId: row.client_id, redirectUri: row.redirect_uri, codeChallenge: row.code_challenge ?? undefined,
-      scopes: splitScopes(row.scopes), login: row.login, expiresAt: row.expires_at,
-    };
+    return (
+      row && {
+        clientId: row.client_id,
+        redirectUri: row.redirect_uri,
+        codeChallenge: row.code_challenge ?? undefined,
+        scopes: splitScopes(row.scopes),
+        login: row.login,
+        expiresAt: row.expires_at,
+      }
+    );
   }
 
   /** Drops codes that expired before `now`. */
@@ -169,36 +232,40 @@ export class SandboxGitHubStore {
    * per user/app/scope set: the oldest beyond that stop working, their refresh tokens with them.
    */
   issueToken(token: string, record: SandboxToken, maxPerKind: number, options: SandboxIssueOptions = {}): void {
-    this.db.transaction(() => {
-      const scopes = joinScopes(record.scopes);
-      this.db
-        .prepare('INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
-        .run(hash(token), record.clientId, record.login, scopes, record.issuedAt, record.expiresAt ?? null);
-      if (options.refresh) {
+    this.db
+      .transaction(() => {
+        const scopes = joinScopes(record.scopes);
         this.db
-          .prepare('INSERT INTO sandbox_github_refresh_tokens (token_hash, access_token_hash, client_id, login, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
-          .run(hash(options.refresh.token), hash(token), record.clientId, record.login, record.issuedAt, options.refresh.expiresAt);
-      }
-      const pruned = this.db
-        .prepare(
-          `DELETE FROM sandbox_github_tokens WHERE seq IN (
+          .prepare(
+            'INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+          )
+          .run(hash(token), record.clientId, record.login, scopes, record.issuedAt, record.expiresAt ?? null);
+        if (options.refresh) {
+          this.db
+            .prepare(
+              'INSERT INTO sandbox_github_refresh_tokens (token_hash, access_token_hash, client_id, login, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+            )
+            .run(hash(options.refresh.token), hash(token), record.clientId, record.login, record.issuedAt, options.refresh.expiresAt);
+        }
+        const pruned = this.db
+          .prepare(
+            `DELETE FROM sandbox_github_tokens WHERE seq IN (
              SELECT seq FROM sandbox_github_tokens WHERE login = ? AND client_id = ? AND scopes = ?
              ORDER BY seq DESC LIMIT -1 OFFSET ?) RETURNING token_hash`,
-        )
-        .all(record.login, record.clientId, scopes, maxPerKind) as Array<{ token_hash: string }>;
-      const dropRefresh = this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE access_token_hash = ?');
-      for (const { token_hash } of pruned) dropRefresh.run(token_hash);
-      const previous = this.findGrant(record.clientId, record.login)?.scopes;
-      const grantScopes = options.grantScopes
-        ? options.grantScopes(previous)
-        : unionScopes(previous ?? [], record.scopes);
-      this.db
-        .prepare(
-          `INSERT INTO sandbox_github_grants (client_id, login, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+          )
+          .all(record.login, record.clientId, scopes, maxPerKind) as Array<{ token_hash: string }>;
+        const dropRefresh = this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE access_token_hash = ?');
+        for (const { token_hash } of pruned) dropRefresh.run(token_hash);
+        const previous = this.findGrant(record.clientId, record.login)?.scopes;
+        const grantScopes = options.grantScopes ? options.grantScopes(previous) : unionScopes(previous ?? [], record.scopes);
+        this.db
+          .prepare(
+            `INSERT INTO sandbox_github_grants (client_id, login, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (client_id, login) DO UPDATE SET scopes = excluded.scopes, updated_at = excluded.updated_at`,
-        )
-        .run(record.clientId, record.login, joinScopes(grantScopes), record.issuedAt, record.issuedAt);
-    }).immediate();
+          )
+          .run(record.clientId, record.login, joinScopes(grantScopes), record.issuedAt, record.issuedAt);
+      })
+      .immediate();
   }
 
   /** The access token's record, expired or not (callers compare `expiresAt` with their clock). */
@@ -206,18 +273,25 @@ export class SandboxGitHubStore {
     const row = this.db
       .prepare('SELECT client_id, login, scopes, issued_at, expires_at FROM sandbox_github_tokens WHERE token_hash = ?')
       .get(hash(token)) as TokenRow | undefined;
-    return row && {
-      clientId: row.client_id, login: row.login, scopes: splitScopes(row.scopes), issuedAt: row.issued_at,
-      expiresAt: row.expires_at ?? undefined,
-    };
+    return (
+      row && {
+        clientId: row.client_id,
+        login: row.login,
+        scopes: splitScopes(row.scopes),
+        issuedAt: row.issued_at,
+        expiresAt: row.expires_at ?? undefined,
+      }
+    );
   }
 
   /** Revokes one token (DELETE /applications/{client_id}/token), and the refresh token issued with it. */
   deleteToken(token: string): boolean {
-    return this.db.transaction(() => {
-      this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE access_token_hash = ?').run(hash(token));
-      return this.db.prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ?').run(hash(token)).changes > 0;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE access_token_hash = ?').run(hash(token));
+        return this.db.prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ?').run(hash(token)).changes > 0;
+      })
+      .immediate();
   }
 
   /**
@@ -253,26 +327,36 @@ export class SandboxGitHubStore {
    * pair, with the old token's scopes. Undefined when the refresh token is unknown, already used,
    * revoked, expired (it is then deleted) or belongs to another app (it is then left alone).
    */
-  rotateRefreshToken(refreshToken: string, clientId: string, now: number, next: SandboxRotation): { login: string; scopes: string[] } | undefined {
-    return this.db.transaction(() => {
-      const row = this.db
-        .prepare('SELECT * FROM sandbox_github_refresh_tokens WHERE token_hash = ?')
-        .get(hash(refreshToken)) as RefreshRow | undefined;
-      if (!row || row.client_id !== clientId) return undefined;
-      this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE token_hash = ?').run(row.token_hash);
-      if (row.expires_at <= now) return undefined;
-      const old = this.db
-        .prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ? RETURNING scopes')
-        .get(row.access_token_hash) as { scopes: string } | undefined;
-      const scopes = old?.scopes ?? '';
-      this.db
-        .prepare('INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
-        .run(hash(next.accessToken), row.client_id, row.login, scopes, next.issuedAt, next.accessExpiresAt);
-      this.db
-        .prepare('INSERT INTO sandbox_github_refresh_tokens (token_hash, access_token_hash, client_id, login, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
-        .run(hash(next.refreshToken), hash(next.accessToken), row.client_id, row.login, next.issuedAt, next.refreshExpiresAt);
-      return { login: row.login, scopes: splitScopes(scopes) };
-    }).immediate();
+  rotateRefreshToken(
+    refreshToken: string,
+    clientId: string,
+    now: number,
+    next: SandboxRotation,
+  ): { login: string; scopes: string[] } | undefined {
+    return this.db
+      .transaction(() => {
+        const row = this.db.prepare('SELECT * FROM sandbox_github_refresh_tokens WHERE token_hash = ?').get(hash(refreshToken)) as
+          RefreshRow | undefined;
+        if (!row || row.client_id !== clientId) return undefined;
+        this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE token_hash = ?').run(row.token_hash);
+        if (row.expires_at <= now) return undefined;
+        const old = this.db
+          .prepare('DELETE FROM sandbox_github_tokens WHERE token_hash = ? RETURNING scopes')
+          .get(row.access_token_hash) as { scopes: string } | undefined;
+        const scopes = old?.scopes ?? '';
+        this.db
+          .prepare(
+            'INSERT INTO sandbox_github_tokens (token_hash, client_id, login, scopes, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+          )
+          .run(hash(next.accessToken), row.client_id, row.login, scopes, next.issuedAt, next.accessExpiresAt);
+        this.db
+          .prepare(
+            'INSERT INTO sandbox_github_refresh_tokens (token_hash, access_token_hash, client_id, login, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+          )
+          .run(hash(next.refreshToken), hash(next.accessToken), row.client_id, row.login, next.issuedAt, next.refreshExpiresAt);
+        return { login: row.login, scopes: splitScopes(scopes) };
+      })
+      .immediate();
   }
 
   /** How many refresh tokens can still be used (not yet used, revoked or expired by `now`). */
@@ -291,50 +375,81 @@ export class SandboxGitHubStore {
    * refresh token and pending code of that app for that user goes, and the revocation is recorded.
    */
   revokeGrant(clientId: string, login: string, now: number): void {
-    this.db.transaction(() => {
-      this.db.prepare('DELETE FROM sandbox_github_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
-      this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
-      this.db.prepare('DELETE FROM sandbox_github_codes WHERE client_id = ? AND login = ?').run(clientId, login);
-      this.db.prepare('DELETE FROM sandbox_github_grants WHERE client_id = ? AND login = ?').run(clientId, login);
-      this.db.prepare('INSERT INTO sandbox_github_grant_revocations (client_id, login, revoked_at) VALUES (?, ?, ?)').run(clientId, login, now);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.db.prepare('DELETE FROM sandbox_github_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
+        this.db.prepare('DELETE FROM sandbox_github_refresh_tokens WHERE client_id = ? AND login = ?').run(clientId, login);
+        this.db.prepare('DELETE FROM sandbox_github_codes WHERE client_id = ? AND login = ?').run(clientId, login);
+        this.db.prepare('DELETE FROM sandbox_github_grants WHERE client_id = ? AND login = ?').run(clientId, login);
+        this.db
+          .prepare('INSERT INTO sandbox_github_grant_revocations (client_id, login, revoked_at) VALUES (?, ?, ?)')
+          .run(clientId, login, now);
+      })
+      .immediate();
   }
 
   /** The user's (case-insensitive) grant to the app, if any. */
   findGrant(clientId: string, login: string): SandboxGrant | undefined {
-    const r = this.db.prepare('SELECT * FROM sandbox_github_grants WHERE client_id = ? AND login = ?').get(clientId, login) as GrantRow | undefined;
+    const r = this.db.prepare('SELECT * FROM sandbox_github_grants WHERE client_id = ? AND login = ?').get(clientId, login) as
+      GrantRow | undefined;
     return r && { clientId: r.client_id, login: r.login, scopes: splitScopes(r.scopes), createdAt: r.created_at, updatedAt: r.updated_at };
   }
 
   listGrants(login?: string): SandboxGrant[] {
-    const rows = (login === undefined
-      ? this.db.prepare('SELECT * FROM sandbox_github_grants ORDER BY created_at, client_id').all()
-      : this.db.prepare('SELECT * FROM sandbox_github_grants WHERE login = ? ORDER BY created_at, client_id').all(login)) as GrantRow[];
-    return rows.map((r) => ({ clientId: r.client_id, login: r.login, scopes: splitScopes(r.scopes), createdAt: r.created_at, updatedAt: r.updated_at }));
+    const rows = (
+      login === undefined
+        ? this.db.prepare('SELECT * FROM sandbox_github_grants ORDER BY created_at, client_id').all()
+        : this.db.prepare('SELECT * FROM sandbox_github_grants WHERE login = ? ORDER BY created_at, client_id').all(login)
+    ) as GrantRow[];
+    return rows.map((r) => ({
+      clientId: r.client_id,
+      login: r.login,
+      scopes: splitScopes(r.scopes),
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+    }));
   }
 
   /** Every grant revocation, oldest first. */
   listGrantRevocations(): SandboxGrantRevocation[] {
-    return (this.db.prepare('SELECT client_id, login, revoked_at FROM sandbox_github_grant_revocations ORDER BY seq').all() as Array<{ client_id: string; login: string; revoked_at: number }>)
-      .map((r) => ({ clientId: r.client_id, login: r.login, revokedAt: r.revoked_at }));
+    return (
+      this.db.prepare('SELECT client_id, login, revoked_at FROM sandbox_github_grant_revocations ORDER BY seq').all() as Array<{
+        client_id: string;
+        login: string;
+        revoked_at: number;
+      }>
+    ).map((r) => ({ clientId: r.client_id, login: r.login, revokedAt: r.revoked_at }));
   }
 
   // ------------------------------------------------------------------ issues
 
   /** Creates an issue with the repository's next number (numbers are per repository, never reused). */
   createIssue(issue: Omit<SandboxIssue, 'id' | 'number'>): SandboxIssue {
-    return this.db.transaction(() => {
-      const { last_number: number } = this.db
-        .prepare(
-          `INSERT INTO sandbox_github_repos (owner, repo, last_number) VALUES (?, ?, 1)
+    return this.db
+      .transaction(() => {
+        const { last_number: number } = this.db
+          .prepare(
+            `INSERT INTO sandbox_github_repos (owner, repo, last_number) VALUES (?, ?, 1)
            ON CONFLICT (owner, repo) DO UPDATE SET last_number = last_number + 1 RETURNING last_number`,
-        )
-        .get(issue.owner, issue.repo) as { last_number: number };
-      const row = this.db
-        .prepare('INSERT INTO sandbox_github_issues (owner, repo, number, title, body, labels, author, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *')
-        .get(issue.owner, issue.repo, number, issue.title, issue.body, JSON.stringify(issue.labels), issue.author, issue.createdAt) as IssueRow;
-      return toIssue(row);
-    }).immediate();
+          )
+          .get(issue.owner, issue.repo) as { last_number: number };
+        const row = this.db
+          .prepare(
+            'INSERT INTO sandbox_github_issues (owner, repo, number, title, body, labels, author, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *',
+          )
+          .get(
+            issue.owner,
+            issue.repo,
+            number,
+            issue.title,
+            issue.body,
+            JSON.stringify(issue.labels),
+            issue.author,
+            issue.createdAt,
+          ) as IssueRow;
+        return toIssue(row);
+      })
+      .immediate();
   }
 
   /** The issue `number` of owner/repo (names compared case-insensitively). */

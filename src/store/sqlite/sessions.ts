@@ -13,19 +13,32 @@ export class SqliteSessionRepository implements SessionRepository {
   }
 
   create(idHash: string, expiresAt: number): Promise<void> {
-    return this.gate.run(() => void this.db.prepare('INSERT INTO browser_sessions (id_hash, created_at, expires_at) VALUES (?, ?, ?)').run(idHash, Date.now(), expiresAt));
+    return this.gate.run(
+      () =>
+        void this.db
+          .prepare('INSERT INTO browser_sessions (id_hash, created_at, expires_at) VALUES (?, ?, ?)')
+          .run(idHash, Date.now(), expiresAt),
+    );
   }
 
   find(idHash: string, now = Date.now()): Promise<SessionRow | undefined> {
     return this.gate.run(() => this.#find.get(idHash, now) as SessionRow | undefined);
   }
 
-  rotateSignedIn(oldHash: string | undefined, newHash: string, p: Owner & { name: string }, expiresAt: number, sealedIdToken?: string): Promise<void> {
+  rotateSignedIn(
+    oldHash: string | undefined,
+    newHash: string,
+    p: Owner & { name: string },
+    expiresAt: number,
+    sealedIdToken?: string,
+  ): Promise<void> {
     return this.gate.run(() =>
       this.db.transaction(() => {
         if (oldHash) this.db.prepare('DELETE FROM browser_sessions WHERE id_hash = ?').run(oldHash);
         this.db
-          .prepare('INSERT INTO browser_sessions (id_hash, issuer, subject, display_name, created_at, expires_at, id_token) VALUES (?, ?, ?, ?, ?, ?, ?)')
+          .prepare(
+            'INSERT INTO browser_sessions (id_hash, issuer, subject, display_name, created_at, expires_at, id_token) VALUES (?, ?, ?, ?, ?, ?, ?)',
+          )
           .run(newHash, p.issuer, p.subject, p.name, Date.now(), expiresAt, sealedIdToken ?? null);
       })(),
     );
