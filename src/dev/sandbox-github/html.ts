@@ -63,24 +63,18 @@ export function sendPage(res: Response, page: PageOptions): void {
     .type('html')
     .send(
       html`<!doctype html>
-        <html lang="en">
-          <head>
-            <meta charset="utf-8" />
-            <meta name="viewport" content="width=device-width, initial-scale=1" />
-            <title>${page.title}</title>
-            <link rel="stylesheet" href="${page.basePath}/style.css" />
-          </head>
-          <body>
-            <p class="sandbox-label" role="note">
-              <strong>${SANDBOX_LABEL}.</strong> Nothing here reaches the real GitHub: its accounts, tokens and issues exist only in this
-              development database.
-            </p>
-            <main>
-              <h1>${page.title}</h1>
-              ${page.body}
-            </main>
-          </body>
-        </html> `.value,
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${page.title}</title>
+<link rel="stylesheet" href="${page.basePath}/style.css">
+</head>
+<body>
+<p class="sandbox-label" role="note"><strong>${SANDBOX_LABEL}.</strong> Nothing here reaches the real GitHub: its accounts, tokens and issues exist only in this development database.</p>
+<main>
+<h1>${page.title}</h1>
+${page.body}
+</main>
+</body></html>
+`.value,
     );
 }
 

@@ -283,33 +283,30 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
     if (!target) return page(res, 400, 'Bad request', html`<p>The redirect_uri parameter is missing or invalid.</p>`);
     const hidden = [...params.entries()]
       .filter(([name]) => name !== 'login' && name !== 'decision')
-      .map(([name, value]) => html` <input type="hidden" name="${name}" value="${value}" /> `);
+      .map(([name, value]) => html`  <input type="hidden" name="${name}" value="${value}">\n`);
     const scopes = normalizeScopes(parseScopes(params.get('scope') ?? undefined));
     const request =
       kindOf(findClient(clientId)) === 'github-app'
         ? html`<p>GitHub App <code>${clientId!}</code> requests to act on your behalf (GitHub Apps have permissions, not scopes).</p>`
-        : html`<p>
-            Application <code>${clientId!}</code> requests
-            access${
-              scopes.length
-                ? html` with scopes: <code>${scopes.join(', ')}</code>.`
-                : params.get('scope')?.trim()
-                  ? ' (no scopes).'
-                  : ' with the scopes you have already authorized for it (none if this is your first authorization).'
-            }
-          </p>`;
+        : html`<p>Application <code>${clientId!}</code> requests access${
+            scopes.length
+              ? html` with scopes: <code>${scopes.join(', ')}</code>.`
+              : params.get('scope')?.trim()
+                ? ' (no scopes).'
+                : ' with the scopes you have already authorized for it (none if this is your first authorization).'
+          }</p>`;
     page(
       res,
       200,
       'Authorize application',
       html`${request}
-        <p class="meta">Authorizing will redirect to <code>${target.origin}</code>.</p>
-        <form method="post" action="${basePath}/login/oauth/authorize">
-          ${hidden} <label for="login">Sign in as</label>
-          <input type="text" id="login" name="login" value="${params.get('login') || 'octocat'}" />
-          <button type="submit" name="decision" value="authorize">Authorize</button>
-          <button type="submit" name="decision" value="cancel">Cancel</button>
-        </form>`,
+<p class="meta">Authorizing will redirect to <code>${target.origin}</code>.</p>
+<form method="post" action="${basePath}/login/oauth/authorize">
+${hidden}  <label for="login">Sign in as</label>
+  <input type="text" id="login" name="login" value="${params.get('login') || 'octocat'}">
+  <button type="submit" name="decision" value="authorize">Authorize</button>
+  <button type="submit" name="decision" value="cancel">Cancel</button>
+</form>`,
       cspOrigin(target.href),
     );
   });
@@ -605,19 +602,15 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
       res,
       200,
       'Home',
-      html`<p>
-          This is a simulated GitHub for development. The broker's GitHub connection talks to it instead of github.com: sign in here under
-          any login, and issues created through the broker land here.
-        </p>
-        <p class="meta">Web: <code>${webUrl}</code> · API: <code>${apiUrl}</code></p>
-        <h2>Recent issues</h2>
-        ${
-          issues.length
-            ? html`<ul>
-                ${issues.map((i) => html`<li><a href="${basePath}/${i.owner}/${i.repo}/issues/${i.number}">${i.owner}/${i.repo}#${i.number}</a> ${i.title}</li> `)}
-              </ul>`
-            : html`<p>No issues yet.</p>`
-        }`,
+      html`<p>This is a simulated GitHub for development. The broker's GitHub connection talks to it instead of github.com:
+sign in here under any login, and issues created through the broker land here.</p>
+<p class="meta">Web: <code>${webUrl}</code> · API: <code>${apiUrl}</code></p>
+<h2>Recent issues</h2>
+${
+  issues.length
+    ? html`<ul>\n${issues.map((i) => html`<li><a href="${basePath}/${i.owner}/${i.repo}/issues/${i.number}">${i.owner}/${i.repo}#${i.number}</a> ${i.title}</li>\n`)}</ul>`
+    : html`<p>No issues yet.</p>`
+}`,
     );
   });
 
@@ -630,13 +623,10 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
       200,
       `${issue.owner}/${issue.repo}#${issue.number}`,
       html`<h2>${issue.title}</h2>
-        <p class="meta">
-          Opened by <a href="${basePath}/${issue.author}">${issue.author}</a> on ${new Date(issue.createdAt).toISOString()} in the sandbox
-          repository <code>${issue.owner}/${issue.repo}</code>.
-        </p>
-        ${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="label">${l}</span>`)}</p> ` : ''}${
-          issue.body ? html`<pre>${issue.body}</pre>` : html`<p class="meta">No description provided.</p>`
-        }`,
+<p class="meta">Opened by <a href="${basePath}/${issue.author}">${issue.author}</a> on ${new Date(issue.createdAt).toISOString()} in the sandbox repository <code>${issue.owner}/${issue.repo}</code>.</p>
+${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="label">${l}</span>`)}</p>\n` : ''}${
+        issue.body ? html`<pre>${issue.body}</pre>` : html`<p class="meta">No description provided.</p>`
+      }`,
     );
   });
 
@@ -650,18 +640,16 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
       200,
       user.login,
       html`<p>${user.name} · user id <code>${user.id}</code></p>
-        <h2>Authorized applications</h2>
-        ${
-          grants.length
-            ? html`<ul>
-                ${grants.map((g) =>
-                  kindOf(findClient(g.clientId)) === 'github-app'
-                    ? html`<li><code>${g.clientId}</code> (GitHub App)</li> `
-                    : html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li> `,
-                )}
-              </ul>`
-            : html`<p>None.</p>`
-        }`,
+<h2>Authorized applications</h2>
+${
+  grants.length
+    ? html`<ul>\n${grants.map((g) =>
+        kindOf(findClient(g.clientId)) === 'github-app'
+          ? html`<li><code>${g.clientId}</code> (GitHub App)</li>\n`
+          : html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li>\n`,
+      )}</ul>`
+    : html`<p>None.</p>`
+}`,
     );
   });
 
