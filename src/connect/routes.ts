@@ -26,7 +26,7 @@ export interface ConnectRouteDeps {
   sharedAccountPolicy: 'refuse' | 'allow';
   requireCsrf: (req: Request, res: Response) => void;
   /** Rate limits of the connect pages and of the provider callbacks, run by the routes themselves. */
-  limits: { connect: RequestHandler; callback: RequestHandler };
+  limits: { connect: RequestHandler; callback: RequestHandler; connectStart: RequestHandler };
   /** Seals the PKCE verifier of an authorization under way, so a copy of the database cannot finish it. */
   verifierSealer: Sealer;
 }
@@ -403,7 +403,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
   });
 
-  router.post('/connections/:provider/connect', async (req, res) => {
+  router.post('/connections/:provider/connect', deps.limits.connectStart, async (req, res) => {
     const provider = providerFor(req);
     deps.requireCsrf(req, res);
     const viewer = res.locals.session?.principal;

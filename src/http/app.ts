@@ -152,7 +152,15 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   const verifierSealer = new Sealer([deriveKey(config.brokerSecret, 'connect-pkce-verifier')]);
-  app.use(connectRoutes({ ...deps, page, requireCsrf, verifierSealer, limits: { connect: limits.connect, callback: limits.callback } }));
+  app.use(
+    connectRoutes({
+      ...deps,
+      page,
+      requireCsrf,
+      verifierSealer,
+      limits: { connect: limits.connect, callback: limits.callback, connectStart: limits.connectStart },
+    }),
+  );
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
