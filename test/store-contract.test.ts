@@ -13,7 +13,16 @@ import pg from 'pg';
 import { StoreUnavailableError } from '../src/store/errors.js';
 import { openPostgresStore } from '../src/store/postgres/index.js';
 import { openSqliteStore } from '../src/store/sqlite/index.js';
-import type { LoginTransaction, NewConnection, OAuthFlow, Owner, PendingConnection, Store } from '../src/store/types.js';
+import {
+  OAUTH_FLOW_TTL_MS,
+  PENDING_PRUNE_GRACE_MS,
+  type LoginTransaction,
+  type NewConnection,
+  type OAuthFlow,
+  type Owner,
+  type PendingConnection,
+  type Store,
+} from '../src/store/types.js';
 import { startPostgres } from './support/postgres.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
@@ -94,6 +103,19 @@ function constraintError(err: unknown): boolean {
   return err instanceof Error && !(err instanceof StoreUnavailableError) && /unique|duplicate key|foreign key/i.test(err.message);
 }
 
+async function eventually(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** The rows of `rows` whose id is one of `ids`: what a test made, among whatever else the database holds. */
+function ours<T extends { id: string }>(rows: T[], ids: readonly string[]): T[] {
+  return rows.filter((r) => ids.includes(r.id));
+}
+
 function byId<T extends { id: string }>(rows: T[]): T[] {
   return [...rows].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
 }
@@ -107,8 +129,13 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       backend = await start();
     });
 
+    /** Closes the stores opened so far: each group closes its own, so idle pools do not pile up past the server's max_connections. */
+    async function closeOpened(): Promise<void> {
+      await Promise.all(opened.splice(0).map((s) => s.close()));
+    }
+
     after(async () => {
-      await Promise.all(opened.map((s) => s.close()));
+      await closeOpened();
       await backend?.destroy();
     });
 
@@ -123,6 +150,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     }
 
     describe('sessions', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -180,6 +208,30 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal((await b.sessions.find('s-alice'))?.subject, 'alice', 'and leaves other sessions alone');
       });
 
+      test('rotateSignedIn keeps the sealed ID token of that sign-in with the new session; a sign-in without one stores none', async () => {
+        const t0 = Date.now();
+        await a.sessions.create('s-token-before', t0 + HOUR);
+        await a.sessions.rotateSignedIn('s-token-before', 's-token', { ...CAROL, name: 'Carol' }, t0 + HOUR, 'v1.k1.sealed-id-token');
+        const t1 = Date.now();
+        const row = await b.sessions.find('s-token');
+        assert.ok(row);
+        assertStamped(row.created_at, t0, t1, 'created_at');
+        assert.deepEqual(row, {
+          id_hash: 's-token',
+          issuer: CAROL.issuer,
+          subject: CAROL.subject,
+          display_name: 'Carol',
+          id_token: 'v1.k1.sealed-id-token',
+          created_at: row.created_at,
+          expires_at: t0 + HOUR,
+        });
+        await b.sessions.rotateSignedIn(undefined, 's-token-fresh', { ...CAROL, name: 'Carol' }, t0 + HOUR, 'v1.k1.another');
+        assert.equal((await a.sessions.find('s-token-fresh'))?.id_token, 'v1.k1.another', 'without an old id too');
+        await a.sessions.rotateSignedIn('s-token', 's-token-none', { ...CAROL, name: 'Carol' }, t0 + HOUR);
+        assert.equal((await b.sessions.find('s-token-none'))?.id_token, null, "the previous sign-in's token is not carried over");
+        assert.equal((await b.sessions.find('s-token-fresh'))?.id_token, 'v1.k1.another', 'other sessions keep theirs');
+      });
+
       test('rotateSignedIn is atomic: when the new id is taken it fails with a constraint error (not an outage) and the old session stays', async () => {
         await a.sessions.create('s-keep', Date.now() + HOUR);
         await a.sessions.create('s-taken', Date.now() + HOUR);
@@ -205,6 +257,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('login transactions', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -238,6 +291,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('OAuth flows', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -248,7 +302,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const flow = oauthFlow('of-1', pending.id);
         await a.oauthFlows.put(flow);
         assert.equal(await b.oauthFlows.take('of-1', 'browser-2', 'github'), undefined, 'another browser consumes nothing');
-        assert.equal(await b.oauthFlows.take('of-1', 'browser-2', 'github'), undefined);
+        assert.equal(await b.oauthFlows.take('of-unknown', 'browser-1', 'github'), undefined);
         assert.equal(await b.oauthFlows.take('of-1', 'browser-1', 'gitlab'), undefined, "another provider's callback consumes nothing");
         const takes = await Promise.all(
           Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).oauthFlows.take('of-1', 'browser-1', 'github')),
@@ -258,6 +312,22 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           [flow],
         );
         assert.equal(await a.oauthFlows.take('of-1', 'browser-1', 'github'), undefined, 'a replayed callback finds nothing');
+      });
+
+      test("take on another provider's callback path consumes nothing, so the genuine callback still works", async () => {
+        const pending = pendingRow(BOB, { provider: 'gitlab' });
+        await a.pending.create(pending);
+        const flow = oauthFlow('of-gitlab', pending.id);
+        await a.oauthFlows.put(flow);
+        assert.equal(await b.oauthFlows.take('of-gitlab', 'browser-1', 'github'), undefined);
+        assert.equal(await a.oauthFlows.take('of-gitlab', 'browser-1', 'GitLab'), undefined, 'provider names are compared exactly');
+        assert.equal(
+          await b.transaction((tx) => tx.oauthFlows.take('of-gitlab', 'browser-1', 'linear')),
+          undefined,
+          'inside a transaction too',
+        );
+        assert.deepEqual(await b.oauthFlows.take('of-gitlab', 'browser-1', 'gitlab'), flow);
+        assert.equal(await a.oauthFlows.take('of-gitlab', 'browser-1', 'gitlab'), undefined);
       });
 
       test('take hands back an expired flow too (the caller checks expires_at) and consumes it', async () => {
@@ -283,6 +353,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('pending connections', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -306,12 +377,25 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.deepEqual(stored, expected);
         assert.deepEqual(await b.pending.byLinkHash(row.link_hash), expected);
 
-        const withText = pendingRow(ALICE, { client_name: 'Claude Desktop', scopes: 'repo read:org' });
+        const withText = pendingRow(ALICE, {
+          client_name: 'Claude Desktop',
+          scopes: 'repo read:org',
+          purpose: "create the issue “Crash on start” in acme/widgets — ünïcode, 'quotes', 100%_%",
+        });
         await a.pending.create(withText);
+        const storedText = await b.pending.byId(withText.id);
         assert.deepEqual(
-          [(await b.pending.byId(withText.id))?.client_name, (await b.pending.byId(withText.id))?.scopes],
-          ['Claude Desktop', 'repo read:org'],
+          [storedText?.client_name, storedText?.scopes, storedText?.purpose],
+          ['Claude Desktop', 'repo read:org', withText.purpose],
+          'text is stored and read back exactly',
         );
+        assert.deepEqual(await b.pending.byLinkHash(withText.link_hash), storedText);
+        const nullPurpose = pendingRow(ALICE, { purpose: null });
+        await a.pending.create(nullPurpose);
+        assert.equal((await b.pending.byId(nullPurpose.id))?.purpose, null, 'an explicit null purpose stays null');
+        const emptyPurpose = pendingRow(ALICE, { purpose: '' });
+        await a.pending.create(emptyPurpose);
+        assert.equal((await b.pending.byId(emptyPurpose.id))?.purpose, '', 'an empty purpose is not turned into null');
         assert.equal(await b.pending.byId('pc-unknown'), undefined);
         assert.equal(await b.pending.byLinkHash('link-unknown'), undefined);
       });
@@ -448,33 +532,169 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.deepEqual(ours(await b.pending.settledSince(at + 1)), [], 'not after it');
       });
 
-      test('prune removes expired rows (pending ones a day late, their flows with them) and returns how many went', async () => {
+      test('openOrCreate: 20 concurrent calls for one request, from two instances, make one row, and that row is returned to all', async () => {
+        const olivia: Owner = { issuer: ALICE.issuer, subject: 'olivia' };
+        const t0 = Date.now();
+        const request = { scopes: null, purpose: 'list my issues' };
+        const candidates = Array.from({ length: 20 }, () => pendingRow(olivia, request));
+        const results = await Promise.all(candidates.map((row, i) => (i % 2 ? a : b).pending.openOrCreate(row, 3, t0)));
+        const ids = new Set(results.map((r) => r.pending.id));
+        assert.equal(ids.size, 1, 'one row for one (principal, provider, scopes, client name, purpose)');
+        const winner = candidates.find((c) => ids.has(c.id))!;
+        const stored = await a.pending.byId(winner.id);
+        const expected: PendingConnection = {
+          ...winner,
+          purpose: 'list my issues',
+          status: 'open',
+          outcome_reason: null,
+          created_at: t0,
+          updated_at: t0,
+        };
+        assert.deepEqual(stored, expected);
+        for (const r of results) assert.deepEqual(r, { pending: stored, cancelled: [] });
+        for (const c of candidates) if (c !== winner) assert.equal(await b.pending.byId(c.id), undefined, 'the others inserted nothing');
+
+        const again = await b.pending.openOrCreate(pendingRow(olivia, request), 3, t0 + 1);
+        assert.deepEqual(again, { pending: stored, cancelled: [] }, 'a later call for the same request gets the same open row');
+        const claimed = await a.pending.openOrCreate(pendingRow(olivia, { ...request, client_name: 'Claimed' }), 3, t0 + 2);
+        assert.equal(await a.pending.claim(claimed.pending.id, t0 + 3), true);
+        const next = pendingRow(olivia, { ...request, client_name: 'Claimed' });
+        assert.equal(
+          (await b.pending.openOrCreate(next, 3, t0 + 4)).pending.id,
+          next.id,
+          'an authorizing row is not reused: its link is spent',
+        );
+      });
+
+      test('openOrCreate: a different request makes another row; past maxOpen the oldest open ones are cancelled as superseded, never another status', async () => {
+        const paul: Owner = { issuer: ALICE.issuer, subject: 'paul' };
+        const t0 = Date.now();
+        const open = (row: NewPending, at: number, on: Store = a) => on.pending.openOrCreate(row, 3, t0 + at);
+
+        // Older than every open row, so a store cancelling by age alone would pick these first.
+        const completed = (await open(pendingRow(paul, { provider: 'gitlab' }), 0)).pending;
+        assert.equal(await a.pending.settle(completed.id, 'completed'), true);
+        const authorizing = (await open(pendingRow(paul, { provider: 'linear' }), 1)).pending;
+        assert.equal(await a.pending.claim(authorizing.id, t0 + 2), true);
+        const othersOpen = (await open(pendingRow({ issuer: 'https://other.example', subject: 'paul' }), 3)).pending;
+        const bobsOpen = (await open(pendingRow(BOB, { provider: 'bounded' }), 3)).pending;
+
+        const first = await open(pendingRow(paul), 10);
+        const second = await open(pendingRow(paul, { scopes: 'repo admin:org' }), 11, b);
+        const third = await open(pendingRow(paul, { purpose: 'another reason' }), 12);
+        assert.deepEqual(
+          [first.cancelled, second.cancelled, third.cancelled],
+          [[], [], []],
+          'up to maxOpen open rows, nothing is cancelled',
+        );
+        assert.equal(new Set([first.pending.id, second.pending.id, third.pending.id]).size, 3, 'scopes and purpose tell requests apart');
+
+        const fourth = await open(pendingRow(paul, { client_name: 'Other' }), 13, b);
+        assert.deepEqual(fourth.cancelled, [first.pending.id], 'the oldest open one makes room');
+        assert.equal(fourth.pending.status, 'open');
+        assert.deepEqual(await b.pending.byId(first.pending.id), {
+          ...first.pending,
+          status: 'cancelled',
+          outcome_reason: 'superseded',
+          updated_at: t0 + 13,
+        });
+        assert.deepEqual(
+          ours(await a.pending.settledSince(t0 + 13), [first.pending.id]),
+          [{ id: first.pending.id, status: 'cancelled' }],
+          'a polling waiter sees the cancellation',
+        );
+
+        const fifth = await open(pendingRow(paul, { provider: 'atlassian' }), 14);
+        assert.deepEqual(fifth.cancelled, [second.pending.id], 'a row differing only in provider is another request too');
+        assert.deepEqual(
+          await Promise.all([third, fourth, fifth].map(async (r) => (await b.pending.byId(r.pending.id))?.status)),
+          ['open', 'open', 'open'],
+          'maxOpen open rows remain',
+        );
+
+        const repeat = await open(pendingRow(paul, { purpose: 'another reason' }), 15, b);
+        assert.deepEqual(repeat, { pending: third.pending, cancelled: [] }, 'a repeat of an open request cancels nothing');
+
+        assert.equal((await b.pending.byId(completed.id))?.status, 'completed', 'a completed row is never cancelled');
+        assert.deepEqual(
+          [(await b.pending.byId(authorizing.id))?.status, (await b.pending.byId(authorizing.id))?.outcome_reason],
+          ['authorizing', null],
+          'an authorizing row is never cancelled (its user is at the provider)',
+        );
+        assert.equal((await b.pending.byId(othersOpen.id))?.status, 'open', 'a same-named subject of another issuer is someone else');
+        assert.equal((await b.pending.byId(bobsOpen.id))?.status, 'open', 'another owner’s rows are not counted');
+
+        const rita: Owner = { issuer: ALICE.issuer, subject: 'rita' };
+        const ritaOne = await a.pending.openOrCreate(pendingRow(rita), 1, t0 + 16);
+        const ritaTwo = await b.pending.openOrCreate(pendingRow(rita, { scopes: 'x' }), 1, t0 + 17);
+        assert.deepEqual(ritaTwo.cancelled, [ritaOne.pending.id], 'maxOpen 1 keeps only the new row');
+      });
+
+      test('openOrCreate: a cancellation is pushed to listening instances where the store has a settled feed', async () => {
+        const quinn: Owner = { issuer: ALICE.issuer, subject: 'quinn' };
+        const notified: string[] = [];
+        const feed = b.settledFeed;
+        const unsubscribe = feed?.subscribe(
+          (id) => notified.push(id),
+          () => {},
+        );
+        try {
+          if (feed) await eventually(() => feed.live, 5_000, 'the feed to come up');
+          const first = await a.pending.openOrCreate(pendingRow(quinn), 1);
+          const second = await a.pending.openOrCreate(pendingRow(quinn, { provider: 'gitlab' }), 1);
+          assert.deepEqual(second.cancelled, [first.pending.id]);
+          // Without a feed, waiters poll settledSince, which the test above covers.
+          if (feed) await eventually(() => notified.includes(first.pending.id), 2_000, 'the cancellation to be pushed to held calls');
+          assert.deepEqual(notified, feed ? [first.pending.id] : [], 'only the cancelled row is announced');
+        } finally {
+          unsubscribe?.();
+        }
+      });
+
+      test('prune removes settled and expired pending rows PENDING_PRUNE_GRACE_MS after they settle or expire (their flows with them), other expired rows at once, and returns how many went', async () => {
         const [db, other] = await fresh();
         const now = Date.now();
-        const old = pendingRow(ALICE, { expires_at: now - DAY - 1 });
-        const recent = pendingRow(ALICE, { expires_at: now - HOUR });
-        await db.pending.create(old);
-        await db.pending.create(recent);
-        // Goes with `old` through ON DELETE CASCADE, so it is not counted on its own.
-        await db.oauthFlows.put(oauthFlow('f-cascade', old.id, { expires_at: now + HOUR }));
-        await db.oauthFlows.put(oauthFlow('f-expired', recent.id, { expires_at: now - 1 }));
-        await db.oauthFlows.put(oauthFlow('f-live', recent.id, { expires_at: now + HOUR }));
+        const GRACE = PENDING_PRUNE_GRACE_MS;
+        const expiredLong = pendingRow(ALICE, { expires_at: now - GRACE - 1 });
+        const expiredEdge = pendingRow(ALICE, { expires_at: now - GRACE });
+        const expiredRecently = pendingRow(ALICE, { expires_at: now - 60_000 });
+        const settled = pendingRow(ALICE, { expires_at: now + DAY });
+        const open = pendingRow(ALICE, { expires_at: now + DAY });
+        // Claimed just before they expired: a claimed row stays until its flow has expired too.
+        const claimedLong = pendingRow(ALICE, { expires_at: now - GRACE - OAUTH_FLOW_TTL_MS - 2 });
+        const claimedRecently = pendingRow(ALICE, { expires_at: now - GRACE - 1 });
+        for (const r of [expiredLong, expiredEdge, expiredRecently, settled, open, claimedLong, claimedRecently])
+          await db.pending.create(r);
+        assert.equal(await db.pending.claim(claimedLong.id, claimedLong.expires_at - 1), true);
+        assert.equal(await db.pending.claim(claimedRecently.id, claimedRecently.expires_at - 1), true);
+        assert.equal(await db.pending.settle(settled.id, 'failed', 'provider_error'), true);
+        const settledAt = (await db.pending.byId(settled.id))!.updated_at;
+        // Flows go with their pending row through ON DELETE CASCADE, so they are not counted on their own.
+        await db.oauthFlows.put(oauthFlow('f-cascade', expiredLong.id, { expires_at: now + DAY }));
+        await db.oauthFlows.put(oauthFlow('f-settled', settled.id, { expires_at: now + DAY }));
+        await db.oauthFlows.put(oauthFlow('f-expired', expiredRecently.id, { expires_at: now - 1 }));
+        await db.oauthFlows.put(oauthFlow('f-live', expiredRecently.id, { expires_at: now + DAY }));
+        await db.oauthFlows.put(oauthFlow('f-open', open.id, { expires_at: now + DAY }));
         await db.loginTransactions.put(loginTransaction('l-expired', { expires_at: now - 1 }));
-        await db.loginTransactions.put(loginTransaction('l-live', { expires_at: now + HOUR }));
+        await db.loginTransactions.put(loginTransaction('l-edge', { expires_at: now }));
+        await db.loginTransactions.put(loginTransaction('l-live', { expires_at: now + DAY }));
         await db.sessions.create('b-expired', now - 1);
-        await db.sessions.create('b-live', now + HOUR);
+        await db.sessions.create('b-live', now + DAY);
         await db.rateLimits.hit('rl-stale', 60_000, now - DAY - 1);
         await db.rateLimits.hit('rl-recent', 60_000, now - HOUR);
+        const present = async (rows: NewPending[]) => (await Promise.all(rows.map((r) => other.pending.byId(r.id)))).map(Boolean);
 
-        assert.equal(await db.pending.prune(now), 5);
-        assert.equal(await other.pending.byId(old.id), undefined);
-        assert.equal((await other.pending.byId(recent.id))?.id, recent.id, 'expired less than a day ago: kept for late waiters');
+        assert.equal(await db.pending.prune(now), 6, 'expiredLong, claimedLong, f-expired, l-expired, b-expired, rl-stale');
+        assert.deepEqual(
+          await present([expiredLong, claimedLong, expiredEdge, expiredRecently, settled, open, claimedRecently]),
+          [false, false, true, true, true, true, true],
+          'expired or settled within the grace: kept for late waiters and the "expired" page',
+        );
         assert.equal(await other.oauthFlows.take('f-cascade', 'browser-1', 'github'), undefined);
         assert.equal(await other.oauthFlows.take('f-expired', 'browser-1', 'github'), undefined);
-        assert.equal((await other.oauthFlows.take('f-live', 'browser-1', 'github'))?.state_hash, 'f-live');
         assert.equal(await other.loginTransactions.take('l-expired', 'browser-1'), undefined);
-        assert.equal((await other.loginTransactions.take('l-live', 'browser-1'))?.state_hash, 'l-live');
-        assert.equal((await other.sessions.find('b-live'))?.id_hash, 'b-live');
+        assert.equal((await other.loginTransactions.take('l-edge', 'browser-1'))?.state_hash, 'l-edge', 'at expires_at itself: kept');
+        assert.equal(await other.sessions.find('b-expired', now - 2), undefined, 'an expired session is gone, not just hidden');
         assert.deepEqual(
           await other.rateLimits.hit('rl-stale', 60_000, now),
           { hits: 1, resetAt: now + 60_000 },
@@ -486,10 +706,26 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           'the recent one is kept',
         );
         assert.equal(await db.pending.prune(now), 0, 'nothing left to prune');
+
+        assert.equal(await db.pending.prune(settledAt + GRACE), 2, 'expiredEdge and expiredRecently, the grace after they expired');
+        assert.deepEqual(await present([expiredEdge, expiredRecently, settled, open, claimedRecently]), [false, false, true, true, true]);
+        assert.equal(await other.oauthFlows.take('f-live', 'browser-1', 'github'), undefined, 'went with its pending row');
+        assert.equal((await other.pending.byId(settled.id))?.status, 'failed', 'settled exactly the grace ago: kept');
+
+        assert.equal(await db.pending.prune(settledAt + GRACE + 1), 1, 'settled more than the grace ago');
+        assert.deepEqual(await present([settled, open, claimedRecently]), [false, true, true]);
+        assert.equal(await other.oauthFlows.take('f-settled', 'browser-1', 'github'), undefined, 'went with its pending row');
+
+        assert.equal(await db.pending.prune(now + OAUTH_FLOW_TTL_MS), 1, 'claimedRecently, once its flow has expired too');
+        assert.deepEqual(await present([open, claimedRecently]), [true, false]);
+        assert.equal((await other.oauthFlows.take('f-open', 'browser-1', 'github'))?.pending_id, open.id, 'an open row’s flow stays');
+        assert.equal((await other.loginTransactions.take('l-live', 'browser-1'))?.state_hash, 'l-live');
+        assert.equal((await other.sessions.find('b-live'))?.id_hash, 'b-live');
       });
     });
 
     describe('connections', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -723,6 +959,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('refresh leases', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -770,6 +1007,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('audit', () => {
+      after(closeOpened);
       test('record keeps event, owner, provider and detail (cut to 200 characters); list returns them in order, with optional filters', async () => {
         const [a, b] = await fresh();
         const t0 = Date.now();
@@ -823,6 +1061,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('rate limits', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -890,6 +1129,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('transactions', () => {
+      after(closeOpened);
       let a: Store;
       let b: Store;
       before(async () => ([a, b] = await fresh()));
@@ -943,7 +1183,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
             await tx.sessions.rotateSignedIn('tx-session-old', 'tx-session-new', { ...ALICE, name: 'A' }, t + HOUR);
             await tx.loginTransactions.put(loginTransaction('tx-login'));
             await tx.oauthFlows.put(oauthFlow('tx-flow', created.id));
-            assert.equal((await tx.oauthFlows.take('tx-flow-existing', 'browser-1', 'github'))?.pending_id, existing.id);
+            assert.equal((await tx.oauthFlows.take('tx-flow-existing', 'browser-1', 'tx-existing'))?.pending_id, existing.id);
             assert.equal(await tx.leases.acquire(ALICE, 'tx-existing', 'tx-holder', 30_000, t), true);
             assert.equal((await tx.rateLimits.hit('tx-rl', 60_000, t + 1)).hits, 2);
             assert.equal((await tx.pending.byId(created.id))?.status, 'completed', 'the transaction sees its own writes');
@@ -956,9 +1196,9 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await b.pending.byId(created.id), undefined);
         assert.equal(await b.sessions.find('tx-session-new'), undefined);
         assert.equal(await b.loginTransactions.take('tx-login', 'browser-1'), undefined);
-        assert.equal(await b.oauthFlows.take('tx-flow', 'browser-1', 'github'), undefined);
+        assert.equal(await b.oauthFlows.take('tx-flow', 'browser-1', 'tx-rollback'), undefined);
         assert.equal(
-          (await b.oauthFlows.take('tx-flow-existing', 'browser-1', 'github'))?.pending_id,
+          (await b.oauthFlows.take('tx-flow-existing', 'browser-1', 'tx-existing'))?.pending_id,
           existing.id,
           'a take inside is undone too',
         );

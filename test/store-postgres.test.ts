@@ -1,6 +1,7 @@
 // The PostgreSQL store against a real throwaway cluster (see support/postgres.ts): what only it
 // has — migrations, the pool, the LISTEN/NOTIFY feed, surviving a restart. What every store
-// promises (each repository, transactions) is in store-contract.test.ts, run on both stores.
+// promises (each repository, transactions) is in store-contract.test.ts, run on both stores;
+// on PostgreSQL its two instances are two pools, so openOrCreate's advisory lock is raced across pools there.
 import assert from 'node:assert/strict';
 import { connect, createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';

@@ -123,6 +123,7 @@ export interface LoginTransactionRepository {
   take(stateHash: string, sessionHash: string): Promise<LoginTransaction | undefined>;
 }
 
+// Not merged with LoginTransactionRepository: a flow belongs to a pending connection (deleted with it) and is taken per provider.
 /** Provider authorizations in progress; each `state` can be taken exactly once. */
 export interface OAuthFlowRepository {
   put(flow: OAuthFlow): Promise<void>;
@@ -265,7 +266,11 @@ export interface SettledFeed {
 
 export interface Store extends Repositories {
   readonly kind: 'sqlite' | 'postgres';
-  /** Runs `fn` in one transaction: all of its writes land, or none do. Only store work inside. */
+  /**
+   * Runs `fn` in one transaction: all of its writes land, or none do. Inside `fn`, reach the store
+   * only through `tx`: awaiting the outer store deadlocks on SQLite and runs outside the
+   * transaction on PostgreSQL.
+   */
   transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
   /** Present on stores that push settlements (PostgreSQL LISTEN/NOTIFY). */
   readonly settledFeed?: SettledFeed;
