@@ -120,6 +120,9 @@ const rawSchema = z.object({
   TRUST_PROXY: z.string().optional(),
 });
 
+/** Every variable the schema reads (the README's configuration table is checked against it). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(rawSchema.shape);
+
 function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined || value === '') return fallback;
   const n = Number(value);
