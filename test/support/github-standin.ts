@@ -1,8 +1,8 @@
 // A loopback stand-in for GitHub (OAuth web flow + a sliver of the REST API), used by tests
 // because the real GitHub is unreachable. It is a thin wrapper around the sandbox GitHub
 // (src/dev/sandbox-github/), served at the root of its own loopback server over an in-memory
-// SQLite store, so tests and `npm run dev` exercise the same GitHub behaviour. It follows
-// /work/shared/reference/github.md: token-endpoint errors come back as HTTP 200 with an `error`
+// SQLite store, so tests and `npm run dev` exercise the same GitHub behaviour. Like GitHub (see its
+// "Authorizing OAuth apps" documentation): token-endpoint errors come back as HTTP 200 with an `error`
 // field, the token response is form-encoded unless `Accept: application/json`, PKCE is S256-only
 // and optional, and the REST API lives under /api/v3 (GitHub Enterprise Server layout). It never
 // logs tokens.
