@@ -48,6 +48,8 @@ export interface IdentityProviderOptions {
   log?: Logger;
   /** RP-initiated logout (`end_session_endpoint`); on unless false. */
   endSession?: boolean;
+  /** Claims of an account beside the defaults (its name is its id); `sub` stays the account id. */
+  accountClaims?: (accountId: string) => Record<string, unknown>;
   /**
    * Development only: fetch client ID metadata documents from loopback https URLs, which
    * oidc-provider's SSRF guard refuses, so CIMD works offline. Their certificate is not verified:
@@ -253,7 +255,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     // Development IdP: the user name typed at sign-in is the account id.
     findAccount: (_ctx, id) => ({
       accountId: id,
-      claims: () => ({ sub: id, name: id, preferred_username: id, email: `${id}@example.test` }),
+      claims: () => ({ name: id, preferred_username: id, email: `${id}@example.test`, ...options.accountClaims?.(id), sub: id }),
     }),
     interactions: {
       url: (_ctx, interaction) => `${basePath}/interaction/${interaction.uid}`,

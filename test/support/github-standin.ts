@@ -34,6 +34,8 @@ export interface StandInFaults {
   refreshDelayMs?: number;
   /** The same for the code exchange; the code is spent (and the token issued) on arrival. */
   exchangeDelayMs?: number;
+  /** Fields GET /user answers with over the user's own (say, a `login` GitHub itself would never send). */
+  userFields?: Record<string, unknown>;
 }
 
 export interface StandInIssue {
@@ -195,6 +197,14 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
     now,
     siteName: 'GitHub stand-in',
   });
+  app.get(`${new URL(sandbox.apiUrl).pathname.replace(/\/$/, '')}/user`, (_req, res, next) => {
+    const fields = faults.userFields;
+    if (fields) {
+      const json = res.json.bind(res);
+      res.json = (body: Record<string, unknown>) => json({ ...body, ...fields });
+    }
+    next();
+  });
   app.use(sandbox.router);
   const { webUrl, apiUrl } = sandbox;
 
@@ -225,6 +235,7 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
       delete faults.api;
       delete faults.refreshDelayMs;
       delete faults.exchangeDelayMs;
+      delete faults.userFields;
       Object.assign(faults, next);
     },
     users,
