@@ -15,7 +15,7 @@ function resourceNamedClient(publicUrl: string) {
       client_id: `${publicUrl}/mcp`,
       client_secret: RESOURCE_CLIENT_SECRET,
       redirect_uris: [`${publicUrl}/id-token-landing`],
-      token_endpoint_auth_method: 'client_secret_post',
+      token_endpoint_auth_method: 'client_secret_post' as const,
     },
   ];
 }

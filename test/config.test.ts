@@ -112,7 +112,7 @@ describe('loadConfig: required variables', () => {
     const config = loadConfig(validEnv());
     assert.equal(config.publicUrl.href, 'https://broker.example.com/');
     assert.equal(config.oidc.clientId, 'connect-broker');
-    assert.equal(config.github.clientSecret, 'github-client-secret');
+    assert.equal(config.providers.find((p) => p.definition.id === 'github')?.clientSecret, 'github-client-secret');
   });
 });
 
@@ -152,8 +152,8 @@ describe('loadConfig: secrets', () => {
   });
 
   it('accepts the key in base64 and base64url and decodes both to the same 32 bytes', () => {
-    assert.deepEqual(loadConfig(validEnv()).tokenEncryptionKey, KEY);
-    assert.deepEqual(loadConfig(validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('base64url') })).tokenEncryptionKey, KEY);
+    assert.deepEqual(loadConfig(validEnv()).tokenKeys[0]?.key, KEY);
+    assert.deepEqual(loadConfig(validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('base64url') })).tokenKeys[0]?.key, KEY);
   });
 });
 

@@ -1,7 +1,7 @@
 import { OAuthError, OAuthErrorCode, type AuthInfo, type OAuthTokenVerifier } from '@modelcontextprotocol/server';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from 'jose';
 import type { OidcClient } from './oidc-client.js';
-import { displayNameFrom, principalFromVerifiedClaims, type Principal } from './principal.js';
+import { displayNameFrom, identityProblem, principalFromVerifiedClaims, type Principal } from './principal.js';
 
 /** The identity provider could not be reached to check a token (not the caller's fault). */
 export class IdentityProviderUnavailable extends Error {
@@ -102,6 +102,8 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     }
     const refusal = this.#notAnAccessToken(header, payload);
     if (refusal) throw new OAuthError(OAuthErrorCode.InvalidToken, refusal);
+    const problem = identityProblem(issuer, payload.sub!);
+    if (problem) throw new OAuthError(OAuthErrorCode.InvalidToken, problem);
     const principal = principalFromVerifiedClaims(issuer, payload.sub!, displayNameFrom(payload));
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
     const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';

@@ -1,3 +1,5 @@
+import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
+
 declare const verified: unique symbol;
 
 /**
@@ -17,12 +19,23 @@ export function principalFromVerifiedClaims(issuer: string, subject: string, nam
   return { issuer, subject, name: name || subject } as Principal;
 }
 
-/** The name to show for a principal, from its verified claims (access token or ID token). */
+/**
+ * The name to show for a principal, from its verified claims (access token or ID token), without
+ * control or invisible characters (the IdP may send a NUL, which PostgreSQL cannot store).
+ */
 export function displayNameFrom(claims: Record<string, unknown>): string | undefined {
   for (const key of ['preferred_username', 'name', 'email']) {
     const v = claims[key];
-    if (typeof v === 'string' && v) return v;
+    const shown = typeof v === 'string' ? displayText(v) : undefined;
+    if (shown) return shown;
   }
+  return undefined;
+}
+
+/** Why an issuer or subject cannot name a principal, or undefined when it can. */
+export function identityProblem(issuer: string, subject: string): string | undefined {
+  if (hasInvisibleCharacters(issuer)) return 'The identity provider sent an issuer (iss) with control or invisible characters.';
+  if (hasInvisibleCharacters(subject)) return 'The identity provider sent a subject (sub) with control or invisible characters.';
   return undefined;
 }
 

@@ -8,7 +8,7 @@ import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
 import type { LoginTransaction, Store } from '../store/index.js';
 import type { OidcClient } from './oidc-client.js';
-import { displayNameFrom, principalFromVerifiedClaims } from './principal.js';
+import { displayNameFrom, identityProblem, principalFromVerifiedClaims } from './principal.js';
 import type { Sessions } from './sessions.js';
 
 const LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -156,6 +156,9 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       });
     }
     if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
+    const problem = identityProblem(claims.iss, claims.sub);
+    if (problem)
+      throw new BrokerError(400, 'sign_in_failed', `${problem} This account cannot sign in here.`, { heading: 'Sign-in failed' });
     const name = displayNameFrom(claims);
     const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
     await sessions.signIn(res, principal, idToken);

@@ -22,14 +22,12 @@ export interface Config {
   database: { url: string | undefined; path: string; poolMax: number; statementTimeoutMs: number };
   /** `issuerId` is OIDC_ISSUER exactly as configured: the identifier, compared as a string. */
   oidc: { issuer: URL; issuerId: string; clientId: string; clientSecret: string; authMethod: 'client_secret_basic' | 'client_secret_post' };
-  github: { clientId: string; clientSecret: string; webUrl: URL; apiUrl: URL; appType: 'oauth-app' | 'github-app' };
+  github: { webUrl: URL; apiUrl: URL; appType: 'oauth-app' | 'github-app' };
   /** Every provider this instance connects to (GitHub first), with its credentials. */
   providers: ConfiguredProvider[];
   /** When one upstream account is already linked to another principal: refuse (default) or allow. */
   sharedAccountPolicy: 'refuse' | 'allow';
   brokerSecret: Buffer;
-  /** The key that seals new rows (the first of `tokenKeys`). */
-  tokenEncryptionKey: Buffer;
   /** Ordered key ring: the first key seals, every key opens. */
   tokenKeys: Array<{ id: string; key: Buffer }>;
   /** How long a repeated tool call waits for the browser flow to finish before asking again. */
@@ -121,6 +119,9 @@ const rawSchema = z.object({
   PENDING_CONNECTIONS_PER_USER: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
 });
+
+/** Every variable the schema reads (the README's configuration table is checked against it). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(rawSchema.shape);
 
 function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined || value === '') return fallback;
@@ -266,8 +267,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   });
 
   const github = {
-    clientId: e.GITHUB_CLIENT_ID,
-    clientSecret: e.GITHUB_CLIENT_SECRET,
     webUrl: take(() => parseUrl('GITHUB_WEB_URL', e.GITHUB_WEB_URL ?? 'https://github.com', { allowPath: true })),
     apiUrl: take(() => parseUrl('GITHUB_API_URL', e.GITHUB_API_URL ?? 'https://api.github.com', { allowPath: true })),
     appType: take(() => oneOf('GITHUB_APP_TYPE', e.GITHUB_APP_TYPE, ['oauth-app', 'github-app'] as const, 'oauth-app')),
@@ -304,7 +303,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providers: take(() => loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType })),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     brokerSecret,
-    tokenEncryptionKey: take(() => tokenKeys[0]!.key),
     tokenKeys,
     repeatHoldMs: take(() => Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000)),
     providerTimeoutMs: take(() => Math.round(number('PROVIDER_TIMEOUT_SECONDS', e.PROVIDER_TIMEOUT_SECONDS, 10, 0.1, 120) * 1000)),

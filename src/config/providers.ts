@@ -12,6 +12,9 @@ export interface ConfiguredProvider {
   scopes?: string[];
 }
 
+/** What each provider's variables are called after its prefix: `GITLAB_CLIENT_ID`, `GITLAB_CLIENT_SECRET`, `GITLAB_SCOPES`. */
+export const PROVIDER_VARIABLE_SUFFIXES = ['CLIENT_ID', 'CLIENT_SECRET', 'SCOPES'] as const;
+
 /** `gitlab-self` → `GITLAB_SELF`: the prefix of a provider's environment variables. */
 export function envPrefix(id: string): string {
   return id.toUpperCase().replace(/-/g, '_');
@@ -62,8 +65,9 @@ export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext): Confi
   const configured: ConfiguredProvider[] = [];
   for (const { definition, fromFile } of definitions.values()) {
     const prefix = envPrefix(definition.id);
-    const clientId = env[`${prefix}_CLIENT_ID`];
-    const clientSecret = env[`${prefix}_CLIENT_SECRET`];
+    const variable = (suffix: (typeof PROVIDER_VARIABLE_SUFFIXES)[number]): string | undefined => env[`${prefix}_${suffix}`];
+    const clientId = variable('CLIENT_ID');
+    const clientSecret = variable('CLIENT_SECRET');
     if (!clientId || !clientSecret) {
       if (fromFile)
         throw new ConfigError(
@@ -71,7 +75,7 @@ export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext): Confi
         );
       continue;
     }
-    const scopesVar = env[`${prefix}_SCOPES`];
+    const scopesVar = variable('SCOPES');
     const scopes = scopesVar === undefined ? undefined : scopesVar.split(/[\s,]+/).filter(Boolean);
     for (const s of scopes ?? []) {
       if (definition.scopesApply && !definition.scopes.some((x) => x.name === s))

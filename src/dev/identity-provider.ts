@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import ejs from 'ejs';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
 import Provider, { errors } from 'oidc-provider';
-import type { ClientInstance, Configuration, Interaction, PageContext, ResourceServerInfo } from 'oidc-provider';
+import type { AdapterConstructor, Client, ClientAuthMethod, Configuration, Interaction, ResourceServer, ResponseType } from 'oidc-provider';
 import { isLoopbackHostname } from '../config/env.js';
 import type { Logger } from '../log.js';
 import { randomHandle, randomId } from '../crypto/index.js';
@@ -22,9 +22,9 @@ export interface IdpClient {
   client_id: string;
   client_secret?: string;
   redirect_uris: string[];
-  token_endpoint_auth_method?: string;
+  token_endpoint_auth_method?: ClientAuthMethod;
   grant_types?: string[];
-  response_types?: string[];
+  response_types?: ResponseType[];
   /** Where RP-initiated logout may send the browser back to. */
   post_logout_redirect_uris?: string[];
   /** Shown on the sign-in page. */
@@ -43,11 +43,13 @@ export interface IdentityProviderOptions {
   /** A private RS256 JWK to sign with (persist it to keep tokens valid across restarts); generated when omitted. */
   signingJwk?: Record<string, unknown>;
   /** An oidc-provider storage adapter class; the in-memory one when omitted. */
-  adapter?: unknown;
+  adapter?: AdapterConstructor;
   /** Where the provider's own failures are reported; silent when omitted. */
   log?: Logger;
   /** RP-initiated logout (`end_session_endpoint`); on unless false. */
   endSession?: boolean;
+  /** Claims of an account beside the defaults (its name is its id); `sub` stays the account id. */
+  accountClaims?: (accountId: string) => Record<string, unknown>;
   /**
    * Development only: fetch client ID metadata documents from loopback https URLs, which
    * oidc-provider's SSRF guard refuses, so CIMD works offline. Their certificate is not verified:
@@ -130,7 +132,9 @@ function isLoopbackOrigin(origin: string | undefined): boolean {
  * oidc-provider's `fetch`, except that loopback https URLs are fetched without its special-use
  * address block (and without certificate verification, see `loopbackMetadataDocuments`).
  */
-function loopbackMetadataFetch(url: string | URL, init: RequestInit): Promise<Response> {
+function loopbackMetadataFetch(url: string | URL | Request, init: RequestInit = {}): Promise<Response> {
+  // oidc-provider passes a URL string; a Request is not something it sends, so it goes out as is.
+  if (url instanceof Request) return fetch(url, init);
   const target = new URL(url);
   if (target.protocol !== 'https:' || !isLoopbackHostname(target.hostname)) return fetch(url, init);
   return new Promise((resolve, reject) => {
@@ -173,6 +177,25 @@ function sameUrl(a: string, b: string): boolean {
   return !!ua && !!ub && ua.href === ub.href;
 }
 
+const stringList = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
+
+/** What the consent prompt asks for; oidc-provider types a prompt's details as an open object. */
+function missingGrants(details: Interaction): {
+  missingOIDCScope: string[];
+  missingOIDCClaims: string[];
+  missingResourceScopes: Record<string, string[]>;
+} {
+  const { missingOIDCScope, missingOIDCClaims, missingResourceScopes } = details.prompt.details;
+  return {
+    missingOIDCScope: stringList(missingOIDCScope),
+    missingOIDCClaims: stringList(missingOIDCClaims),
+    missingResourceScopes:
+      missingResourceScopes && typeof missingResourceScopes === 'object'
+        ? Object.fromEntries(Object.entries(missingResourceScopes).map(([indicator, scopes]) => [indicator, stringList(scopes)]))
+        : {},
+  };
+}
+
 export async function createIdentityProvider(options: IdentityProviderOptions): Promise<IdentityProvider> {
   const issuer = options.issuer.replace(/\/+$/, '');
   const issuerUrl = new URL(issuer);
@@ -181,8 +204,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   // The operator's own clients (the broker's pages) are trusted; so are clients that can only
   // deliver codes to this machine. Anything else, e.g. one a web page registered, must ask.
   const firstParty = new Set(options.clients.map((c) => c.client_id));
-  const autoConsents = (client: ClientInstance | undefined): boolean =>
-    !!client && (firstParty.has(client.clientId) || (client.redirectUris.length > 0 && client.redirectUris.every(isLoopbackUrl)));
+  const autoConsents = (client: Client | undefined): boolean => {
+    if (!client) return false;
+    const redirectUris = client.redirectUris ?? [];
+    return firstParty.has(client.clientId) || (redirectUris.length > 0 && redirectUris.every(isLoopbackUrl));
+  };
   const assets = new Map([
     [`${basePath}/static/style.css`, { type: 'text/css; charset=utf-8', body: readFileSync(join(ROOT, 'public', 'style.css')) }],
     [`${basePath}/static/favicon.svg`, { type: 'image/svg+xml', body: readFileSync(join(ROOT, 'public', 'favicon.svg')) }],
@@ -197,7 +223,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   const kid = await calculateJwkThumbprint(privateJwk);
   Object.assign(privateJwk, { kid, use: 'sig', alg: 'RS256' });
 
-  const resourceServer: ResourceServerInfo = {
+  const resourceServer: ResourceServer = {
     scope: RESOURCE_SCOPE,
     audience: resource,
     accessTokenFormat: 'jwt',
@@ -217,7 +243,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     },
     conformIdTokenClaims: false,
     clientBasedCORS: (_ctx, origin) => isLoopbackOrigin(origin),
-    renderError: async (ctx: PageContext, out: { error?: string; error_description?: string }) => {
+    renderError: async (ctx, out) => {
       ctx.type = 'html';
       ctx.body = await render('idp-message', {
         title: 'Sign-in problem',
@@ -229,7 +255,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     // Development IdP: the user name typed at sign-in is the account id.
     findAccount: (_ctx, id) => ({
       accountId: id,
-      claims: () => ({ sub: id, name: id, preferred_username: id, email: `${id}@example.test` }),
+      claims: () => ({ name: id, preferred_username: id, email: `${id}@example.test`, ...options.accountClaims?.(id), sub: id }),
     }),
     interactions: {
       url: (_ctx, interaction) => `${basePath}/interaction/${interaction.uid}`,
@@ -443,7 +469,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     }
   }
 
-  function loginPage(details: Interaction, client: ClientInstance | undefined, value: string, error: string | undefined): Promise<string> {
+  function loginPage(details: Interaction, client: Client | undefined, value: string, error: string | undefined): Promise<string> {
     const uid = encodeURIComponent(details.uid);
     return render('idp-sign-in', {
       title: 'Development sign-in',
@@ -456,8 +482,8 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     });
   }
 
-  function consentPage(details: Interaction, client: ClientInstance | undefined): Promise<string> {
-    const { missingOIDCScope = [], missingResourceScopes = {} } = details.prompt.details;
+  function consentPage(details: Interaction, client: Client | undefined): Promise<string> {
+    const { missingOIDCScope, missingResourceScopes } = missingGrants(details);
     const names = [...new Set([...missingOIDCScope, ...Object.values(missingResourceScopes).flat()])];
     const redirectUri = typeof details.params.redirect_uri === 'string' ? URL.parse(details.params.redirect_uri) : null;
     return render('idp-consent', {
@@ -480,13 +506,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     }
     const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
     const grant = existing ?? new provider.Grant({ accountId, clientId });
-    const { missingOIDCScope, missingOIDCClaims, missingResourceScopes } = details.prompt.details;
-    if (missingOIDCScope?.length) grant.addOIDCScope(missingOIDCScope.join(' '));
-    if (missingOIDCClaims?.length) grant.addOIDCClaims(missingOIDCClaims);
-    if (missingResourceScopes) {
-      for (const [indicator, scopes] of Object.entries(missingResourceScopes)) {
-        grant.addResourceScope(indicator, scopes.join(' '));
-      }
+    const { missingOIDCScope, missingOIDCClaims, missingResourceScopes } = missingGrants(details);
+    if (missingOIDCScope.length) grant.addOIDCScope(missingOIDCScope.join(' '));
+    if (missingOIDCClaims.length) grant.addOIDCClaims(missingOIDCClaims);
+    for (const [indicator, scopes] of Object.entries(missingResourceScopes)) {
+      grant.addResourceScope(indicator, scopes.join(' '));
     }
     const grantId = await grant.save();
     await provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });

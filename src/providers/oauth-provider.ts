@@ -3,6 +3,7 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../config/env.js';
 import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
+import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from './provider.js';
 
 export interface OAuthProviderOptions {
@@ -320,7 +321,15 @@ export class OAuthProvider implements Provider {
         `missing ${identity.idField}`,
       );
     }
-    return { id: String(id), login: String(login) };
+    if (hasInvisibleCharacters(String(id))) {
+      throw new ProviderError(
+        'unavailable',
+        `${this.displayName} sent an account id with control or invisible characters. This account cannot be linked.`,
+        `${identity.idField} has control or invisible characters`,
+      );
+    }
+    // The login is only shown; a NUL in it would not even store on PostgreSQL.
+    return { id: String(id), login: displayText(String(login)) ?? String(id) };
   }
 
   #grantError(err: unknown, grant: 'code' | 'refresh'): ProviderError {

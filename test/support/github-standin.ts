@@ -1,8 +1,8 @@
 // A loopback stand-in for GitHub (OAuth web flow + a sliver of the REST API), used by tests
 // because the real GitHub is unreachable. It is a thin wrapper around the sandbox GitHub
 // (src/dev/sandbox-github/), served at the root of its own loopback server over an in-memory
-// SQLite store, so tests and `npm run dev` exercise the same GitHub behaviour. It follows
-// /work/shared/reference/github.md: token-endpoint errors come back as HTTP 200 with an `error`
+// SQLite store, so tests and `npm run dev` exercise the same GitHub behaviour. Like GitHub (see its
+// "Authorizing OAuth apps" documentation): token-endpoint errors come back as HTTP 200 with an `error`
 // field, the token response is form-encoded unless `Accept: application/json`, PKCE is S256-only
 // and optional, and the REST API lives under /api/v3 (GitHub Enterprise Server layout). It never
 // logs tokens.
@@ -34,6 +34,8 @@ export interface StandInFaults {
   refreshDelayMs?: number;
   /** The same for the code exchange; the code is spent (and the token issued) on arrival. */
   exchangeDelayMs?: number;
+  /** Fields GET /user answers with over the user's own (say, a `login` GitHub itself would never send). */
+  userFields?: Record<string, unknown>;
 }
 
 export interface StandInIssue {
@@ -195,6 +197,14 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
     now,
     siteName: 'GitHub stand-in',
   });
+  app.get(`${new URL(sandbox.apiUrl).pathname.replace(/\/$/, '')}/user`, (_req, res, next) => {
+    const fields = faults.userFields;
+    if (fields) {
+      const json = res.json.bind(res);
+      res.json = (body: Record<string, unknown>) => json({ ...body, ...fields });
+    }
+    next();
+  });
   app.use(sandbox.router);
   const { webUrl, apiUrl } = sandbox;
 
@@ -225,6 +235,7 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
       delete faults.api;
       delete faults.refreshDelayMs;
       delete faults.exchangeDelayMs;
+      delete faults.userFields;
       Object.assign(faults, next);
     },
     users,

@@ -34,7 +34,13 @@ export { freePort } from '../../src/dev/free-port.js';
  * Start the identity provider with issuer `http://127.0.0.1:${port}`. Without `port` the server
  * binds port 0 first and the provider is created once the port is known (no race).
  */
-export async function startIdp(opts: { clients: IdpClient[]; resource: string; port?: number; endSession?: boolean }): Promise<StartedIdp> {
+export async function startIdp(opts: {
+  clients: IdpClient[];
+  resource: string;
+  port?: number;
+  endSession?: boolean;
+  accountClaims?: (accountId: string) => Record<string, unknown>;
+}): Promise<StartedIdp> {
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   let requests = 0;
   const server = createServer((req, res) => {
@@ -55,6 +61,7 @@ export async function startIdp(opts: { clients: IdpClient[]; resource: string; p
       clients: opts.clients,
       resource: opts.resource,
       ...(opts.endSession === false ? { endSession: false } : {}),
+      ...(opts.accountClaims ? { accountClaims: opts.accountClaims } : {}),
     });
   } catch (err) {
     server.close();

@@ -38,6 +38,8 @@ export interface StackOptions {
   idpClients?: (publicUrl: string) => IdpClient[];
   /** false: an IdP without RP-initiated logout (no end_session_endpoint). */
   idpEndSession?: boolean;
+  /** Claims the IdP gives an account beside the defaults (e.g. a `name`). */
+  idpAccountClaims?: (accountId: string) => Record<string, unknown>;
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -92,6 +94,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     ],
     resource: `${publicUrl}/mcp`,
     ...(options.idpEndSession === false ? { endSession: false } : {}),
+    ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
   });
   const env: Record<string, string> = {
     PORT: String(port),

@@ -1,8 +1,8 @@
 // The sandbox GitHub: a simulated GitHub (OAuth web flow + a sliver of the REST API) that
 // `npm run dev` serves on the broker's own server when no real GitHub OAuth app is configured, and
-// that the tests use as their GitHub stand-in. It follows /work/shared/reference/github.md:
-// token-endpoint errors come back as HTTP 200 with an `error` field, the token answer is
-// form-encoded unless `Accept: application/json`, PKCE is S256-only and optional, codes are single
+// that the tests use as their GitHub stand-in. It behaves as GitHub's "Authorizing OAuth apps" and
+// REST API documentation describe: token-endpoint errors come back as HTTP 200 with an `error`
+// field, the token answer is form-encoded unless `Accept: application/json`, PKCE is S256-only and optional, codes are single
 // use and live 10 minutes, and the REST API lives under /api/v3 (GitHub Enterprise Server layout).
 // Its state (users, codes, tokens, grants, issues) lives in SQLite through SandboxGitHubStore;
 // codes and tokens are stored hashed. It never logs, and every response says `X-Sandbox: github`.
