@@ -10,6 +10,8 @@ import ts from 'typescript';
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SRC = join(ROOT, 'src');
 const CIPHER_APIS = new Set(['createCipheriv', 'createDecipheriv', 'createHmac', 'timingSafeEqual']);
+/** What gives statements on the SQLite file past the Store interface (src/store/index.ts). */
+const RAW_SQLITE_HANDLE = new Set(['sqliteHandle', 'extendSqliteSchema', 'SqliteDb', 'SqliteStore']);
 const UNTRUSTED_REQUEST_PARTS = new Set(['query', 'body', 'headers', 'get', 'header', 'cookies']);
 
 interface Source {
@@ -223,13 +225,33 @@ describe('layering invariants of src/', () => {
 
   it('lets nothing outside src/store/ reach into one store implementation (the rest cannot tell them apart)', () => {
     const reaching = sources
-      .filter((s) => !s.path.startsWith('src/store/') && !s.path.startsWith('src/dev/'))
+      .filter((s) => !s.path.startsWith('src/store/'))
       .flatMap((s) =>
         importedModules(s)
           .filter((m) => /\/store\/(sqlite|postgres)\//.test(m.module))
           .map((m) => m.at),
       );
     assert.deepEqual(reaching, []);
+  });
+
+  it("hands the raw SQLite handle outside src/store/ only to src/dev/store/, for development mode's own tables", () => {
+    const uses = sources
+      .filter((s) => !s.path.startsWith('src/store/'))
+      .flatMap((source) => {
+        const found: Array<{ path: string; at: string }> = [];
+        walk(source.file, (n) => {
+          if (ts.isIdentifier(n) && RAW_SQLITE_HANDLE.has(n.text)) found.push({ path: source.path, at: `${where(source, n)} ${n.text}` });
+        });
+        return found;
+      });
+    assert.ok(
+      uses.some((u) => u.path.startsWith('src/dev/store/')),
+      'src/dev/store/ does take the handle (the check is live)',
+    );
+    assert.deepEqual(
+      uses.filter((u) => !u.path.startsWith('src/dev/store/')).map((u) => u.at),
+      [],
+    );
   });
 
   it('uses createCipheriv / createDecipheriv / createHmac / timingSafeEqual only under src/crypto/', () => {

@@ -14,8 +14,8 @@ import {
   type SandboxFaults,
   type SandboxGitHub,
 } from '../src/dev/sandbox-github/index.js';
-import { openDatabase, type Db } from '../src/store/sqlite/database.js';
-import { SandboxGitHubStore } from '../src/store/sqlite/sandbox-github-store.js';
+import { openDevTables, SandboxGitHubStore } from '../src/dev/store/index.js';
+import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
@@ -39,7 +39,7 @@ const REFRESH_TTL_SECONDS = 15_897_600;
 interface Running {
   webUrl: string;
   apiUrl: string;
-  db: Db;
+  db: SqliteDb;
   faults: SandboxFaults;
   requests: Array<{ method: string; path: string }>;
   /** `ok` of every refresh request reported to onRefresh, in order. */
@@ -50,7 +50,9 @@ interface Running {
 
 /** Serves the sandbox the way `npm run dev` does: mounted under /sandbox/github of a larger app. */
 async function startSandbox(dbPath: string, clock: () => number = Date.now): Promise<Running> {
-  const db = openDatabase(dbPath);
+  const database = openSqliteStore(dbPath);
+  const store = openDevTables(database).sandboxGitHub;
+  const db = sqliteHandle(database);
   const app = express();
   app.get('/elsewhere', (_req, res) => void res.send('host app'));
   const server: Server = await new Promise((resolve, reject) => {
@@ -60,7 +62,7 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
   const requests: Array<{ method: string; path: string }> = [];
   const refreshes: boolean[] = [];
   const sandbox = createSandboxGitHub({
-    store: new SandboxGitHubStore(db),
+    store,
     clients: [CLIENT, OTHER_CLIENT, APP_CLIENT, APP_CLIENT_B],
     publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}${MOUNT}/`,
     faults,
@@ -82,7 +84,7 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
         server.close((err) => (err ? reject(err) : resolve()));
         server.closeAllConnections(); // also ends requests parked by the 'timeout' fault
       });
-      db.close();
+      await database.close();
     },
   };
 }
@@ -1006,10 +1008,10 @@ describe('sandbox GitHub persistence', () => {
     }
   });
 
-  it('works over an in-memory database with the default users seeded', () => {
-    const db = openDatabase(':memory:');
+  it('works over an in-memory database with the default users seeded', async () => {
+    const database = openSqliteStore(':memory:');
     try {
-      const store = new SandboxGitHubStore(db);
+      const store = openDevTables(database).sandboxGitHub;
       assert.deepEqual(store.findUser('OctoCat'), { id: 583231, login: 'octocat', name: 'The Octocat' });
       assert.deepEqual(store.ensureUser('Someone'), { id: 1000, login: 'Someone', name: 'Someone' });
       assert.equal(store.ensureUser('someone').id, 1000);
@@ -1022,7 +1024,7 @@ describe('sandbox GitHub persistence', () => {
       );
       assert.equal(store.getIssue('o', 'R', 2)?.body, 'b');
     } finally {
-      db.close();
+      await database.close();
     }
   });
 });

@@ -174,13 +174,10 @@ describe('migrations', () => {
     const dir = mkdtempSync(join(tmpdir(), 'broker-parity-'));
     const sqlite = openDatabase(join(dir, 'parity.db'));
     try {
-      // Development mode's own tables (sandbox GitHub, dev IdP) live only in SQLite, and so does the
-      // retired pending_events (kept one release for processes of the previous one).
+      // The retired pending_events lives only in SQLite (kept one release for processes of the previous one).
       const tables = (
         sqlite
-          .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'sandbox_%' AND name NOT LIKE 'dev_%' AND name != 'pending_events'",
-          )
+          .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'pending_events'")
           .all() as Array<{ name: string }>
       ).map((t) => t.name);
       const sqliteColumns = tables.flatMap((t) =>
@@ -197,10 +194,7 @@ describe('migrations', () => {
           .sort(),
         sqliteColumns.sort(),
       );
-      assert.deepEqual(
-        pgIndexes.map((i) => i.indexname).sort(),
-        sqliteIndexes.filter((i) => !i.startsWith('sandbox_') && !i.startsWith('dev_')).sort(),
-      );
+      assert.deepEqual(pgIndexes.map((i) => i.indexname).sort(), sqliteIndexes.sort());
     } finally {
       sqlite.close();
       rmSync(dir, { recursive: true, force: true });

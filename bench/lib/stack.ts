@@ -8,8 +8,7 @@ import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { ConnectionService } from '../../src/connect/connections.js';
 import { Sealer } from '../../src/crypto/index.js';
 import { openSqliteStore, type Store } from '../../src/store/index.js';
-import { openDatabase } from '../../src/store/sqlite/database.js';
-import { SandboxGitHubStore } from '../../src/store/sqlite/sandbox-github-store.js';
+import { openDevTables } from '../../src/dev/store/index.js';
 import { freePort, startIdp, type StartedIdp } from '../../test/support/idp.js';
 import { envelope, rawCall } from '../../test/support/mcp.js';
 import { BROKER_CLIENT } from '../../test/support/stack.js';
@@ -80,13 +79,13 @@ export async function startStack(resources: Resources): Promise<Stack> {
     githubToken: `gho_${randomBytes(18).toString('hex')}`,
   }));
   {
-    const db = openDatabase(sandboxDb);
-    const sandbox = new SandboxGitHubStore(db);
+    const db = openSqliteStore(sandboxDb);
+    const sandbox = openDevTables(db).sandboxGitHub;
     for (const u of users) {
       sandbox.ensureUser(u.login);
       sandbox.issueToken(u.githubToken, { clientId: github.clientId, login: u.login, scopes: ['repo'], issuedAt: Date.now() }, 10);
     }
-    db.close();
+    await db.close();
   }
   await seedConnections(openSqliteStore(brokerDb), idp.issuer, users, encryptionKey);
   const gh = await resources.start('github', 'bench/servers/github.ts', {

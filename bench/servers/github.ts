@@ -5,11 +5,11 @@ import express from 'express';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createSandboxGitHub } from '../../src/dev/sandbox-github/index.js';
-import { openDatabase } from '../../src/store/sqlite/database.js';
-import { SandboxGitHubStore } from '../../src/store/sqlite/sandbox-github-store.js';
+import { openDevTables } from '../../src/dev/store/index.js';
+import { openSqliteStore } from '../../src/store/index.js';
 
-const db = openDatabase(process.env.SANDBOX_DB!);
-const store = new SandboxGitHubStore(db);
+const db = openSqliteStore(process.env.SANDBOX_DB!);
+const store = openDevTables(db).sandboxGitHub;
 const app = express();
 app.disable('x-powered-by');
 app.set('etag', false);
@@ -29,10 +29,7 @@ process.stderr.write(`${JSON.stringify({ event: 'listening', url: base, webUrl: 
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.once(signal, () => {
-    server.close(() => {
-      db.close();
-      process.exit(0);
-    });
+    server.close(() => void db.close().then(() => process.exit(0)));
     server.closeAllConnections();
   });
 }

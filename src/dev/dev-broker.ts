@@ -3,13 +3,11 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError, isLoopbackHostname, loadConfig } from '../config/env.js';
 import type { Logger } from '../log.js';
 import { startBroker, type RunningBroker } from '../server.js';
-import { DevIdpStore } from '../store/sqlite/dev-idp-store.js';
-import { SandboxGitHubStore } from '../store/sqlite/sandbox-github-store.js';
-import { sqliteHandle } from '../store/index.js';
 import { createIdentityProvider } from './identity-provider.js';
 import { sqliteAdapter } from './idp-adapter.js';
 import { createSandboxGitHub } from './sandbox-github/index.js';
 import { loadOrCreateDevSecrets } from './secrets.js';
+import { openDevTables } from './store/index.js';
 
 export const DEV_PAGES_CLIENT_ID = 'connect-broker-pages';
 export const SANDBOX_GITHUB_CLIENT_ID = 'Iv1.sandbox-broker';
@@ -103,7 +101,8 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   const running = await startBroker(config, log, {
     sandboxGitHub: !realGitHub,
     mount: (app, store) => {
-      // Started lazily inside the mount so both share the broker's database handle.
+      // Inside the mount: the IdP and the sandbox keep their tables in the broker's SQLite file.
+      const devTables = openDevTables(store);
       const idp = createIdentityProvider({
         issuer,
         resource: config.audience,
@@ -120,7 +119,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
         loopbackMetadataDocuments: true,
         cookieKeys: secrets.idpCookieKeys,
         signingJwk: secrets.idpSigningJwk,
-        adapter: sqliteAdapter(new DevIdpStore(sqliteHandle(store))),
+        adapter: sqliteAdapter(devTables.identityProvider),
         log,
       });
       idp.catch((err: unknown) => log.error('dev_idp_failed', { message: err instanceof Error ? err.message : String(err) }));
@@ -141,7 +140,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       app.use(idpRoutes);
       if (!realGitHub) {
         const sandbox = createSandboxGitHub({
-          store: new SandboxGitHubStore(sqliteHandle(store)),
+          store: devTables.sandboxGitHub,
           clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
           publicBase: sandboxBase,
         });

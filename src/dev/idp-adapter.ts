@@ -1,4 +1,4 @@
-import type { DevIdpStore } from '../store/sqlite/dev-idp-store.js';
+import type { DevIdpStore } from './store/index.js';
 
 /**
  * oidc-provider's storage adapter contract (one instance per model name) over SQLite, so the

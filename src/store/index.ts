@@ -6,7 +6,8 @@ import type { Store } from './types.js';
 export type * from './types.js';
 export { StoreUnavailableError } from './errors.js';
 export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS } from './types.js';
-export { openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
+export { extendSqliteSchema, openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
+export type { Db as SqliteDb } from './sqlite/database.js';
 
 /**
  * Opens (and migrates) the store the configuration names: PostgreSQL when DATABASE_URL is set,

@@ -15,8 +15,8 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
 import { createSandboxGitHub, type SandboxAppKind, type SandboxIssuedToken } from '../../src/dev/sandbox-github/index.js';
-import { openDatabase } from '../../src/store/sqlite/database.js';
-import { SandboxGitHubStore, type SandboxUser } from '../../src/store/sqlite/sandbox-github-store.js';
+import { openDevTables, type SandboxGitHubStore, type SandboxUser } from '../../src/dev/store/index.js';
+import { openSqliteStore } from '../../src/store/index.js';
 
 export interface StandInOptions {
   clientId?: string; // default 'Iv1.standin'
@@ -165,8 +165,8 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
   const clientId = options.clientId ?? 'Iv1.standin';
   const clientSecret = options.clientSecret ?? randomBytes(20).toString('hex');
   const now = options.now ?? Date.now;
-  const db = openDatabase(':memory:');
-  const store = new SandboxGitHubStore(db);
+  const database = openSqliteStore(':memory:');
+  const store = openDevTables(database).sandboxGitHub;
   const requests: GitHubStandIn['requests'] = [];
   const faults: StandInFaults = {};
   const users = new StoreBackedUsers(store);
@@ -253,7 +253,7 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => {
-          if (db.open) db.close();
+          void database.close();
           if (err) reject(err);
           else resolve();
         });

@@ -15,7 +15,7 @@
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { constantTimeEqual, randomBelow, randomText, sha256Base64url } from '../../crypto/index.js';
-import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/sqlite/sandbox-github-store.js';
+import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../store/index.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
 
 export { SANDBOX_LABEL } from './html.js';

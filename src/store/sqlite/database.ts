@@ -37,7 +37,11 @@ function ownerOnly(path: string): void {
   for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
 }
 
-/** Applies `migrations/*.sql` in name order, each once, recording them in `schema_migrations`. */
+/**
+ * Applies `dir/*.sql` (default `migrations/sqlite/`) in name order, each once, recording them in
+ * `schema_migrations`. Rows naming files `dir` does not hold are left alone: development mode's
+ * migrations (src/dev/migrations/) share the ledger, and a database it used opens in production too.
+ */
 export function migrate(db: Db, dir = MIGRATIONS_DIR): string[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)');
   const files = readdirSync(dir)

@@ -1,7 +1,7 @@
 import type { Repositories, Store } from '../types.js';
 import { SqliteAuditRepository } from './audit.js';
 import { SqliteConnectionRepository } from './connections.js';
-import { openDatabase, type Db } from './database.js';
+import { migrate, openDatabase, type Db } from './database.js';
 import { insideTransaction, TransactionGate, type Runner } from './gate.js';
 import { SqliteLoginTransactionRepository } from './login-transactions.js';
 import { SqliteOAuthFlowRepository } from './oauth-flows.js';
@@ -12,7 +12,7 @@ import { SqliteSessionRepository } from './sessions.js';
 
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
-  /** The raw handle, for the development-only tables (dev IdP, sandbox GitHub) and tests. */
+  /** The raw handle, for tests and the bench (development mode's tables go through {@link extendSqliteSchema}). */
   readonly db: Db;
 }
 
@@ -57,8 +57,20 @@ export function openSqliteStore(path: string): SqliteStore {
   };
 }
 
-/** The SQLite handle behind a store (development mode keeps its own tables in the same file). */
+/** The SQLite handle behind a store. */
 export function sqliteHandle(store: Store): Db {
   if (store.kind !== 'sqlite' || !('db' in store)) throw new Error('this needs the SQLite store');
   return (store as SqliteStore).db;
+}
+
+/**
+ * Applies another component's migrations (`dir/*.sql`) to the store's SQLite file and returns the
+ * handle its own statements run on: how development mode (src/dev/store/) keeps its tables in the
+ * broker's file while a production database never holds them. They are recorded in
+ * `schema_migrations` beside the broker's, so their names must not collide with the broker's.
+ */
+export function extendSqliteSchema(store: Store, dir: string): Db {
+  const db = sqliteHandle(store);
+  migrate(db, dir);
+  return db;
 }

@@ -1,5 +1,5 @@
 import { sha256Hex } from '../../crypto/index.js';
-import type { Db } from './database.js';
+import type { SqliteDb as Db } from '../../store/index.js';
 
 // Storage for the sandbox GitHub (src/dev/sandbox-github/). Authorization codes, access tokens and
 // refresh tokens are kept as SHA-256 hex digests: callers pass the raw value, which never reaches

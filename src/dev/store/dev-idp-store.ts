@@ -1,4 +1,4 @@
-import type { Db } from './database.js';
+import type { SqliteDb as Db } from '../../store/index.js';
 
 export interface DevIdpRecord {
   payload: Record<string, unknown>;
