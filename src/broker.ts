@@ -7,7 +7,7 @@ import { CompletionWatcher } from './connect/completion-watcher.js';
 import { ConnectionService } from './connect/connections.js';
 import { ConnectLinks } from './connect/links.js';
 import { Sealer } from './crypto/index.js';
-import { createApp } from './http/app.js';
+import { createApp } from './app.js';
 import type { Logger } from './log.js';
 import { createToolStateCodec } from './mcp/request-state.js';
 import { createMcpEndpointHandler } from './mcp/server.js';
