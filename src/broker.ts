@@ -4,7 +4,7 @@ import { IdentityProviderHealth } from './auth/idp-health.js';
 import { OidcClient } from './auth/oidc-client.js';
 import { Sessions } from './auth/sessions.js';
 import { CompletionWatcher } from './connect/completion-watcher.js';
-import { ConnectionService } from './connect/connections.js';
+import { ConnectionService } from './connections/index.js';
 import { ConnectLinks } from './connect/links.js';
 import { Sealer } from './crypto/index.js';
 import { createApp } from './app.js';
