@@ -19,6 +19,7 @@ import type { PageContext } from './http/render.js';
 import { mcpRateLimit, pageRateLimit } from './http/rate-limits.js';
 import { readiness } from './http/readiness.js';
 import { noStore, securityHeaders } from './http/security-headers.js';
+import { StoreUnavailableError } from './store/index.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -157,6 +158,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
-  app.use(errorHandler(page, log));
+  app.use(errorHandler(page, log, (err): err is StoreUnavailableError => err instanceof StoreUnavailableError));
   return app;
 }
