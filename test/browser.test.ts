@@ -53,7 +53,7 @@ const squash = (s: string) => s.replace(/\s+/g, ' ').trim();
 
 /**
  * Product bug (see the report): pages send `Referrer-Policy: no-referrer`, so Chrome sends
- * `Origin: null` with every form POST, and originGuardOk (src/http/app.ts) refuses `null`: every
+ * `Origin: null` with every form POST, and originGuardOk (src/app.ts) refuses `null`: every
  * POST (consent, cancel, disconnect, connect, sign-in switch) gets 403 "Form expired".
  */
 

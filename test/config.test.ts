@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { validateHostHeader } from '@modelcontextprotocol/server';
 import { ConfigError, loadConfig } from '../src/config/env.js';
-import { allowedHostnames, allowedOrigins } from '../src/http/app.js';
+import { allowedHostnames, allowedOrigins } from '../src/app.js';
 import { originAllowed } from '../src/http/host-guard.js';
 import { freePort } from './support/idp.js';
 

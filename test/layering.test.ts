@@ -2,7 +2,7 @@
 // comments and strings never count, and aliases or namespace imports cannot hide a use).
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
+import { join, posix, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import ts from 'typescript';
@@ -121,6 +121,88 @@ function redirectCalls(source: Source): Array<{ at: string; text: string; openRe
   return found;
 }
 
+/** Where a relative import lands, as a repository path (`src/http/render.ts`); undefined for a package. */
+function resolveImport(from: string, module: string): string | undefined {
+  if (!module.startsWith('.')) return undefined;
+  return posix.join(posix.dirname(from), module).replace(/\.(c|m)?js$/, (ext) => ext.replace('js', 'ts'));
+}
+
+/** The top-level part of src/ a file belongs to: its folder (`http/`) or, at the root, the file (`app.ts`). */
+function topLevel(path: string): string | undefined {
+  const match = /^src\/([^/]+)(\/)?/.exec(path);
+  return match ? `${match[1]}${match[2] ?? ''}` : undefined;
+}
+
+/** Every import (type-only ones too) from one top-level part of src/ into another, with where. */
+function folderEdges(all: Source[]): Map<string, Map<string, string>> {
+  const edges = new Map<string, Map<string, string>>();
+  for (const source of all) {
+    const from = topLevel(source.path);
+    for (const m of importedModules(source)) {
+      const target = resolveImport(source.path, m.module);
+      const to = target && topLevel(target);
+      if (!from || !to || from === to) continue;
+      const out = edges.get(from) ?? new Map<string, string>();
+      if (!out.has(to)) out.set(to, m.at);
+      edges.set(from, out);
+    }
+  }
+  return edges;
+}
+
+/** Each cycle between top-level parts of src/, once, as `a/ → b/ → a/` with one import per step. */
+function folderCycles(all: Source[]): string[] {
+  const edges = folderEdges(all);
+  const found = new Map<string, string>();
+  const visit = (path: string[]) => {
+    for (const next of edges.get(path[path.length - 1]!)?.keys() ?? []) {
+      const start = path.indexOf(next);
+      if (start < 0) {
+        visit([...path, next]);
+        continue;
+      }
+      // Name each cycle from its alphabetically first folder, so one cycle is reported once.
+      const cycle = path.slice(start);
+      const first = cycle.indexOf([...cycle].sort()[0]!);
+      const ordered = [...cycle.slice(first), ...cycle.slice(0, first)];
+      const key = ordered.join(' → ');
+      const steps = ordered.map((from, i) => edges.get(from)!.get(ordered[(i + 1) % ordered.length]!)!);
+      if (!found.has(key)) found.set(key, `${key} → ${ordered[0]} (${steps.join(', ')})`);
+    }
+  };
+  for (const from of edges.keys()) visit([from]);
+  return [...found.values()];
+}
+
+/** src/http/ holds HTTP helpers: it may import only src/http/, src/crypto/, src/log.ts and packages. */
+const HTTP_MAY_IMPORT = [/^src\/http\//, /^src\/crypto\//, /^src\/log\.ts$/];
+
+function httpImportViolations(all: Source[]): string[] {
+  return all
+    .filter((s) => s.path.startsWith('src/http/'))
+    .flatMap((s) =>
+      importedModules(s)
+        .filter((m) => {
+          const target = resolveImport(s.path, m.module);
+          return target !== undefined && !HTTP_MAY_IMPORT.some((allowed) => allowed.test(target));
+        })
+        .map((m) => `${m.at} ${m.module}`),
+    );
+}
+
+/** Only the entry points start the application: src/broker.ts, src/server.ts, src/main.ts and src/dev/. */
+const APP_IMPORTERS = [/^src\/broker\.ts$/, /^src\/server\.ts$/, /^src\/main\.ts$/, /^src\/dev\//];
+
+function appImportViolations(all: Source[]): string[] {
+  return all
+    .filter((s) => !APP_IMPORTERS.some((allowed) => allowed.test(s.path)))
+    .flatMap((s) =>
+      importedModules(s)
+        .filter((m) => resolveImport(s.path, m.module) === 'src/app.ts')
+        .map((m) => `${m.at} ${m.module}`),
+    );
+}
+
 const sources = sourcesUnder(SRC);
 
 describe('the checks themselves', () => {
@@ -176,6 +258,61 @@ describe('the checks themselves', () => {
     assert.deepEqual(
       redirectCalls(good).map((r) => r.openRedirectShape),
       [false, false, false],
+    );
+  });
+
+  it('find every folder cycle, counting type-only imports, re-exports and import() types', () => {
+    const tree = [
+      parse('src/config/env.ts', "import type { Preset } from '../providers/presets.js';"),
+      parse('src/providers/oauth.ts', "export { isLoopback } from '../config/env.js';"),
+      parse('src/auth/a.ts', "type S = import('../store/types.js').Store;"),
+      parse('src/store/b.ts', "const m = await import('../mcp/c.js');"),
+      parse('src/mcp/c.ts', "import { type X } from '../auth/a.js';"),
+      parse('src/crypto/d.ts', "import { z } from 'zod';\nimport { e } from './e.js';"),
+      parse('src/log.ts', "import { f } from './crypto/d.js';"),
+    ];
+    assert.deepEqual(
+      folderCycles(tree).map((c) => c.split(' (')[0]),
+      ['config/ → providers/ → config/', 'auth/ → store/ → mcp/ → auth/'],
+    );
+    assert.deepEqual(folderCycles(tree.slice(5)), []);
+  });
+
+  it('find every import out of src/http/ but into http/, crypto/ and log.ts', () => {
+    const tree = [
+      parse(
+        'src/http/render.ts',
+        [
+          "import type { Sessions } from '../auth/sessions.js';",
+          "import { StoreUnavailableError } from '../store/index.js';",
+          "export type { Store } from '../store/types.js';",
+          "type C = import('../config/env.js').Config;",
+          "import { mac } from '../crypto/index.js';",
+          "import type { Logger } from '../log.js';",
+          "import { BrokerError } from './errors.js';",
+          "import express from 'express';",
+        ].join('\n'),
+      ),
+      parse('src/auth/sessions.ts', "import { readCookie } from '../http/cookies.js';"),
+    ];
+    assert.deepEqual(
+      httpImportViolations(tree).map((v) => v.split(' ')[1]),
+      ['../auth/sessions.js', '../store/index.js', '../store/types.js', '../config/env.js'],
+    );
+  });
+
+  it('find every import of src/app.ts outside the entry points', () => {
+    const tree = [
+      parse('src/connect/routes.ts', "import type { AppDeps } from '../app.js';"),
+      parse('src/mcp/tools/x.ts', "type A = import('../../app.js').AppDeps;"),
+      parse('src/http/y.ts', "export { createApp } from '../app.js';"),
+      parse('src/broker.ts', "import { createApp } from './app.js';"),
+      parse('src/dev/dev-broker.ts', "import type { AppDeps } from '../app.js';"),
+      parse('src/server.ts', "import type { AppDeps } from './app.js';"),
+    ];
+    assert.deepEqual(
+      appImportViolations(tree).map((v) => v.split(':')[0]),
+      ['src/connect/routes.ts', 'src/mcp/tools/x.ts', 'src/http/y.ts'],
     );
   });
 
@@ -282,6 +419,27 @@ describe('layering invariants of src/', () => {
       assert.deepEqual(source ? consoleUses(source) : [], []);
     });
   }
+
+  it('has no import cycles between the top-level folders of src/ (type-only imports count)', () => {
+    assert.ok(folderEdges(sources).get('http/')?.has('crypto/'), 'the folder graph is built (the check is live)');
+    assert.deepEqual(folderCycles(sources), []);
+  });
+
+  it('keeps src/http/ to HTTP helpers: it imports only src/http/, src/crypto/, src/log.ts and packages', () => {
+    assert.ok(
+      sources.some((s) => s.path.startsWith('src/http/') && importedModules(s).some((m) => m.module.startsWith('../crypto/'))),
+      'src/http/ does import src/crypto/ (the check is live)',
+    );
+    assert.deepEqual(httpImportViolations(sources), []);
+  });
+
+  it('lets only the entry points (src/broker.ts, src/server.ts, src/main.ts, src/dev/) import src/app.ts', () => {
+    assert.ok(
+      sources.some((s) => s.path === 'src/broker.ts' && importedModules(s).some((m) => resolveImport(s.path, m.module) === 'src/app.ts')),
+      'src/broker.ts does import src/app.ts (the check is live)',
+    );
+    assert.deepEqual(appImportViolations(sources), []);
+  });
 
   it('never redirects to a value read from req.query / req.body / request headers (open-redirect shape)', () => {
     const calls = sources.flatMap(redirectCalls);

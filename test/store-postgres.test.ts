@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { rotateKeys } from '../src/cli/rotate-keys.js';
-import { ConnectionService } from '../src/connect/connections.js';
+import { ConnectionService } from '../src/connections/index.js';
 import { ConnectLinks } from '../src/connect/links.js';
 import { Sealer } from '../src/crypto/index.js';
 import { createLogger } from '../src/log.js';

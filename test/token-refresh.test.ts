@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
-import { ConnectionService } from '../src/connect/connections.js';
+import { ConnectionService } from '../src/connections/index.js';
 import { Sealer } from '../src/crypto/index.js';
 import { createLogger } from '../src/log.js';
 import { ProviderError, type ProviderTokens } from '../src/providers/provider.js';

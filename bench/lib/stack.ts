@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
-import { ConnectionService } from '../../src/connect/connections.js';
+import { ConnectionService } from '../../src/connections/index.js';
 import { Sealer } from '../../src/crypto/index.js';
 import { openSqliteStore, type Store } from '../../src/store/index.js';
 import { openDevTables } from '../../src/dev/store/index.js';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { AccessTokenVerifier } from '../../src/auth/bearer.js';
 import { OidcClient } from '../../src/auth/oidc-client.js';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
-import { ConnectionService } from '../../src/connect/connections.js';
+import { ConnectionService } from '../../src/connections/index.js';
 import { Sealer } from '../../src/crypto/index.js';
 import type { ToolDeps } from '../../src/mcp/context.js';
 import { withCallScope } from '../../src/mcp/call-scope.js';

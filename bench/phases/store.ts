@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
-import { ConnectionService } from '../../src/connect/connections.js';
+import { ConnectionService } from '../../src/connections/index.js';
 import { Sealer } from '../../src/crypto/index.js';
 import { openSqliteStore } from '../../src/store/index.js';
 import type { Phase } from '../lib/phase.js';

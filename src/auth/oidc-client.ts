@@ -1,5 +1,5 @@
 import * as oidc from 'openid-client';
-import { isLoopbackHostname } from '../config/env.js';
+import { isLoopbackHostname } from '../net/loopback.js';
 
 export interface OidcClientOptions {
   issuer: URL;

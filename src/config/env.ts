@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { keyIdFor } from '../crypto/seal.js';
-
+import { isLoopbackHostname } from '../net/loopback.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
 
@@ -52,12 +52,6 @@ export interface Config {
   /** Express `trust proxy` setting, for deployments behind a reverse proxy. */
   trustProxy: boolean | number | string;
   secureCookies: boolean;
-}
-
-const LOOPBACK_HOSTNAMES = new Set(['localhost', '[::1]', '::1']);
-
-export function isLoopbackHostname(hostname: string): boolean {
-  return LOOPBACK_HOSTNAMES.has(hostname) || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
 function parseUrl(name: string, value: string, { allowPath }: { allowPath: boolean }): URL {

@@ -10,7 +10,7 @@ import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
 import { OAUTH_FLOW_TTL_MS, StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
-import { summarizeConnection, type ConnectionService } from './connections.js';
+import { summarizeConnection, type ConnectionService } from '../connections/index.js';
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
 
 export interface ConnectRouteDeps {

@@ -1,6 +1,7 @@
 import express from 'express';
 import { dirname, join, resolve } from 'node:path';
-import { ConfigError, isLoopbackHostname, loadConfig } from '../config/env.js';
+import { ConfigError, loadConfig } from '../config/env.js';
+import { isLoopbackHostname } from '../net/loopback.js';
 import type { Logger } from '../log.js';
 import { startBroker, type RunningBroker } from '../server.js';
 import { createIdentityProvider } from './identity-provider.js';

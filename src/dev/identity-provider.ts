@@ -14,7 +14,7 @@ import ejs from 'ejs';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
 import Provider, { errors } from 'oidc-provider';
 import type { AdapterConstructor, Client, ClientAuthMethod, Configuration, Interaction, ResourceServer, ResponseType } from 'oidc-provider';
-import { isLoopbackHostname } from '../config/env.js';
+import { isLoopbackHostname } from '../net/loopback.js';
 import type { Logger } from '../log.js';
 import { randomHandle, randomId } from '../crypto/index.js';
 

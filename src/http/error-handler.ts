@@ -1,6 +1,5 @@
 import type { ErrorRequestHandler, Request } from 'express';
 import type { Logger } from '../log.js';
-import { StoreUnavailableError } from '../store/index.js';
 import { BrokerError } from './errors.js';
 import { renderMessage, type PageContext } from './render.js';
 
@@ -10,9 +9,10 @@ function wantsJson(req: Request): boolean {
 
 /**
  * The one place errors become responses: a page for browsers, JSON(-RPC) for API routes, never a
- * stack trace. Body-parser errors (size, syntax) keep their 4xx status.
+ * stack trace. Body-parser errors (size, syntax) keep their 4xx status. `isUnavailable` picks the
+ * errors that mean the database is away (a 503 with `Retry-After`), so this file needs no store.
  */
-export function errorHandler(page: PageContext, log: Logger): ErrorRequestHandler {
+export function errorHandler(page: PageContext, log: Logger, isUnavailable: (err: unknown) => err is Error): ErrorRequestHandler {
   return (err, req, res, _next) => {
     let status = 500;
     let code = 'internal_error';
@@ -24,7 +24,7 @@ export function errorHandler(page: PageContext, log: Logger): ErrorRequestHandle
       heading = err.options.heading ?? heading;
       if (err.options.action) extra = { action: err.options.action };
       if (err.options.detail) log.info('request_refused', { code, status, detail: err.options.detail });
-    } else if (err instanceof StoreUnavailableError) {
+    } else if (isUnavailable(err)) {
       status = 503;
       code = 'temporarily_unavailable';
       message = 'This service cannot reach its database right now. Nothing was changed; please try again in a moment.';

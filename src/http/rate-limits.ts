@@ -7,9 +7,17 @@ import {
   type Store as RateLimitStore,
 } from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
-import type { Store } from '../store/index.js';
 import type { Response } from 'express';
 import { renderMessage, type PageContext } from './render.js';
+
+/** Where the counters live: the broker's store provides it (`store.rateLimits`), shared by every instance. */
+export interface CounterStore {
+  readonly rateLimits: {
+    hit(keyHash: string, windowMs: number): Promise<{ hits: number; resetAt: number }>;
+    undo(keyHash: string): Promise<void>;
+    reset(keyHash: string): Promise<void>;
+  };
+}
 
 /**
  * express-rate-limit's counters kept in the broker's store, so a limit holds across every
@@ -21,7 +29,7 @@ class SharedCounters implements RateLimitStore {
   #windowMs = 60_000;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: CounterStore,
     private readonly hashKey: Buffer,
     readonly prefix: string,
   ) {}
@@ -57,7 +65,7 @@ export function pageRateLimit(
   name: string,
   limitPerMinute: number,
   page: PageContext,
-  store: Store,
+  store: CounterStore,
   hashKey: Buffer,
 ): RateLimitRequestHandler {
   return rateLimit({
@@ -88,7 +96,7 @@ export function pageRateLimit(
  */
 export function mcpRateLimit(
   limitPerMinute: number,
-  store: Store,
+  store: CounterStore,
   hashKey: Buffer,
   key: (res: Response) => string | undefined,
 ): RateLimitRequestHandler {

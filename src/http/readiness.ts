@@ -1,6 +1,10 @@
 import type { Request, Response } from 'express';
-import type { IdpState } from '../auth/idp-health.js';
-import type { Store } from '../store/index.js';
+
+/** What `/readyz` asks of the store (the broker's `Store` is one). */
+export interface ReadinessStore {
+  readonly kind: string;
+  ping(): Promise<void>;
+}
 
 const READY_TIMEOUT_MS = 2_000;
 
@@ -10,7 +14,7 @@ const READY_TIMEOUT_MS = 2_000;
  * and resumes by itself once it is back (the pool reconnects on demand). The IdP's state is read from
  * memory (`IdentityProviderHealth`): a probe never makes a call to the IdP.
  */
-export function readiness(store: Store, identityProvider: { readonly state: IdpState }) {
+export function readiness(store: ReadinessStore, identityProvider: { readonly state: string }) {
   return async (_req: Request, res: Response): Promise<void> => {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {

@@ -1,10 +1,12 @@
 import type { Response } from 'express';
-import type { Sessions } from '../auth/sessions.js';
+
+/** The browser session `res.locals.session` carries (set by the sessions middleware in src/auth/). */
+type PageSession = NonNullable<Response['locals']['session']>;
 
 export interface PageContext {
   productName: string;
   logoUrl?: string;
-  sessions: Sessions;
+  sessions: { csrfToken(session: PageSession): string };
 }
 
 /** Renders a view with the locals every page needs: product name, the signed-in viewer, a CSRF token. */

@@ -9,7 +9,7 @@ import {
 import { principalFromAuthInfo } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connect/completion-watcher.js';
-import type { ConnectionService } from '../connect/connections.js';
+import type { ConnectionService } from '../connections/index.js';
 import type { ConnectLinks } from '../connect/links.js';
 import type { Logger } from '../log.js';
 import type { GitHubApi } from '../providers/github/api.js';

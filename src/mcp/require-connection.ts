@@ -9,7 +9,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import type { OpenConnection, Usable } from '../connect/connections.js';
+import type { OpenConnection, Usable } from '../connections/index.js';
 import { DECLINED_IN_CLIENT } from '../connect/links.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';

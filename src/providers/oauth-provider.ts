@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as oidc from 'openid-client';
-import { isLoopbackHostname } from '../config/env.js';
+import { isLoopbackHostname } from '../net/loopback.js';
 import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
 import { displayText, hasInvisibleCharacters } from '../http/display-text.js';

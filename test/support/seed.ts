@@ -1,6 +1,6 @@
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { loadConfig } from '../../src/config/env.js';
-import { ConnectionService } from '../../src/connect/connections.js';
+import { ConnectionService } from '../../src/connections/index.js';
 import { Sealer } from '../../src/crypto/index.js';
 import { createLogger } from '../../src/log.js';
 import type { ProviderAccount, ProviderTokens } from '../../src/providers/provider.js';

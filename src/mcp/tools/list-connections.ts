@@ -1,7 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { principalOf, type ToolDeps } from '../context.js';
-import { summarizeConnection } from '../../connect/connections.js';
+import { summarizeConnection } from '../../connections/index.js';
 
 const outputSchema = z.object({
   connections: z.array(

@@ -1,25 +1,27 @@
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import { fileURLToPath } from 'node:url';
-import { isLoopbackHostname, type Config } from '../config/env.js';
-import { authRoutes } from '../auth/routes.js';
-import type { Sessions } from '../auth/sessions.js';
-import type { AccessTokenVerifier } from '../auth/bearer.js';
-import type { IdentityProviderHealth } from '../auth/idp-health.js';
-import type { OidcClient } from '../auth/oidc-client.js';
-import { connectRoutes, type ConnectRouteDeps } from '../connect/routes.js';
-import type { Logger } from '../log.js';
+import type { Config } from './config/env.js';
+import { isLoopbackHostname } from './net/loopback.js';
+import { authRoutes } from './auth/routes.js';
+import type { Sessions } from './auth/sessions.js';
+import type { AccessTokenVerifier } from './auth/bearer.js';
+import type { IdentityProviderHealth } from './auth/idp-health.js';
+import type { OidcClient } from './auth/oidc-client.js';
+import { connectRoutes, type ConnectRouteDeps } from './connect/routes.js';
+import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
-import { deriveKey, Sealer } from '../crypto/index.js';
-import { BrokerError } from './errors.js';
-import { errorHandler } from './error-handler.js';
-import { formOriginOk, hostGuard, originGuard } from './host-guard.js';
-import { mcpEndpoint, mcpPrincipalKey } from './mcp-endpoint.js';
-import type { PageContext } from './render.js';
-import { mcpRateLimit, pageRateLimit } from './rate-limits.js';
-import { readiness } from './readiness.js';
-import { noStore, securityHeaders } from './security-headers.js';
+import { deriveKey, Sealer } from './crypto/index.js';
+import { BrokerError } from './http/errors.js';
+import { errorHandler } from './http/error-handler.js';
+import { formOriginOk, hostGuard, originGuard } from './http/host-guard.js';
+import { mcpEndpoint, mcpPrincipalKey } from './mcp/endpoint.js';
+import type { PageContext } from './http/render.js';
+import { mcpRateLimit, pageRateLimit } from './http/rate-limits.js';
+import { readiness } from './http/readiness.js';
+import { noStore, securityHeaders } from './http/security-headers.js';
+import { StoreUnavailableError } from './store/index.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' | 'limits' | 'verifierSealer'> {
   config: Config;
@@ -164,6 +166,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/', (_req, res) => void res.redirect(303, '/connections'));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
-  app.use(errorHandler(page, log));
+  app.use(errorHandler(page, log, (err): err is StoreUnavailableError => err instanceof StoreUnavailableError));
   return app;
 }

@@ -6,10 +6,10 @@ import {
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from './web-adapter.js';
+import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
-import { withCallScope } from '../mcp/call-scope.js';
+import { withCallScope } from './call-scope.js';
 
 export interface McpEndpointOptions {
   handler: McpHttpHandler;
