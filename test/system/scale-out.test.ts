@@ -18,13 +18,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { ProviderTokens } from '../src/providers/provider.js';
-import { Browser, textOf, type Page } from './support/browser.js';
-import type { StandInOptions } from './support/github-standin.js';
-import { freePort } from './support/idp.js';
-import { envelope, legacyClient, modernClient, rawCall, resultText } from './support/mcp.js';
-import { startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
-import { startPostgres, type PgServer } from './support/postgres.js';
+import type { ProviderTokens } from '../../src/providers/provider.js';
+import { Browser, textOf, type Page } from '../support/browser.js';
+import type { StandInOptions } from '../support/github-standin.js';
+import { freePort } from '../support/idp.js';
+import { envelope, legacyClient, modernClient, rawCall, resultText } from '../support/mcp.js';
+import { startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
+import { startPostgres, type PgServer } from '../support/postgres.js';
 import {
   authorizeAtGitHub,
   connectRequest,
@@ -34,10 +34,10 @@ import {
   STACK_TRACE,
   upToGitHub,
   type RawReply,
-} from './support/reliability-flow.js';
-import { startRoundRobinProxy, type RoundRobinProxy } from './support/round-robin-proxy.js';
-import { readConnection, seedConnection } from './support/seed.js';
-import { completeConnect } from './support/stack.js';
+} from '../support/reliability-flow.js';
+import { startRoundRobinProxy, type RoundRobinProxy } from '../support/round-robin-proxy.js';
+import { readConnection, seedConnection } from '../support/seed.js';
+import { completeConnect } from '../support/stack.js';
 
 const INSTANCES = 3;
 const GITHUB_APP = {

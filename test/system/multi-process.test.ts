@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Browser, textOf, type Page } from './support/browser.js';
-import { freePort } from './support/idp.js';
-import { envelope, modernClient, rawCall } from './support/mcp.js';
-import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
-import { connectRequest } from './support/reliability-flow.js';
-import { completeConnect } from './support/stack.js';
+import { Browser, textOf, type Page } from '../support/browser.js';
+import { freePort } from '../support/idp.js';
+import { envelope, modernClient, rawCall } from '../support/mcp.js';
+import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
+import { connectRequest } from '../support/reliability-flow.js';
+import { completeConnect } from '../support/stack.js';
 
 const ISSUE_ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed across processes' };
 /** What a GitHub token issued by the stand-in looks like; none may ever show up outside the broker's DB. */
