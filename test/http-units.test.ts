@@ -15,6 +15,7 @@ import { canonicalJson, withCallScope } from '../src/mcp/call-scope.js';
 import { createToolStateCodec } from '../src/mcp/request-state.js';
 import { openSqliteStore, StoreUnavailableError, type SqliteStore, type Store } from '../src/store/index.js';
 import { migrate, openDatabase } from '../src/store/sqlite/database.js';
+import { eventually } from './support/eventually.js';
 
 const BASE = new URL('https://broker.example.com');
 const MIGRATIONS = fileURLToPath(new URL('../migrations/sqlite/', import.meta.url));
@@ -338,15 +339,14 @@ describe('the SQLite store', () => {
       const watcher = new CompletionWatcher(a);
       try {
         const id = await pendingRow(a);
-        const started = Date.now();
         const waiting = watcher.wait(id, 5_000);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-        assert.equal(watcher.waiting, 1);
-        setTimeout(() => b.pending.settle(id, 'completed'), 50);
+        await eventually('the waiter to register', () => watcher.waiting === 1);
+        const settledAt = Date.now();
+        await b.pending.settle(id, 'completed');
         const outcome = await waiting;
-        const elapsed = Date.now() - started;
+        const elapsed = Date.now() - settledAt;
         assert.equal(outcome, 'completed');
-        assert.ok(elapsed < 350, `woke after ${elapsed} ms (settled at 50 ms, polling every 100 ms)`);
+        assert.ok(elapsed < 300, `woke ${elapsed} ms after the other handle settled the row (polling every 100 ms)`);
         assert.equal(watcher.waiting, 0, 'the waiter is released');
       } finally {
         watcher.close();
@@ -358,8 +358,19 @@ describe('the SQLite store', () => {
       try {
         const mine = await pendingRow(a);
         const other = await pendingRow(a);
-        setTimeout(() => b.pending.settle(other, 'completed'), 20);
-        assert.equal(await watcher.wait(mine, 400), 'timeout');
+        const release = new AbortController();
+        let mineOutcome: string | undefined;
+        const waitingMine = watcher.wait(mine, 5_000, release.signal).then((o) => (mineOutcome = o));
+        const waitingOther = watcher.wait(other, 5_000);
+        await eventually('both waiters to register', () => watcher.waiting === 2);
+        await b.pending.settle(other, 'completed');
+        // The watcher has seen the other row settle (its waiter woke): mine must still be waiting.
+        assert.equal(await waitingOther, 'completed');
+        await new Promise(setImmediate);
+        assert.equal(mineOutcome, undefined, 'not woken by the other row');
+        assert.equal(watcher.waiting, 1);
+        release.abort();
+        assert.equal(await waitingMine, 'aborted');
         assert.equal((await a.pending.byId(mine))!.status, 'open');
       } finally {
         watcher.close();

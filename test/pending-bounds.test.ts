@@ -16,7 +16,7 @@ import {
   type Store,
 } from '../src/store/index.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { startStack, type Stack } from './support/stack.js';
+import { heldCalls, startStack, type Stack } from './support/stack.js';
 
 const CONNECT_KEY = 'connect_account';
 const ISSUE = { owner: 'octo-org', repo: 'bounded', title: 'Needs a connection' };
@@ -155,7 +155,7 @@ describe('bounded pending connections (one user, many calls)', () => {
       { inputResponses: { [CONNECT_KEY]: { action: 'accept' } }, requestState: first.json.result.requestState },
       'held-client',
     );
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await heldCalls(stack);
     for (let i = 0; i < 20; i++) await call(stack, token, {}, `crowd-${i}`);
     const repeat = await held;
     const elapsed = Date.now() - started;

@@ -18,7 +18,7 @@ import {
 } from './support/reliability-flow.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
 import { seedConnection } from './support/seed.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
 import type { StandInFaults } from './support/github-standin.js';
 
 const ISSUE = { owner: 'octo-org', repo: 'faults' };
@@ -342,7 +342,7 @@ describe('a settlement the held repeat never hears about', { timeout: 60_000 }, 
     const args = { ...ISSUE, title: 'settled out of sight' };
     const { requestState } = connectRequest(await firstCall(stack.mcpUrl, token, 'github_create_issue', args));
     const repeat = repeatCall(stack.mcpUrl, token, 'github_create_issue', args, requestState);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await heldCalls(stack);
     // Another instance finished the flow, stamped by a clock a minute behind, and its NOTIFY (if
     // any) was lost: no poll of "settled since" ever sees it.
     await seedConnection(

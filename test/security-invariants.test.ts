@@ -12,7 +12,7 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { Browser, formSubmission, parseForms, textOf, type FormChoice, type Page } from './support/browser.js';
 import type { GitHubStandIn } from './support/github-standin.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { signIn, startStack, type Stack } from './support/stack.js';
+import { heldCalls, signIn, startStack, type Stack } from './support/stack.js';
 
 // ------------------------------------------------------------------------------------------------
 // Helpers
@@ -635,7 +635,7 @@ describe('invariant 3, continued: a refused callback does not burn the real one,
         _meta: envelope(),
       },
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await heldCalls(stack);
     const refused = await browser.open(callback);
     assert.equal(refused.status, 400);
     const repeat = await held;

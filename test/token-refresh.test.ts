@@ -12,40 +12,11 @@ import { ProviderError, type ProviderTokens } from '../src/providers/provider.js
 import { openSqliteStore, type Store } from '../src/store/index.js';
 import { randomBytes } from 'node:crypto';
 import { Browser, textOf } from './support/browser.js';
+import { createIssues, GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
-import { freePort } from './support/idp.js';
-import { startMultiStack, type MultiStack } from './support/multi.js';
 import { readConnection, seedConnection } from './support/seed.js';
 import { scriptedProvider } from './support/scripted-provider.js';
 import { startStack, type Stack } from './support/stack.js';
-
-const GITHUB_APP = { standIn: { kind: 'github-app' as const, accessTokenTtlSeconds: 3600 }, env: { GITHUB_APP_TYPE: 'github-app' } };
-
-/** Seeds `sub`'s GitHub connection with a token pair the stand-in issued, already expired. */
-async function seedExpired(env: Record<string, string>, github: Stack['github'], sub: string, login: string): Promise<void> {
-  const issued = github.issueTokenFor(login);
-  const tokens: ProviderTokens = {
-    accessToken: issued.accessToken,
-    tokenType: 'bearer',
-    refreshToken: issued.refreshToken!,
-    expiresAt: Date.now() - 60_000,
-    scopes: [],
-  };
-  github.expireAccessTokens(login);
-  const user = github.users.get(login)!;
-  await seedConnection(env, sub, 'github', { id: String(user.id), login }, tokens);
-}
-
-async function createIssues(mcpUrl: string, token: string, n: number, tag: string) {
-  return Promise.all(
-    Array.from({ length: n }, (_, i) =>
-      rawCall(mcpUrl, token, {
-        method: 'tools/call',
-        params: { name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'refresh', title: `${tag} ${i}` }, _meta: envelope() },
-      }),
-    ),
-  );
-}
 
 describe('expiring GitHub App tokens: one refresh for many concurrent calls', () => {
   let stack: Stack;
@@ -169,26 +140,6 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
       stack.github.faults = {};
     }
     assert.equal((await readConnection(stack.env, 'alice', 'github'))?.status, 'active');
-  });
-});
-
-describe('expiring GitHub App tokens across two processes on one database', () => {
-  let multi: MultiStack;
-  before(async () => {
-    multi = await startMultiStack({ standIn: GITHUB_APP.standIn, env: GITHUB_APP.env });
-  });
-  after(() => multi.close());
-
-  it('refreshes exactly once for 50 concurrent calls split over two processes, and all 50 succeed', async () => {
-    const a = await multi.spawn();
-    const b = await multi.spawn(await freePort());
-    await seedExpired(multi.envFor(), multi.github as unknown as Stack['github'], 'dave', 'octocat');
-    const token = await multi.token('dave');
-    const [ra, rb] = await Promise.all([createIssues(`${a.url}/mcp`, token, 25, 'A'), createIssues(`${b.url}/mcp`, token, 25, 'B')]);
-    const all = [...ra, ...rb];
-    assert.equal(all.filter((r) => r.json?.result?.structuredContent?.status === 'created').length, 50, all.map((r) => r.status).join(','));
-    assert.equal(multi.github.refreshCount, 1);
-    assert.equal((await readConnection(multi.envFor(), 'dave', 'github'))?.status, 'active');
   });
 });
 

@@ -86,6 +86,9 @@ export async function requireConnection(
   if (!pending && facts.era === 'legacy') pending = await deps.store.pending.latestInFlight(principal, provider.id);
 
   if (pending) {
+    // Tests wait on this line instead of sleeping to be sure a repeat is held (and an operator at
+    // debug level sees which calls sit on which flow).
+    deps.log.debug('repeat_held', { provider: provider.id, pending: pending.id, holdMs: deps.repeatHoldMs });
     const outcome = await deps.watcher.wait(pending.id, deps.repeatHoldMs, ctx.mcpReq.signal);
     if (outcome === 'completed') {
       ({ usable, missing } = await check());

@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config/env.js';
 import { createLogger } from '../../src/log.js';
 import { startBroker, type RunningBroker } from '../../src/server.js';
 import type { Browser, Page } from './browser.js';
+import { eventually } from './eventually.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type IdpClient, type StartedIdp } from './idp.js';
 
@@ -203,4 +204,9 @@ export async function signIn(browser: Browser, stack: Stack, user: string): Prom
   let page = await browser.open(`${stack.publicUrl}/auth/login?returnTo=%2Fconnections`);
   if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: user } });
   return page;
+}
+
+/** Resolves once `n` tool calls wait on the in-process broker's completion watcher (held repeats). */
+export async function heldCalls(stack: Stack, n = 1): Promise<void> {
+  await eventually(`${n} held tool call(s) at the broker`, () => stack.broker.broker.watcher.waiting >= n);
 }

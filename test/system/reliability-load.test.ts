@@ -5,10 +5,10 @@
 // account, and nothing may be logged at error level.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Browser, textOf } from './support/browser.js';
-import { modernClient, resultText } from './support/mcp.js';
-import { GITHUB_TOKEN_SHAPE, assertAllFulfilled, withDb } from './support/reliability-flow.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { Browser, textOf } from '../support/browser.js';
+import { modernClient, resultText } from '../support/mcp.js';
+import { GITHUB_TOKEN_SHAPE, assertAllFulfilled, withDb } from '../support/reliability-flow.js';
+import { completeConnect, startStack, type Stack } from '../support/stack.js';
 
 const USERS = 200;
 /** Users started together; all 200 at once is the target, and it holds on 2 cores. */

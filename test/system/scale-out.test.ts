@@ -16,15 +16,15 @@
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { ProviderTokens } from '../src/providers/provider.js';
-import { Browser, textOf, type Page } from './support/browser.js';
-import type { StandInOptions } from './support/github-standin.js';
-import { freePort } from './support/idp.js';
-import { envelope, legacyClient, modernClient, rawCall, resultText } from './support/mcp.js';
-import { startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
-import { startPostgres, type PgServer } from './support/postgres.js';
+import type { ProviderTokens } from '../../src/providers/provider.js';
+import { Browser, textOf, type Page } from '../support/browser.js';
+import { eventually, logged } from '../support/eventually.js';
+import type { StandInOptions } from '../support/github-standin.js';
+import { freePort } from '../support/idp.js';
+import { envelope, legacyClient, modernClient, rawCall, resultText } from '../support/mcp.js';
+import { startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
+import { startPostgres, type PgServer } from '../support/postgres.js';
 import {
   authorizeAtGitHub,
   connectRequest,
@@ -34,10 +34,10 @@ import {
   STACK_TRACE,
   upToGitHub,
   type RawReply,
-} from './support/reliability-flow.js';
-import { startRoundRobinProxy, type RoundRobinProxy } from './support/round-robin-proxy.js';
-import { readConnection, seedConnection } from './support/seed.js';
-import { completeConnect } from './support/stack.js';
+} from '../support/reliability-flow.js';
+import { startRoundRobinProxy, type RoundRobinProxy } from '../support/round-robin-proxy.js';
+import { readConnection, seedConnection } from '../support/seed.js';
+import { completeConnect } from '../support/stack.js';
 
 const INSTANCES = 3;
 const GITHUB_APP = {
@@ -140,14 +140,9 @@ async function listeners(url: string): Promise<number> {
   return rows[0]!.n;
 }
 
-async function eventually<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
+/** Code exchanges (POST /login/oauth/access_token) the GitHub stand-in has received so far. */
+function exchanges(github: MultiStack['github']): number {
+  return github.requests.filter((r) => r.method === 'POST' && r.path === '/login/oauth/access_token').length;
 }
 
 async function getJson(url: string): Promise<{ status: number; body: any }> {
@@ -349,9 +344,10 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
       const out = scaleOut();
       const { proxy, stack, brokers } = out;
       // Each instance LISTENs on a connection of its own, so the held call is woken by a push, not by polling.
-      await eventually('every instance to LISTEN', 5_000, async () =>
-        (await listeners(out.databaseUrl)) === INSTANCES ? true : undefined,
-      );
+      await eventually('every instance to LISTEN', async () => ((await listeners(out.databaseUrl)) === INSTANCES ? true : undefined), {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+      });
       const args = { owner: 'octo-org', repo: 'scale', title: 'Held on one, woken by another' };
       const token = await stack.token('bob');
       const from = proxy.hits.length;
@@ -364,8 +360,9 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
 
       // The repeat goes straight to instance A (the way a sticky client connection would).
       const heldSince = Date.now();
+      const heldBefore = logged(brokers[a]!.output(), 'repeat_held');
       const repeat = held(repeatCall(`${brokers[a]!.url}/mcp`, token, 'github_create_issue', args, requestState));
-      await sleep(500);
+      await eventually('instance A to hold the repeat', () => logged(brokers[a]!.output(), 'repeat_held') > heldBefore);
       assert.equal(repeat.answeredAt(), 0, 'the repeat is held while the user is at GitHub');
 
       const callbackFrom = proxy.hits.length;
@@ -575,22 +572,27 @@ describe('three instances, PostgreSQL restarted mid-flow', () => {
       for (const b of brokers) assert.equal((await getJson(`${b.url}/readyz`)).status, 200);
 
       // --- outage ---
+      const lostBefore = brokers.map((b) => logged(b.output(), 'postgres_listen_connection_lost'));
       const stoppedAt = Date.now();
       await server.stop();
       const notReadyAfter = await Promise.all(
         brokers.map((b) =>
-          eventually(`${b.url}/readyz to answer 503`, 5_000, async () => {
-            const r = await getJson(`${b.url}/readyz`);
-            return r.status === 503
-              ? (assert.deepEqual(r.body, {
-                  status: 'not_ready',
-                  reason: 'database_unreachable',
-                  store: 'postgres',
-                  checks: { database: 'unreachable', identity_provider: 'ok' },
-                }),
-                Date.now() - stoppedAt)
-              : undefined;
-          }),
+          eventually(
+            `${b.url}/readyz to answer 503`,
+            async () => {
+              const r = await getJson(`${b.url}/readyz`);
+              return r.status === 503
+                ? (assert.deepEqual(r.body, {
+                    status: 'not_ready',
+                    reason: 'database_unreachable',
+                    store: 'postgres',
+                    checks: { database: 'unreachable', identity_provider: 'ok' },
+                  }),
+                  Date.now() - stoppedAt)
+                : undefined;
+            },
+            { timeoutMs: 5_000, intervalMs: 50 },
+          ),
         ),
       );
       t.diagnostic(`/readyz answered 503 after ${notReadyAfter.join(', ')} ms`);
@@ -625,21 +627,29 @@ describe('three instances, PostgreSQL restarted mid-flow', () => {
         );
       }
       assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 0);
-      // Keep the database away long enough for the LISTEN connections to fail a few reconnects.
-      await sleep(Math.max(0, 2_000 - (Date.now() - stoppedAt)));
+      // Keep the database away until every LISTEN connection has failed a few reconnects.
+      await eventually(
+        'every instance to fail two LISTEN reconnects',
+        () => brokers.every((b, i) => logged(b.output(), 'postgres_listen_connection_lost') >= lostBefore[i]! + 3),
+        { timeoutMs: 10_000 },
+      );
 
       // --- recovery ---
       await server.start();
       const startedAt = Date.now();
       const readyAfter = await Promise.all(
         brokers.map((b) =>
-          eventually(`${b.url}/readyz to answer 200 again`, 10_000, async () =>
-            (await getJson(`${b.url}/readyz`)).status === 200 ? Date.now() - startedAt : undefined,
+          eventually(
+            `${b.url}/readyz to answer 200 again`,
+            async () => ((await getJson(`${b.url}/readyz`)).status === 200 ? Date.now() - startedAt : undefined),
+            { timeoutMs: 10_000, intervalMs: 50 },
           ),
         ),
       );
-      const listenAfter = await eventually('every instance to LISTEN again', 10_000, async () =>
-        (await listeners(out.databaseUrl)) === INSTANCES ? Date.now() - startedAt : undefined,
+      const listenAfter = await eventually(
+        'every instance to LISTEN again',
+        async () => ((await listeners(out.databaseUrl)) === INSTANCES ? Date.now() - startedAt : undefined),
+        { timeoutMs: 10_000, intervalMs: 50 },
       );
       t.diagnostic(`after pg.start(): /readyz 200 after ${readyAfter.join(', ')} ms; all three LISTENing again after ${listenAfter} ms`);
       for (const b of brokers) assert.match(b.output(), /"event":"postgres_listen_connection_lost"/);
@@ -647,8 +657,9 @@ describe('three instances, PostgreSQL restarted mid-flow', () => {
       // --- finish: repeat held on A, consent and callback on B ---
       const a = 0;
       const b = 1;
+      const heldBefore = logged(brokers[a]!.output(), 'repeat_held');
       const repeat = held(repeatCall(`${brokers[a]!.url}/mcp`, token, 'github_create_issue', args, requestState));
-      await sleep(500);
+      await eventually('instance A to hold the repeat', () => logged(brokers[a]!.output(), 'repeat_held') > heldBefore);
       assert.equal(repeat.answeredAt(), 0, 'the repeat is held');
       browser.route.set('GET /connect/github/callback', b);
       const authorize = await browser.submit(consent, { button: 'allow' });
@@ -686,7 +697,10 @@ describe('three instances, the database lost during the code exchange', () => {
       // GitHub issues the token on arrival and answers 700 ms later; the database goes in between.
       stack.github.faults = { exchangeDelayMs: 700 };
       const active = stack.github.activeTokenCount('octocat');
-      const stopping = sleep(200).then(() => server.stop());
+      const exchangesBefore = exchanges(stack.github);
+      const stopping = eventually('the code exchange to reach GitHub', () => exchanges(stack.github) > exchangesBefore).then(() =>
+        server.stop(),
+      );
       const page = await authorizeAtGitHub(browser, authorize, 'octocat');
       await stopping;
       stack.github.faults = {};
@@ -695,14 +709,19 @@ describe('three instances, the database lost during the code exchange', () => {
       assert.match(textOf(page.html), /could not save the connection because its database is unavailable/);
       assert.match(textOf(page.html), /ask your assistant to try again/);
       assert.doesNotMatch(page.html, STACK_TRACE);
-      await eventually('the unkept token to be revoked at GitHub', 5_000, async () =>
-        stack.github.activeTokenCount('octocat') === active ? true : undefined,
+      await eventually(
+        'the unkept token to be revoked at GitHub',
+        async () => (stack.github.activeTokenCount('octocat') === active ? true : undefined),
+        { timeoutMs: 5_000, intervalMs: 50 },
       );
       assert.equal(await readConnection(stack.envFor(), 'fay', 'github'), undefined, 'nothing was stored');
 
       // Asking again gives a fresh link, and that one connects.
-      await eventually('every instance to be ready', 10_000, async () =>
-        (await Promise.all(out.brokers.map((b) => getJson(`${b.url}/readyz`)))).every((r) => r.status === 200) ? true : undefined,
+      await eventually(
+        'every instance to be ready',
+        async () =>
+          (await Promise.all(out.brokers.map((b) => getJson(`${b.url}/readyz`)))).every((r) => r.status === 200) ? true : undefined,
+        { timeoutMs: 10_000, intervalMs: 50 },
       );
       const again = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
       assert.notEqual(again.link, link);

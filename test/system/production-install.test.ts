@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { BROKER_CLIENT } from './support/stack.js';
-import { freePort, startIdp, type StartedIdp } from './support/idp.js';
+import { BROKER_CLIENT } from '../support/stack.js';
+import { freePort, startIdp, type StartedIdp } from '../support/idp.js';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const npmVersion = spawnSync('npm', ['--version'], { encoding: 'utf8' });
 const NPM_MISSING = npmVersion.error || npmVersion.status !== 0 ? 'npm is not on PATH: the production install cannot be tried' : false;
 

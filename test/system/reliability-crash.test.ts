@@ -8,9 +8,9 @@
 // received" and "connection saved". The kill is triggered by that log line, not by a timer.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Browser, textOf, type Page } from './support/browser.js';
-import { modernClient, resultText } from './support/mcp.js';
-import { startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
+import { Browser, textOf, type Page } from '../support/browser.js';
+import { modernClient, resultText } from '../support/mcp.js';
+import { startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import {
   GITHUB_TOKEN_SHAPE,
   assertAllFulfilled,
@@ -23,9 +23,9 @@ import {
   repeatCall,
   upToGitHub,
   withDb,
-} from './support/reliability-flow.js';
-import { startDelayProxy, type DelayProxy } from './support/reliability-net.js';
-import { completeConnect } from './support/stack.js';
+} from '../support/reliability-flow.js';
+import { startDelayProxy, type DelayProxy } from '../support/reliability-net.js';
+import { completeConnect } from '../support/stack.js';
 
 const USERS = 50;
 const KILL_AFTER_CONNECTIONS = 12;

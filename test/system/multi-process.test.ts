@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Browser, textOf, type Page } from './support/browser.js';
-import { freePort } from './support/idp.js';
-import { envelope, modernClient, rawCall } from './support/mcp.js';
-import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from './support/multi.js';
-import { connectRequest } from './support/reliability-flow.js';
-import { completeConnect } from './support/stack.js';
+import { Browser, textOf, type Page } from '../support/browser.js';
+import { eventually, logged } from '../support/eventually.js';
+import { freePort } from '../support/idp.js';
+import { envelope, modernClient, rawCall } from '../support/mcp.js';
+import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
+import { connectRequest } from '../support/reliability-flow.js';
+import { completeConnect } from '../support/stack.js';
 
 const ISSUE_ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed across processes' };
 /** What a GitHub token issued by the stand-in looks like; none may ever show up outside the broker's DB. */
@@ -114,11 +114,12 @@ describe('two broker processes sharing one database behind one PUBLIC_URL', () =
 
     const heldSince = Date.now();
     let answeredAt = 0;
+    const heldBefore = logged(a.output(), 'repeat_held');
     const held = repeatCall(a, token, 'github_create_issue', args, requestState).then((r) => {
       answeredAt = Date.now();
       return r;
     });
-    await sleep(600);
+    await eventually('A to hold the repeat', () => logged(a.output(), 'repeat_held') > heldBefore);
     assert.equal(answeredAt, 0, 'the repeat is held while the user is still at GitHub');
 
     const callbackStartedAt = Date.now();
@@ -215,7 +216,7 @@ describe('stopping a process while a repeat is held', () => {
       (r) => ((settledAt = Date.now()), r),
       (err: unknown) => ((settledAt = Date.now()), err),
     );
-    await sleep(500);
+    await eventually('the broker to hold the repeat', () => logged(broker.output(), 'repeat_held') > 0);
     assert.equal(settledAt, 0, 'the repeat is being held');
 
     const signalledAt = Date.now();
