@@ -1,26 +1,19 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Browser, textOf } from './support/browser.js';
 import { modernClient } from './support/mcp.js';
-import { startPostgres, type PgServer } from './support/postgres.js';
+import { postgresSkipReason, startPostgres, type PgServer } from './support/postgres.js';
 import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
 
 // PostgreSQL refuses U+0000 in text, so a NUL the IdP or a provider sends must never reach a
 // column: names are cleaned where they come in, identifiers (iss, sub, account ids) are refused.
-
-function hasInitdb(): boolean {
-  const root = '/usr/lib/postgresql';
-  return existsSync(root) && readdirSync(root).some((v) => existsSync(join(root, v, 'bin', 'initdb')));
-}
 
 const stores: Array<{ name: string; skip: string | false; env: () => Promise<Record<string, string>> }> = [];
 let pgServer: PgServer | undefined;
 stores.push({ name: 'SQLite', skip: false, env: async () => ({}) });
 stores.push({
   name: 'PostgreSQL',
-  skip: hasInitdb() ? false : 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half',
+  skip: postgresSkipReason(),
   env: async () => {
     pgServer ??= await startPostgres();
     return { DATABASE_URL: await pgServer.createDatabase() };

@@ -4,7 +4,7 @@
 // TransactionGate, busy_timeout, the pool, LISTEN/NOTIFY, outages) stays in http-units.test.ts
 // and store-postgres.test.ts.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -23,7 +23,7 @@ import {
   type PendingConnection,
   type Store,
 } from '../src/store/types.js';
-import { startPostgres } from './support/postgres.js';
+import { postgresSkipReason, startPostgres } from './support/postgres.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 const BOB: Owner = { issuer: 'https://idp.example.com', subject: 'bob' };
@@ -1263,12 +1263,6 @@ repositoryContract('SQLite', false, async () => {
   };
 });
 
-/** Whether Debian's PostgreSQL server binaries are here (support/postgres.ts starts a cluster from them). */
-function hasInitdb(): boolean {
-  const root = '/usr/lib/postgresql';
-  return existsSync(root) && readdirSync(root).some((v) => existsSync(join(root, v, 'bin', 'initdb')));
-}
-
 /** PostgreSQL 15 is the first that creates a database with an ICU collation. */
 async function serverVersion(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
@@ -1281,24 +1275,16 @@ async function serverVersion(url: string): Promise<number> {
   }
 }
 
-repositoryContract(
-  'PostgreSQL',
-  process.env.TEST_QUICK === '1'
-    ? 'TEST_QUICK=1 (npm run test:quick): the PostgreSQL half runs in npm test'
-    : hasInitdb()
-      ? false
-      : 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half',
-  async () => {
-    const server = await startPostgres();
-    // A language collation, as production databases often have ('Z' sorts after 'a'): the store
-    // must still order as SQLite does, in byte order.
-    const options = (await serverVersion(server.url)) >= 150_000 ? { icuLocale: 'en-US' } : {};
-    return {
-      async database() {
-        const url = await server.createDatabase(undefined, options);
-        return () => openPostgresStore(url);
-      },
-      destroy: () => server.destroy(),
-    };
-  },
-);
+repositoryContract('PostgreSQL', postgresSkipReason(), async () => {
+  const server = await startPostgres();
+  // A language collation, as production databases often have ('Z' sorts after 'a'): the store
+  // must still order as SQLite does, in byte order.
+  const options = (await serverVersion(server.url)) >= 150_000 ? { icuLocale: 'en-US' } : {};
+  return {
+    async database() {
+      const url = await server.createDatabase(undefined, options);
+      return () => openPostgresStore(url);
+    },
+    destroy: () => server.destroy(),
+  };
+});

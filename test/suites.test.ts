@@ -28,8 +28,8 @@ describe('the quick suites (test/*.test.ts)', () => {
       const text = readFileSync(join(TEST, name), 'utf8');
       for (const { names, specifier } of importsOf(text)) {
         const why = HEAVY_IMPORTS[specifier];
-        // The repository contract's PostgreSQL half is the one exception: TEST_QUICK=1 skips it.
-        if (why && !(specifier === './support/postgres.js' && text.includes("process.env.TEST_QUICK === '1'")))
+        // A suite with a PostgreSQL half may stay quick when postgresSkipReason() (TEST_QUICK=1) skips it.
+        if (why && !(specifier === './support/postgres.js' && /\bpostgresSkipReason\(\)/.test(text)))
           heavy.push(`test/${name} ${why} (imports ${specifier})`);
         if (/\bspawnBroker\b/.test(names)) heavy.push(`test/${name} spawns a broker process (imports spawnBroker)`);
       }

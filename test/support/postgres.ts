@@ -30,6 +30,20 @@ export interface PgServer {
   destroy(): Promise<void>;
 }
 
+/**
+ * Why a suite's PostgreSQL half does not run here, or false when it does: `npm run test:quick` skips
+ * it (TEST_QUICK=1), and a machine without Debian's server binaries cannot run it.
+ */
+export function postgresSkipReason(): string | false {
+  if (process.env.TEST_QUICK === '1') return 'TEST_QUICK=1 (npm run test:quick): the PostgreSQL half runs in npm test';
+  try {
+    binDir();
+    return false;
+  } catch {
+    return 'no initdb under /usr/lib/postgresql/*/bin: apt-get install postgresql to run the PostgreSQL half';
+  }
+}
+
 /** The bin folder of the newest PostgreSQL installed from Debian's packages. */
 function binDir(): string {
   const root = '/usr/lib/postgresql';
