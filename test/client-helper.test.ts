@@ -270,6 +270,26 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
     }
   });
 
+  it("refuses a connect link that is not on the broker's origin", async () => {
+    broker.override = {
+      status: 400,
+      body: {
+        error: 'interaction_required',
+        reason: 'not_connected',
+        missing_scopes: [],
+        connect_uri: 'https://evil.example/connect',
+        connect_request: 'x',
+      },
+    };
+    const res = await rawCall(audience, await token('nina'), {
+      method: 'tools/call',
+      params: { name: 'create_issue', arguments: ARGS, _meta: envelope() },
+    });
+    assert.equal(res.json.result?.isError, true, res.text);
+    assert.match(resultText(res.json.result), /the connect link is not on the broker/);
+    assert.ok(!res.text.includes('evil.example'));
+  });
+
   it('a wrong service secret: invalid_client, the operator is told to check the credentials', async () => {
     const wrong = await startIssueService({
       brokerUrl: broker.url,
