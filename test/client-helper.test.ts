@@ -318,7 +318,13 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
 
   describe('in a server of its own, without the requestState hook', () => {
     /** An in-process MCP server whose tool uses `options`' broker; authInfo from the IdP verifier. */
-    const inProcess = async (sub: string, options: Partial<BrokerOptions>, run: (token: string) => Promise<CallToolResult>) => {
+    const inProcess = async (
+      sub: string,
+      options: Partial<BrokerOptions>,
+      run: (token: string) => Promise<CallToolResult>,
+      /** Pass authInfo without `extra`, as a verifier that keeps no claims would. */
+      bare = false,
+    ) => {
       const helper = connectBroker({ url: broker.url, clientId: 'issue-bot', clientSecret: SECRET, stateKey: STATE_KEY, ...options });
       const handler = createMcpHandler(() => {
         const server = new McpServer({ name: 'plain', version: '1.0.0' }, { capabilities: { tools: {} } });
@@ -343,13 +349,41 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
               },
               body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'peek', _meta: envelope(), ...body } }),
             }),
-            { authInfo: await verifier.verifyAccessToken(subject) },
+            { authInfo: bare ? { ...(await verifier.verifyAccessToken(subject)), extra: {} } : await verifier.verifyAccessToken(subject) },
           );
           return JSON.parse(await res.text());
         },
         close: () => handler.close(),
       };
     };
+
+    it("takes iss and sub from the verified token's payload when authInfo.extra has none", async () => {
+      const gh = github.issueTokenFor('octocat', { scopes: ['public_repo'] });
+      broker.connect(principal('rosa'), { token: gh.accessToken, scopes: ['public_repo'], login: 'octocat' });
+      let got = '';
+      const s = await inProcess(
+        'rosa',
+        {},
+        async (t) => {
+          got = t;
+          return { content: [{ type: 'text', text: 'ok' }] };
+        },
+        true,
+      );
+      const answer = await s.call({ arguments: { n: 1 } });
+      assert.equal(resultText(answer.result), 'ok', JSON.stringify(answer));
+      assert.equal(got, gh.accessToken);
+      await s.close();
+    });
+
+    it('refuses a short stateKey and a plain-http broker off loopback at construction', () => {
+      assert.throws(() => connectBroker({ url: broker.url, clientId: 'a', clientSecret: 'b', stateKey: 'too short' }), RangeError);
+      assert.throws(
+        () => connectBroker({ url: 'http://broker.example.com', clientId: 'a', clientSecret: 'b', stateKey: STATE_KEY }),
+        TypeError,
+      );
+      assert.throws(() => connectBroker({ url: broker.url, clientId: 'a', stateKey: STATE_KEY }), /clientSecret .* or privateKey/);
+    });
 
     it('withholds a result that contains the provider token', async () => {
       const gh = github.issueTokenFor('octocat', { scopes: ['public_repo'] });

@@ -132,6 +132,9 @@ export function connectBroker(options: BrokerOptions): Broker {
   const waitSeconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.waitSeconds ?? 20));
   const ttlSeconds = options.stateTtlSeconds ?? 900;
   const onError = options.onError ?? (() => undefined);
+  const keyBytes =
+    typeof options.stateKey === 'string' ? new TextEncoder().encode(options.stateKey).byteLength : options.stateKey.byteLength;
+  if (keyBytes < 32) throw new RangeError('stateKey must be at least 32 bytes (the same on every instance of the service)');
   const keyPromise = stateCipherKey(options.stateKey);
   keyPromise.catch(() => undefined); // reported on first use
 
