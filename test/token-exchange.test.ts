@@ -379,6 +379,29 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     assert.match(page.html, /<bdi>Issue Bot<\/bdi>, last/);
   });
 
+  it('sits behind the Host guard: a foreign Host gets 403 and no exchange', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(tokenUrl);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          headers: { host: 'evil.example.com', 'content-type': 'application/x-www-form-urlencoded', authorization: basic() },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(`grant_type=${encodeURIComponent(GRANT)}`);
+    });
+    assert.equal(status, 403);
+  });
+
   it('insufficient_scope names only the missing scopes; a reauth_required connection is never handed out', async () => {
     await seedGitHub('gina', 'octocat', ['read:user']);
     const more = await exchange('gina', { scope: 'public_repo' });
