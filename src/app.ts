@@ -11,6 +11,7 @@ import { connectRoutes, type ConnectRouteDeps } from './connect/routes.js';
 import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from './crypto/index.js';
+import { exchangeRoutes } from './exchange/endpoint.js';
 import { BrokerError } from './http/errors.js';
 import { errorHandler } from './http/error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './http/host-guard.js';
@@ -106,6 +107,24 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/.well-known/oauth-protected-resource/mcp', metadata);
   app.get('/.well-known/oauth-protected-resource', metadata);
 
+  // The token exchange (src/exchange/): server to server, so no Origin check and no cookies.
+  app.use(
+    exchangeRoutes({
+      publicUrl: config.publicUrl,
+      services: config.services,
+      providers: deps.providers,
+      resources: new Map([[config.github.apiUrl.href.replace(/\/+$/, ''), 'github']]),
+      verifier: deps.verifier,
+      store: deps.store,
+      connections: deps.connections,
+      watcher: deps.watcher,
+      links: deps.links,
+      brokerSecret: config.brokerSecret,
+      rateLimitPerMinute: config.serviceRateLimitPerMinute,
+      log,
+    }),
+  );
+
   const limitKey = deriveKey(config.brokerSecret, 'rate-limit');
   const mcp = mcpEndpoint(
     {
@@ -160,6 +179,7 @@ export function createApp(deps: AppDeps): express.Express {
       page,
       requireCsrf,
       verifierSealer,
+      serviceNames: new Map(config.services.map((s) => [s.id, s.displayName])),
       limits: { connect: limits.connect, callback: limits.callback, connectStart: limits.connectStart },
     }),
   );

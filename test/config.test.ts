@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -476,5 +476,94 @@ describe('starting the service with a bad environment', () => {
     assert.match(stderr, /^Could not start: DATABASE_URL: cannot open the PostgreSQL database \(.*ECONNREFUSED.*\)\n$/);
     assert.doesNotMatch(stderr, /hunter2/);
     assert.equal(stdout, '');
+  });
+});
+
+describe('loadConfig: services (token exchange) in PROVIDERS_FILE', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'config-services-'));
+  let n = 0;
+  /** Writes `services` (YAML text of the list) to a file of its own and returns the env naming it. */
+  function withServices(yaml: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+    const file = join(dir, `services-${++n}.yaml`);
+    writeFileSync(file, `services:\n${yaml}`);
+    return validEnv({ PROVIDERS_FILE: file, SERVICE_ISSUE_BOT_SECRET: 'issue-bot-secret-0123456789', ...extra });
+  }
+  const BOT = [
+    '  - id: issue-bot',
+    '    audiences: [https://bot.example.com/mcp]',
+    '    auth: client_secret_basic',
+    '    allow: { github: [public_repo, repo] }',
+  ].join('\n');
+
+  it('reads services alone (no providers:), the secret from SERVICE_<ID>_SECRET, displayName defaulting to the id', () => {
+    const config = loadConfig(
+      withServices(
+        `${BOT}\n  - id: tracker-bot\n    displayName: Tracker\n    audiences: [https://t.example.com/mcp]\n    auth: private_key_jwt\n    jwksUri: https://t.example.com/jwks.json\n    allow: { github: [public_repo] }\n`,
+      ),
+    );
+    assert.deepEqual(
+      config.services.map((s) => [s.id, s.displayName, s.auth, s.secret, s.jwksUri?.href]),
+      [
+        ['issue-bot', 'issue-bot', 'client_secret_basic', 'issue-bot-secret-0123456789', undefined],
+        ['tracker-bot', 'Tracker', 'private_key_jwt', undefined, 'https://t.example.com/jwks.json'],
+      ],
+    );
+    assert.deepEqual(config.services[0]!.allow, { github: ['public_repo', 'repo'] });
+    assert.deepEqual(
+      config.providers.map((p) => p.definition.id),
+      ['github'],
+    );
+  });
+
+  it('has no services without the file or without a services list, and SERVICE_RATE_LIMIT_PER_MINUTE defaults to 600', () => {
+    const config = loadConfig(validEnv());
+    assert.deepEqual(config.services, []);
+    assert.equal(config.serviceRateLimitPerMinute, 600);
+    assert.equal(loadConfig(validEnv({ SERVICE_RATE_LIMIT_PER_MINUTE: '0' })).serviceRateLimitPerMinute, 0);
+    refuses(
+      validEnv({ SERVICE_RATE_LIMIT_PER_MINUTE: 'lots' }),
+      'SERVICE_RATE_LIMIT_PER_MINUTE must be an integer between 0 and 1000000 (got "lots")',
+    );
+  });
+
+  it('refuses a client_secret_basic service without its secret, naming the variable', () => {
+    refuses(
+      withServices(BOT, { SERVICE_ISSUE_BOT_SECRET: '' }),
+      'SERVICE_ISSUE_BOT_SECRET is required for service "issue-bot" (auth client_secret_basic)',
+    );
+  });
+
+  it('refuses a provider in allow that this broker does not connect to, and a scope it does not list', () => {
+    refuses(
+      withServices(BOT.replace('github: [public_repo, repo]', 'gitlab: [api]')),
+      'PROVIDERS_FILE services.issue-bot.allow: "gitlab" is not a provider this broker connects to',
+    );
+    refuses(
+      withServices(BOT.replace('public_repo, repo', 'public_repo, rule_the_world')),
+      'PROVIDERS_FILE services.issue-bot.allow.github: "rule_the_world" is not a scope of github',
+    );
+  });
+
+  it('refuses a plain-http jwksUri (loopback accepted), a private_key_jwt service without one, and an unknown field, one line naming the field', () => {
+    const tracker = (uri: string) =>
+      `  - id: tracker-bot\n    audiences: [https://t.example.com/mcp]\n    auth: private_key_jwt\n${uri}    allow: { github: [public_repo] }\n`;
+    refuses(
+      withServices(tracker('    jwksUri: http://t.example.com/jwks.json\n')),
+      'PROVIDERS_FILE services.tracker-bot.jwksUri: must use https:// (http:// is accepted only for loopback hosts)',
+    );
+    assert.equal(loadConfig(withServices(tracker('    jwksUri: http://127.0.0.1:9999/jwks.json\n'))).services.length, 1);
+    refuses(withServices(tracker('')), 'PROVIDERS_FILE services.tracker-bot.jwksUri: is required for private_key_jwt');
+    assert.throws(
+      () => loadConfig(withServices(`${BOT}\n    secret: in-the-file\n`)),
+      (err: unknown) =>
+        err instanceof ConfigError && /^PROVIDERS_FILE services\.issue-bot: /.test(err.message) && !/in-the-file/.test(err.message),
+    );
+  });
+
+  it("refuses a service claiming the broker's own /mcp audience", () => {
+    refuses(
+      withServices(BOT.replace('https://bot.example.com/mcp', 'https://broker.example.com/mcp')),
+      "PROVIDERS_FILE services.issue-bot.audiences: https://broker.example.com/mcp is the broker's own audience, not a service's",
+    );
   });
 });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { CONFIG_VARIABLES } from '../src/config/env.js';
 import { envPrefix, PROVIDER_VARIABLE_SUFFIXES } from '../src/config/providers.js';
+import { SERVICE_SECRET_VARIABLE } from '../src/config/services.js';
 import { builtInDefinitions } from '../src/providers/presets.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -90,7 +91,7 @@ describe('README.md configuration table', () => {
   it('lists every variable the configuration reads, and no variable that nothing reads', () => {
     const inSource = [...variablesReadInSource(join(ROOT, 'src'))].filter((name) => !DEV_MODE_ONLY.includes(name));
     const drift = compare(configurationTable(README), {
-      variables: [...CONFIG_VARIABLES, ...inSource],
+      variables: [...CONFIG_VARIABLES, ...inSource, SERVICE_SECRET_VARIABLE],
       suffixes: PROVIDER_VARIABLE_SUFFIXES,
       providerIds,
     });

@@ -371,6 +371,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           status: 'open',
           outcome_reason: null,
           purpose: null,
+          service_id: null,
           created_at: stored.created_at,
           updated_at: stored.created_at,
         };
@@ -545,6 +546,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         const expected: PendingConnection = {
           ...winner,
           purpose: 'list my issues',
+          service_id: null,
           status: 'open',
           outcome_reason: null,
           created_at: t0,
@@ -1125,6 +1127,68 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         await b.rateLimits.undo('rl-never-hit');
         await b.rateLimits.reset('rl-never-hit');
         assert.deepEqual(await a.rateLimits.hit('rl-never-hit', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
+      });
+    });
+
+    describe('token exchange', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('a client assertion is usable once across instances until it expires; then its hash may be used again', async () => {
+        const t0 = 5_000_000;
+        assert.equal(await a.clientAssertions.use('jti-1', t0 + 60_000, t0), true);
+        assert.equal(await b.clientAssertions.use('jti-1', t0 + 60_000, t0 + 1), false, 'a replay on another instance');
+        assert.equal(await a.clientAssertions.use('jti-2', t0 + 60_000, t0 + 2), true, 'another jti');
+        assert.equal(await b.clientAssertions.use('jti-1', t0 + 200_000, t0 + 60_001), true, 'expired rows no longer guard');
+        assert.equal(await a.clientAssertions.use('jti-1', t0 + 200_000, t0 + 60_002), false);
+        const raced = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).clientAssertions.use('jti-race', t0 + 60_000, t0)),
+        );
+        assert.equal(raced.filter(Boolean).length, 1, 'of concurrent uses exactly one wins');
+      });
+
+      test('prune removes expired client assertions', async () => {
+        const now = Date.now();
+        await a.clientAssertions.use('jti-old', now - 1000, now - 2000);
+        await a.pending.prune(now);
+        assert.equal(await b.clientAssertions.use('jti-old', now + 60_000, now - 2000), true, 'gone, so usable again even at its old time');
+      });
+
+      test('service usage keeps the latest time per (principal, provider, service)', async () => {
+        await a.serviceUsage.touch(ALICE, 'github', 'issue-bot', 1000);
+        await b.serviceUsage.touch(ALICE, 'github', 'issue-bot', 3000);
+        await a.serviceUsage.touch(ALICE, 'github', 'issue-bot', 2000);
+        await b.serviceUsage.touch(ALICE, 'github', 'tracker-bot', 1500);
+        await a.serviceUsage.touch(BOB, 'github', 'issue-bot', 9000);
+        assert.deepEqual(await b.serviceUsage.list(ALICE), [
+          { provider: 'github', service_id: 'issue-bot', last_used_at: 3000 },
+          { provider: 'github', service_id: 'tracker-bot', last_used_at: 1500 },
+        ]);
+        assert.deepEqual(await a.serviceUsage.list({ issuer: 'https://other.example', subject: 'alice' }), []);
+      });
+
+      test('a pending connection keeps its service; openOrCreate shows an open link again only to the same service', async () => {
+        const base = pendingRow(ALICE, { id: 'svc-1', link_hash: 'svc-link-1' });
+        const first = await a.pending.openOrCreate({ ...base, service_id: 'issue-bot' }, 20);
+        assert.equal(first.pending.service_id, 'issue-bot');
+        const same = await b.pending.openOrCreate({ ...base, id: 'svc-2', link_hash: 'svc-link-2', service_id: 'issue-bot' }, 20);
+        assert.equal(same.pending.id, 'svc-1');
+        const other = await b.pending.openOrCreate({ ...base, id: 'svc-3', link_hash: 'svc-link-3', service_id: 'tracker-bot' }, 20);
+        assert.equal(other.pending.id, 'svc-3');
+        const tool = await a.pending.openOrCreate({ ...base, id: 'svc-4', link_hash: 'svc-link-4' }, 20);
+        assert.equal(tool.pending.id, 'svc-4');
+        assert.equal(tool.pending.service_id, null);
+        assert.equal((await b.pending.byId('svc-3'))?.service_id, 'tracker-bot');
+      });
+
+      test('the exchange audit events are recorded', async () => {
+        await a.audit.record('token_exchanged', ALICE, 'github', 'service=issue-bot scopes=repo');
+        await b.audit.record('token_exchange_refused', undefined, undefined, 'service=issue-bot reason=invalid_grant');
+        assert.deepEqual(
+          (await b.audit.list()).filter((r) => r.event.startsWith('token_')).map((r) => r.event),
+          ['token_exchanged', 'token_exchange_refused'],
+        );
       });
     });
 

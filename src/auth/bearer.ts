@@ -12,7 +12,7 @@ export class IdentityProviderUnavailable extends Error {
  * Signature algorithms an access token may use: public-key ones only. jose then takes a key from the
  * JWKS only where its `kty` (and its `alg`, when the JWK declares one) fits the token's `alg`.
  */
-const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 /** How far in the future an `iat` may lie (clock skew between the IdP and us). */
 const MAX_IAT_SKEW_SECONDS = 60;
 
@@ -75,13 +75,22 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     const known = this.#verified.get(token);
     if (known && known.expiresAt! * 1000 > Date.now()) return { ...known };
     if (known) this.#verified.delete(token);
-    const info = await this.#verify(token);
+    const info = await this.#verify(token, [this.audience]);
     if (this.#verified.size >= AccessTokenVerifier.MAX_REMEMBERED) this.#verified.delete(this.#verified.keys().next().value!);
     this.#verified.set(token, info);
     return { ...info };
   }
 
-  async #verify(token: string): Promise<AuthInfo> {
+  /**
+   * Verifies a token by exactly the rules of an MCP access token, except that its `aud` must be one
+   * of `audiences` instead of the broker's own (the token exchange: a service's users' tokens).
+   * Not remembered: the cache above holds tokens verified for the broker's audience only.
+   */
+  verifyForAudiences(token: string, audiences: readonly string[]): Promise<AuthInfo> {
+    return this.#verify(token, audiences);
+  }
+
+  async #verify(token: string, audiences: readonly string[]): Promise<AuthInfo> {
     const keys = await this.#keys();
     const issuer = await this.idp.issuer();
     let payload: JWTPayload;
@@ -89,7 +98,7 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     try {
       ({ payload, protectedHeader: header } = await jwtVerify(token, keys, {
         issuer,
-        audience: this.audience,
+        audience: [...audiences],
         requiredClaims: ['sub', 'exp'],
         clockTolerance: 5,
         algorithms: ASYMMETRIC_ALGORITHMS,
@@ -107,7 +116,8 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     const principal = principalFromVerifiedClaims(issuer, payload.sub!, displayNameFrom(payload));
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
     const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
-    return { token, clientId, scopes, expiresAt: payload.exp!, resource: new URL(this.audience), extra: { principal } };
+    const aud = typeof payload.aud === 'string' ? payload.aud : audiences.find((a) => payload.aud?.includes(a));
+    return { token, clientId, scopes, expiresAt: payload.exp!, resource: new URL(aud ?? audiences[0]!), extra: { principal } };
   }
 
   #notAnAccessToken(header: JWTHeaderParameters, payload: JWTPayload): string | undefined {

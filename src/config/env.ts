@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { keyIdFor } from '../crypto/seal.js';
 import { isLoopbackHostname } from '../net/loopback.js';
 import { ConfigError, ConfigProblems } from './errors.js';
+import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
 
 export { ConfigError } from './errors.js';
@@ -25,6 +26,10 @@ export interface Config {
   github: { webUrl: URL; apiUrl: URL; appType: 'oauth-app' | 'github-app' };
   /** Every provider this instance connects to (GitHub first), with its credentials. */
   providers: ConfiguredProvider[];
+  /** The operator's own MCP servers allowed to use the token exchange (PROVIDERS_FILE `services:`). */
+  services: ConfiguredService[];
+  /** Token exchanges per minute and service; 0 = off. */
+  serviceRateLimitPerMinute: number;
   /** When one upstream account is already linked to another principal: refuse (default) or allow. */
   sharedAccountPolicy: 'refuse' | 'allow';
   brokerSecret: Buffer;
@@ -110,6 +115,7 @@ const rawSchema = z.object({
   LOGO_URL: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: z.string().optional(),
   MCP_RATE_LIMIT_PER_MINUTE: z.string().optional(),
+  SERVICE_RATE_LIMIT_PER_MINUTE: z.string().optional(),
   PENDING_CONNECTIONS_PER_USER: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
 });
@@ -272,6 +278,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     .map((h) => h.trim().toLowerCase())
     .filter(Boolean);
 
+  const providers = take(() =>
+    loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType }),
+  );
+  const services = take(() =>
+    loadServices(
+      env,
+      new Map(
+        (providers ?? []).map((p) => [
+          p.definition.id,
+          { scopes: p.definition.scopesApply ? p.definition.scopes.map((x) => x.name) : undefined },
+        ]),
+      ),
+      audience,
+    ),
+  );
+
   const config: Config = {
     port,
     host,
@@ -294,7 +316,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       authMethod: take(() => authMethod(e.OIDC_CLIENT_AUTH_METHOD)),
     },
     github,
-    providers: take(() => loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType })),
+    providers,
+    services,
+    serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     brokerSecret,
     tokenKeys,

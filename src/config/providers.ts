@@ -20,7 +20,8 @@ export function envPrefix(id: string): string {
   return id.toUpperCase().replace(/-/g, '_');
 }
 
-function readProvidersFile(path: string): ProviderDefinitionInput[] {
+/** PROVIDERS_FILE parsed (YAML or JSON), with one-line errors. */
+export function readConfigFile(path: string): unknown {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -35,7 +36,17 @@ function readProvidersFile(path: string): ProviderDefinitionInput[] {
       `PROVIDERS_FILE is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : ''}`,
     );
   }
-  const list = Array.isArray(data) ? data : (data as { providers?: unknown })?.providers;
+  return data;
+}
+
+function readProvidersFile(path: string): ProviderDefinitionInput[] {
+  const data = readConfigFile(path);
+  // A file may declare services alone (see src/exchange/services.ts): no providers then.
+  const holdsServicesOnly =
+    !Array.isArray(data) &&
+    (data as { providers?: unknown })?.providers === undefined &&
+    Array.isArray((data as { services?: unknown })?.services);
+  const list = Array.isArray(data) ? data : holdsServicesOnly ? [] : (data as { providers?: unknown })?.providers;
   if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE must hold a list of providers (or an object with a "providers" list)');
   return list as ProviderDefinitionInput[];
 }

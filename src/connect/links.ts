@@ -44,6 +44,7 @@ export class ConnectLinks {
    * (shown again: the handle is derived from the id), else a new one.
    * @param scopes what to ask the provider for; undefined = the provider's defaults.
    * @param purpose why a tool asks, composed by the tool from validated arguments (never client text as such).
+   * @param serviceId the service whose token exchange asks (src/exchange/), if any.
    */
   async create(
     principal: Principal,
@@ -51,6 +52,7 @@ export class ConnectLinks {
     clientName: string | undefined,
     scopes?: string[],
     purpose?: string,
+    serviceId?: string,
   ): Promise<PendingConnection> {
     const id = randomId();
     const { pending, cancelled } = await this.store.pending.openOrCreate(
@@ -64,6 +66,7 @@ export class ConnectLinks {
         client_name: displayText(clientName) ?? null,
         scopes: scopes?.length ? scopes.join(' ') : null,
         purpose: displayText(purpose, 160) ?? null,
+        ...(serviceId ? { service_id: serviceId } : {}),
         expires_at: Date.now() + this.ttlSeconds * 1000,
       },
       this.#maxOpen,

@@ -29,6 +29,8 @@ export interface ConnectRouteDeps {
   limits: { connect: RequestHandler; callback: RequestHandler; connectStart: RequestHandler };
   /** Seals the PKCE verifier of an authorization under way, so a copy of the database cannot finish it. */
   verifierSealer: Sealer;
+  /** Service id → display name, for "used by" on /connections (token exchange, src/exchange/). */
+  serviceNames?: ReadonlyMap<string, string>;
 }
 
 function verifierContext(flow: { pending_id: string; session_hash: string }) {
@@ -167,7 +169,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       scopes: asked.map((name) => ({ name, description: provider.scopes.find((s) => s.name === name)?.description ?? name })),
       purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
       existingLogin: existing?.account_login,
-      clientName: pending.client_name,
+      // A token exchange's link names the operator's service (from the configuration), not a client's self-chosen name.
+      ...(pending.service_id ? { serviceName: pending.client_name } : { clientName: pending.client_name }),
       askedFor: pending.purpose,
       handle,
       formAction: `/connect/${encodeURIComponent(provider.id)}`,
@@ -387,11 +390,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   router.get('/connections', async (req, res) => {
     const viewer = res.locals.session?.principal;
     if (!viewer) return res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(req.originalUrl)}`);
-    const rows = await connections.list(viewer);
+    const [rows, usage] = await Promise.all([connections.list(viewer), deps.store.serviceUsage.list(viewer)]);
     renderPage(res, page, 'connections', {
       title: 'Connected accounts',
       connections: rows.map((r) => ({
         ...summarizeConnection(r),
+        usedBy: usage
+          .filter((u) => u.provider === r.provider)
+          .map((u) => ({ name: deps.serviceNames?.get(u.service_id) ?? u.service_id, lastUsedAt: new Date(u.last_used_at).toISOString() })),
         providerId: r.provider,
         providerName: providers.get(r.provider)?.displayName ?? r.provider,
       })),

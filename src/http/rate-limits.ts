@@ -125,3 +125,34 @@ export function mcpRateLimit(
     },
   });
 }
+
+/**
+ * The per-service limit on the token exchange (`POST /oauth/token`), run after client
+ * authentication: `key` names the authenticated service. Shared counters like the others; 429
+ * with `Retry-After` and an OAuth-style JSON error body.
+ */
+export function serviceRateLimit(
+  limitPerMinute: number,
+  store: CounterStore,
+  hashKey: Buffer,
+  key: (res: Response) => string | undefined,
+  body: (retryAfterSeconds: number) => object,
+): RateLimitRequestHandler {
+  return rateLimit({
+    windowMs: 60_000,
+    limit: limitPerMinute,
+    skip: (_req, res) => limitPerMinute === 0 || key(res) === undefined,
+    keyGenerator: (_req, res) => key(res)!,
+    standardHeaders: 'draft-7',
+    legacyHeaders: false,
+    store: new SharedCounters(store, hashKey, 'service'),
+    handler: (req, res, _next, options) => {
+      const resetAt = (req as AugmentedRequest).rateLimit?.resetTime?.getTime();
+      const retryAfter = resetAt
+        ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)))
+        : Math.ceil(options.windowMs / 1000);
+      res.setHeader('Retry-After', String(retryAfter));
+      res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
+    },
+  });
+}

@@ -9,7 +9,8 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import type { OpenConnection, Usable } from '../connections/index.js';
+import type { OpenConnection } from '../connections/index.js';
+import { resolveConnection } from '../connect/resolve.js';
 import { DECLINED_IN_CLIENT } from '../connect/links.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';
@@ -22,8 +23,6 @@ export const CONNECT_INPUT_KEY = 'connect_account';
 
 export type ConnectionGate =
   { ok: true; principal: Principal; connection: OpenConnection } | { ok: false; result: CallToolResult | InputRequiredResult };
-
-const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean))];
 
 /** Pending connections the broker itself refused or replaced: why, in words and as a code. */
 const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; code: string }> = {
@@ -74,52 +73,34 @@ export async function requireConnection(
     }
   }
 
-  const check = async (): Promise<{ usable: Usable; missing: string[] }> => {
-    const usable = await deps.connections.usable(principal, provider);
-    const granted = usable.kind === 'ok' ? usable.connection.row.scopes.split(' ').filter(Boolean) : [];
-    return { usable, missing: usable.kind === 'ok' ? provider.missingScopes(granted, requiredScopes) : [] };
-  };
-  let { usable, missing } = await check();
-  if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
-
-  // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one.
-  if (!pending && facts.era === 'legacy') pending = await deps.store.pending.latestInFlight(principal, provider.id);
-
-  if (pending) {
-    // Tests wait on this line instead of sleeping to be sure a repeat is held (and an operator at
-    // debug level sees which calls sit on which flow).
-    deps.log.debug('repeat_held', { provider: provider.id, pending: pending.id, holdMs: deps.repeatHoldMs });
-    const outcome = await deps.watcher.wait(pending.id, deps.repeatHoldMs, ctx.mcpReq.signal);
-    if (outcome === 'completed') {
-      ({ usable, missing } = await check());
-      if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
-    }
-    if (outcome === 'cancelled' || outcome === 'denied') {
-      const reason = (await deps.store.pending.byId(pending.id))?.outcome_reason;
-      const known = reason ? SETTLED_REASONS[reason]?.(provider) : undefined;
-      const why = known?.why ?? (outcome === 'denied' ? `you cancelled at ${provider.displayName}` : 'you cancelled on the connect page');
-      const code = known?.code ?? outcome;
-      return {
-        ok: false,
-        result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, {
-          status: 'not_connected',
-          reason: code,
-        }),
-      };
-    }
-    if (outcome === 'aborted')
-      return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
-    const current = await deps.store.pending.byId(pending.id);
-    if (outcome !== 'completed' && current?.status === 'completed') {
-      // Completed, but the wake-up never came (a lost NOTIFY, a clock far off): the store decides.
-      ({ usable, missing } = await check());
-      if (usable.kind === 'ok' && missing.length === 0) return { ok: true, principal, connection: usable.connection };
-    }
-    // Not opened yet: ask again with the same link. A link already used to start an authorization
-    // cannot be opened again, so a user who gave up at the provider gets a fresh one (the old flow
-    // may still finish, and the next repeat then finds the connection); settled or expired: fresh.
-    pending = current && current.status === 'open' && current.expires_at > Date.now() ? current : undefined;
+  const resolution = await resolveConnection(deps, {
+    principal,
+    provider,
+    requiredScopes,
+    baseScopes: provider.defaultScopes,
+    // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one.
+    pending: pending ?? (facts.era === 'legacy' ? () => deps.store.pending.latestInFlight(principal, provider.id) : undefined),
+    holdMs: deps.repeatHoldMs,
+    signal: ctx.mcpReq.signal,
+  });
+  if (resolution.kind === 'ok') return { ok: true, principal, connection: resolution.connection };
+  if (resolution.kind === 'settled') {
+    const known = resolution.outcomeReason ? SETTLED_REASONS[resolution.outcomeReason]?.(provider) : undefined;
+    const why =
+      known?.why ?? (resolution.status === 'denied' ? `you cancelled at ${provider.displayName}` : 'you cancelled on the connect page');
+    const code = known?.code ?? resolution.status;
+    return {
+      ok: false,
+      result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, {
+        status: 'not_connected',
+        reason: code,
+      }),
+    };
   }
+  if (resolution.kind === 'aborted')
+    return { ok: false, result: nothingDone('The request was cancelled.', { status: 'not_connected', reason: 'aborted' }) };
+  const { usable, scopes } = resolution;
+  pending = resolution.pending;
 
   const caps = clientCapabilities(ctx);
   if (facts.era === 'modern' && !supportsUrlElicitation(caps)) {
@@ -132,15 +113,11 @@ export async function requireConnection(
   }
 
   let message: string;
-  let scopes: string[];
   if (usable.kind === 'ok') {
-    scopes = missing;
-    message = `${provider.displayName} needs to grant more access (${missing.join(', ')}) so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`;
+    message = `${provider.displayName} needs to grant more access (${scopes.join(', ')}) so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`;
   } else if (usable.kind === 'reauth_required') {
-    scopes = union(provider.defaultScopes, usable.row.scopes.split(' '), requiredScopes);
     message = `${provider.displayName} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the token stays with this server.`;
   } else {
-    scopes = union(provider.defaultScopes, requiredScopes);
     message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
   }
   pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined, purpose);

@@ -53,10 +53,16 @@ export interface PendingConnection {
   created_at: number;
   expires_at: number;
   updated_at: number;
+  /** The service (token exchange) whose request made this link; null for the broker's own tools and pages. */
+  service_id?: string | null;
 }
 
-export type NewPendingConnection = Omit<PendingConnection, 'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose'> & {
+export type NewPendingConnection = Omit<
+  PendingConnection,
+  'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose' | 'service_id'
+> & {
   purpose?: string | null;
+  service_id?: string | null;
 };
 
 export type ConnectionStatus = 'active' | 'reauth_required';
@@ -86,7 +92,9 @@ export type AuditEvent =
   | 'reauth_required'
   | 'connection_revoked'
   | 'binding_refused'
-  | 'keys_rotated';
+  | 'keys_rotated'
+  | 'token_exchanged'
+  | 'token_exchange_refused';
 
 export interface AuditRow {
   id: number;
@@ -242,6 +250,24 @@ export interface RateLimitRepository {
   reset(keyHash: string): Promise<void>;
 }
 
+/** RFC 7523 client assertions already used, by a hash of (service, jti), until they expire. */
+export interface ClientAssertionRepository {
+  /** Records the assertion as used; false when it was already used (and has not expired). */
+  use(jtiHash: string, expiresAt: number, now?: number): Promise<boolean>;
+}
+
+export interface ServiceUsageRow {
+  provider: string;
+  service_id: string;
+  last_used_at: number;
+}
+
+/** Which services obtained a token through a principal's connections, and when last. */
+export interface ServiceUsageRepository {
+  touch(owner: Owner, provider: string, serviceId: string, at?: number): Promise<void>;
+  list(owner: Owner): Promise<ServiceUsageRow[]>;
+}
+
 export interface Repositories {
   sessions: SessionRepository;
   loginTransactions: LoginTransactionRepository;
@@ -251,6 +277,8 @@ export interface Repositories {
   leases: RefreshLeaseRepository;
   audit: AuditRepository;
   rateLimits: RateLimitRepository;
+  clientAssertions: ClientAssertionRepository;
+  serviceUsage: ServiceUsageRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

@@ -136,6 +136,7 @@ describe('migrations', () => {
       [
         'audit_events',
         'browser_sessions',
+        'connection_service_usage',
         'connections',
         'login_transactions',
         'oauth_flows',
@@ -143,6 +144,7 @@ describe('migrations', () => {
         'rate_limit_windows',
         'refresh_leases',
         'schema_migrations',
+        'used_client_assertions',
       ],
     );
     const seq = await sql<{ data_type: string; column_default: string }>(

@@ -14,8 +14,8 @@ export const SETTLED_CHANNEL = 'broker_pending_settled';
 
 const DAY_MS = 86_400_000;
 
-const INSERT = `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $10, 'open', $8, $9, $8)`;
+const INSERT = `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, service_id, status, created_at, expires_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $10, $11, 'open', $8, $9, $8)`;
 
 function insertValues(row: NewPendingConnection, now: number): unknown[] {
   return [
@@ -29,6 +29,7 @@ function insertValues(row: NewPendingConnection, now: number): unknown[] {
     now,
     row.expires_at,
     row.purpose ?? null,
+    row.service_id ?? null,
   ];
 }
 
@@ -51,9 +52,9 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
       const same = await q.query<PendingConnection>(
         `SELECT * FROM pending_connections
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND scopes IS NOT DISTINCT FROM $4 AND client_name IS NOT DISTINCT FROM $5
-           AND purpose IS NOT DISTINCT FROM $7 AND status = 'open' AND expires_at > $6
+           AND purpose IS NOT DISTINCT FROM $7 AND service_id IS NOT DISTINCT FROM $8 AND status = 'open' AND expires_at > $6
          ORDER BY created_at DESC LIMIT 1`,
-        [row.issuer, row.subject, row.provider, row.scopes, row.client_name, now, row.purpose ?? null],
+        [row.issuer, row.subject, row.provider, row.scopes, row.client_name, now, row.purpose ?? null, row.service_id ?? null],
       );
       if (same.rows[0]) return { pending: same.rows[0], cancelled: [] };
       const cancelled = await q.query<{ id: string }>(
@@ -147,6 +148,7 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
       n += (await q.query('DELETE FROM oauth_flows WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM login_transactions WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM browser_sessions WHERE expires_at < $1', [now])).rowCount ?? 0;
+      n += (await q.query('DELETE FROM used_client_assertions WHERE expires_at < $1', [now])).rowCount ?? 0;
       n += (await q.query('DELETE FROM rate_limit_windows WHERE window_start < $1', [now - DAY_MS])).rowCount ?? 0;
       return n;
     });

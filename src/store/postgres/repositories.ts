@@ -1,6 +1,7 @@
 import type { Repositories } from '../types.js';
 import { PgAuditRepository } from './audit.js';
 import { PgConnectionRepository } from './connections.js';
+import { PgClientAssertionRepository, PgServiceUsageRepository } from './exchange.js';
 import { PgLoginTransactionRepository } from './login-transactions.js';
 import { PgOAuthFlowRepository } from './oauth-flows.js';
 import { PgPendingConnectionRepository } from './pending-connections.js';
@@ -21,5 +22,7 @@ export function repositoriesOver(q: Queryable): Repositories {
     leases: guarded(new PgRefreshLeaseRepository(q)),
     audit: guarded(new PgAuditRepository(q)),
     rateLimits: guarded(new PgRateLimitRepository(q)),
+    clientAssertions: guarded(new PgClientAssertionRepository(q)),
+    serviceUsage: guarded(new PgServiceUsageRepository(q)),
   };
 }

@@ -2,6 +2,7 @@ import type { Repositories, Store } from '../types.js';
 import { SqliteAuditRepository } from './audit.js';
 import { SqliteConnectionRepository } from './connections.js';
 import { migrate, openDatabase, type Db } from './database.js';
+import { SqliteClientAssertionRepository, SqliteServiceUsageRepository } from './exchange.js';
 import { insideTransaction, TransactionGate, type Runner } from './gate.js';
 import { SqliteLoginTransactionRepository } from './login-transactions.js';
 import { SqliteOAuthFlowRepository } from './oauth-flows.js';
@@ -26,6 +27,8 @@ function repositories(db: Db, runner: Runner): Repositories {
     leases: new SqliteRefreshLeaseRepository(db, runner),
     audit: new SqliteAuditRepository(db, runner),
     rateLimits: new SqliteRateLimitRepository(db, runner),
+    clientAssertions: new SqliteClientAssertionRepository(db, runner),
+    serviceUsage: new SqliteServiceUsageRepository(db, runner),
   };
 }
 

@@ -35,10 +35,10 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   #insert(row: NewPendingConnection, now: number): void {
     this.db
       .prepare(
-        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, status, created_at, expires_at, updated_at)
-         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, 'open', @now, @expires_at, @now)`,
+        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, service_id, status, created_at, expires_at, updated_at)
+         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, @service_id, 'open', @now, @expires_at, @now)`,
       )
-      .run({ ...row, purpose: row.purpose ?? null, now });
+      .run({ ...row, purpose: row.purpose ?? null, service_id: row.service_id ?? null, now });
   }
 
   openOrCreate(row: NewPendingConnection, maxOpen: number, now = Date.now()): Promise<{ pending: PendingConnection; cancelled: string[] }> {
@@ -47,10 +47,11 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
       const same = this.db
         .prepare(
           `SELECT * FROM pending_connections
-           WHERE issuer = ? AND subject = ? AND provider = ? AND scopes IS ? AND client_name IS ? AND purpose IS ? AND status = 'open' AND expires_at > ?
+           WHERE issuer = ? AND subject = ? AND provider = ? AND scopes IS ? AND client_name IS ? AND purpose IS ? AND service_id IS ? AND status = 'open' AND expires_at > ?
            ORDER BY created_at DESC, rowid DESC LIMIT 1`,
         )
-        .get(row.issuer, row.subject, row.provider, row.scopes, row.client_name, row.purpose ?? null, now) as PendingConnection | undefined;
+        .get(row.issuer, row.subject, row.provider, row.scopes, row.client_name, row.purpose ?? null, row.service_id ?? null, now) as
+        PendingConnection | undefined;
       if (same) return { pending: same, cancelled: [] };
       const open = this.db
         .prepare(
@@ -137,6 +138,7 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
         n += this.db.prepare('DELETE FROM oauth_flows WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM login_transactions WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM browser_sessions WHERE expires_at < ?').run(now).changes;
+        n += this.db.prepare('DELETE FROM used_client_assertions WHERE expires_at < ?').run(now).changes;
         n += this.db.prepare('DELETE FROM rate_limit_windows WHERE window_start < ?').run(now - 86_400_000).changes;
         return n;
       })(),

@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+import { envPrefix, readConfigFile } from './providers.js';
+
+export type ServiceAuthMethod = 'client_secret_basic' | 'private_key_jwt';
+
+/** One of the operator's own MCP servers, allowed to exchange its users' tokens at /oauth/token. */
+export interface ConfiguredService {
+  /** Its `client_id` at the token endpoint. */
+  id: string;
+  /** Shown on the consent page and /connections; the id when unset. */
+  displayName: string;
+  /** The resources its own users' tokens are issued for: a subject token must carry one of them. */
+  audiences: string[];
+  auth: ServiceAuthMethod;
+  /** `SERVICE_<ID>_SECRET`, for `client_secret_basic`. */
+  secret?: string;
+  /** Where its public keys are, for `private_key_jwt`. */
+  jwksUri?: URL;
+  /** Provider id → the most scopes it may obtain there. */
+  allow: Record<string, string[]>;
+}
+
+const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/;
+
+const httpsUrl = z
+  .string()
+  .url()
+  .refine((v) => {
+    const u = new URL(v);
+    return u.protocol === 'https:' || (u.protocol === 'http:' && LOOPBACK.test(u.hostname));
+  }, 'must use https:// (http:// is accepted only for loopback hosts)');
+
+const serviceSchema = z
+  .object({
+    id: z.string().regex(/^[a-z][a-z0-9-]{1,62}$/, 'lower-case letters, digits and -, starting with a letter'),
+    displayName: z.string().min(1).max(60).optional(),
+    audiences: z.array(z.string().url()).min(1, 'must name at least one audience'),
+    auth: z.enum(['client_secret_basic', 'private_key_jwt']),
+    jwksUri: httpsUrl.optional(),
+    allow: z.record(z.string(), z.array(z.string().min(1))),
+  })
+  .strict()
+  .refine((s) => s.auth !== 'private_key_jwt' || s.jwksUri !== undefined, { message: 'is required for private_key_jwt', path: ['jwksUri'] })
+  .refine((s) => s.auth !== 'client_secret_basic' || s.jwksUri === undefined, {
+    message: 'applies only to private_key_jwt',
+    path: ['jwksUri'],
+  });
+
+/** Where a service's client secret comes from, as the README's configuration table names it. */
+export const SERVICE_SECRET_VARIABLE = 'SERVICE_<ID>_SECRET';
+
+/** `issue-bot` → `SERVICE_ISSUE_BOT_SECRET`. */
+export function serviceSecretVariable(id: string): string {
+  return SERVICE_SECRET_VARIABLE.replace('<ID>', envPrefix(id));
+}
+
+/**
+ * The services declared in PROVIDERS_FILE's `services:` list (none without the file or the list).
+ * Every problem is one line naming the service and the field; secrets come only from the
+ * environment, and a provider a service may use must be one this instance connects to.
+ * @param brokerAudience the broker's own `/mcp` resource, which no service may claim.
+ */
+export function loadServices(
+  env: NodeJS.ProcessEnv,
+  providers: ReadonlyMap<string, { scopes: readonly string[] | undefined }>,
+  brokerAudience: string | undefined,
+): ConfiguredService[] {
+  if (!env.PROVIDERS_FILE) return [];
+  const data = readConfigFile(env.PROVIDERS_FILE);
+  const list = Array.isArray(data) ? undefined : (data as { services?: unknown } | null)?.services;
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE services must be a list');
+  const services: ConfiguredService[] = [];
+  list.forEach((input: unknown, i) => {
+    const named = typeof (input as { id?: unknown })?.id === 'string' ? `services.${(input as { id: string }).id}` : `services[${i}]`;
+    const parsed = serviceSchema.safeParse(input);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new ConfigError(`PROVIDERS_FILE ${named}${issue.path.length ? `.${issue.path.join('.')}` : ''}: ${issue.message}`);
+    }
+    const s = parsed.data;
+    if (services.some((x) => x.id === s.id)) throw new ConfigError(`PROVIDERS_FILE ${named}: the id is declared twice`);
+    if (brokerAudience !== undefined && s.audiences.includes(brokerAudience))
+      throw new ConfigError(`PROVIDERS_FILE ${named}.audiences: ${brokerAudience} is the broker's own audience, not a service's`);
+    for (const [provider, scopes] of Object.entries(s.allow)) {
+      const known = providers.get(provider);
+      if (!known) throw new ConfigError(`PROVIDERS_FILE ${named}.allow: "${provider}" is not a provider this broker connects to`);
+      const unknown = known.scopes ? scopes.find((x) => !known.scopes!.includes(x)) : undefined;
+      if (unknown) throw new ConfigError(`PROVIDERS_FILE ${named}.allow.${provider}: "${unknown}" is not a scope of ${provider}`);
+    }
+    let secret: string | undefined;
+    if (s.auth === 'client_secret_basic') {
+      secret = env[serviceSecretVariable(s.id)];
+      if (!secret) throw new ConfigError(`${serviceSecretVariable(s.id)} is required for service "${s.id}" (auth client_secret_basic)`);
+      if (secret.length < 16) throw new ConfigError(`${serviceSecretVariable(s.id)} must be at least 16 characters`);
+    }
+    services.push({
+      id: s.id,
+      displayName: s.displayName ?? s.id,
+      audiences: s.audiences,
+      auth: s.auth,
+      ...(secret !== undefined ? { secret } : {}),
+      ...(s.jwksUri ? { jwksUri: new URL(s.jwksUri) } : {}),
+      allow: s.allow,
+    });
+  });
+  return services;
+}

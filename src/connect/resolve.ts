@@ -1,0 +1,106 @@
+import type { Principal } from '../auth/principal.js';
+import { samePrincipal } from '../auth/principal.js';
+import type { Provider } from '../providers/provider.js';
+import type { PendingConnection, Store } from '../store/index.js';
+import type { Logger } from '../log.js';
+import type { CompletionWatcher } from './completion-watcher.js';
+import type { ConnectionService, OpenConnection, Usable } from '../connections/index.js';
+
+/** Why a usable token cannot be handed out: what the connect link will fix. */
+export type AskReason = 'not_connected' | 'reauth_required' | 'insufficient_scope';
+
+/**
+ * The one answer to "principal, provider, scopes → a usable token, or what to ask the user",
+ * shared by the built-in tools' gate and the token exchange.
+ */
+export type Resolution =
+  | { kind: 'ok'; connection: OpenConnection }
+  /**
+   * Ask the user: `scopes` is what the connect link asks for (for `insufficient_scope` only the
+   * missing ones); `pending` is a link to show again (open, unexpired), if the caller held on one.
+   */
+  | { kind: 'ask'; reason: AskReason; scopes: string[]; usable: Usable; pending?: PendingConnection }
+  /** The flow held on ended without a connection: cancelled or denied, with the stored reason. */
+  | { kind: 'settled'; status: 'cancelled' | 'denied'; outcomeReason: string | null }
+  | { kind: 'aborted' };
+
+export interface ResolveDeps {
+  store: Store;
+  connections: ConnectionService;
+  watcher: CompletionWatcher;
+  log: Logger;
+}
+
+export interface ResolveRequest {
+  principal: Principal;
+  provider: Provider;
+  /** What the caller needs the token to carry. */
+  requiredScopes: string[];
+  /** What a new connection asks for besides `requiredScopes` (the tools: the provider's defaults). */
+  baseScopes: string[];
+  /**
+   * A flow of this principal's to hold on (bounded by `holdMs`) before answering "ask"; a function
+   * is called only when no usable connection was found (a look-up the happy path does not pay for).
+   */
+  pending?: PendingConnection | (() => Promise<PendingConnection | undefined>) | undefined;
+  holdMs: number;
+  signal?: AbortSignal | undefined;
+}
+
+const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean))];
+
+/**
+ * Finds the principal's connection with `requiredScopes`, refreshed first when near expiry (the
+ * single-flight refresh of {@link ConnectionService.usable}), holding on `pending` while the user
+ * is in the browser; otherwise says why and what the connect link must ask for.
+ * @throws {ProviderError} `unavailable` when the provider cannot be reached to refresh.
+ */
+export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest): Promise<Resolution> {
+  const { principal, provider, requiredScopes } = req;
+  const check = async (): Promise<{ usable: Usable; missing: string[] }> => {
+    const usable = await deps.connections.usable(principal, provider);
+    const granted = usable.kind === 'ok' ? usable.connection.row.scopes.split(' ').filter(Boolean) : [];
+    return { usable, missing: usable.kind === 'ok' ? provider.missingScopes(granted, requiredScopes) : [] };
+  };
+  let { usable, missing } = await check();
+  if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
+
+  const candidate = typeof req.pending === 'function' ? await req.pending() : req.pending;
+  let pending = candidate && samePrincipal(candidate, principal) && candidate.provider === provider.id ? candidate : undefined;
+  if (pending) {
+    // Tests wait on this line instead of sleeping to be sure a call is held (and an operator at
+    // debug level sees which calls sit on which flow).
+    deps.log.debug('repeat_held', { provider: provider.id, pending: pending.id, holdMs: req.holdMs });
+    const outcome = await deps.watcher.wait(pending.id, req.holdMs, req.signal);
+    if (outcome === 'completed') {
+      ({ usable, missing } = await check());
+      if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
+    }
+    if (outcome === 'cancelled' || outcome === 'denied')
+      return { kind: 'settled', status: outcome, outcomeReason: (await deps.store.pending.byId(pending.id))?.outcome_reason ?? null };
+    if (outcome === 'aborted') return { kind: 'aborted' };
+    const current = await deps.store.pending.byId(pending.id);
+    if (outcome !== 'completed' && current?.status === 'completed') {
+      // Completed, but the wake-up never came (a lost NOTIFY, a clock far off): the store decides.
+      ({ usable, missing } = await check());
+      if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
+    }
+    // Not opened yet: ask again with the same link. A link already used to start an authorization
+    // cannot be opened again, so a user who gave up at the provider gets a fresh one (the old flow
+    // may still finish, and the next repeat then finds the connection); settled or expired: fresh.
+    pending = current && current.status === 'open' && current.expires_at > Date.now() ? current : undefined;
+  }
+
+  if (usable.kind === 'ok') return { kind: 'ask', reason: 'insufficient_scope', scopes: missing, usable, ...(pending ? { pending } : {}) };
+  const scopes =
+    usable.kind === 'reauth_required'
+      ? union(req.baseScopes, usable.row.scopes.split(' '), requiredScopes)
+      : union(req.baseScopes, requiredScopes);
+  return {
+    kind: 'ask',
+    reason: usable.kind === 'reauth_required' ? 'reauth_required' : 'not_connected',
+    scopes,
+    usable,
+    ...(pending ? { pending } : {}),
+  };
+}

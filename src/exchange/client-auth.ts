@@ -1,0 +1,127 @@
+import { createRemoteJWKSet, decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+import { ASYMMETRIC_ALGORITHMS } from '../auth/bearer.js';
+import { constantTimeEqual, sha256Hex } from '../crypto/index.js';
+import type { Store } from '../store/index.js';
+import { ExchangeError } from './errors.js';
+import { M } from './messages.js';
+import type { ConfiguredService } from '../config/services.js';
+
+export const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** The longest a client assertion may live (exp − now, and exp − iat when present). */
+export const MAX_ASSERTION_LIFETIME_SECONDS = 300;
+const CLOCK_TOLERANCE_SECONDS = 5;
+
+export interface ClientAuthContext {
+  services: ReadonlyMap<string, ConfiguredService>;
+  store: Store;
+  /** The audiences a client assertion may name: the token endpoint URL and the broker's issuer identifier. */
+  assertionAudiences: string[];
+}
+
+const refuse = (description: string, basic: boolean) => new ExchangeError('invalid_client', description, { basicChallenge: basic });
+
+/** `Basic base64(urlencode(id):urlencode(secret))` (RFC 6749 §2.3.1), or undefined when malformed. */
+function parseBasic(header: string): { id: string; secret: string } | undefined {
+  const m = /^Basic ([A-Za-z0-9+/]+={0,2})$/i.exec(header.trim());
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return undefined;
+  try {
+    const plus = (s: string) => decodeURIComponent(s.replace(/\+/g, ' '));
+    return { id: plus(decoded.slice(0, colon)), secret: plus(decoded.slice(colon + 1)) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Authenticates the calling service: `client_secret_basic` (constant-time compare) or
+ * `private_key_jwt` (RFC 7523, keys from the service's jwksUri, single-use `jti` in the shared
+ * store). A service must use the method it is declared with.
+ * @throws {ExchangeError} `invalid_client` (401) for every failure, `invalid_request` for two methods at once.
+ */
+export class ClientAuthenticator {
+  readonly #jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+
+  constructor(private readonly ctx: ClientAuthContext) {}
+
+  async authenticate(authorization: string | undefined, form: ReadonlyMap<string, string>): Promise<ConfiguredService> {
+    const assertion = form.get('client_assertion');
+    const assertionType = form.get('client_assertion_type');
+    const usesBasic = authorization !== undefined && /^basic\s/i.test(authorization.trim());
+    if (usesBasic && (assertion !== undefined || assertionType !== undefined)) throw new ExchangeError('invalid_request', M.twoAuthMethods);
+    if (form.has('client_secret')) throw refuse(M.wrongMethod('client_secret_basic or private_key_jwt'), false);
+    const service = usesBasic
+      ? this.#basic(authorization!)
+      : assertion !== undefined || assertionType !== undefined
+        ? await this.#assertion(assertionType, assertion)
+        : undefined;
+    if (!service) throw refuse(M.noClientAuth, true);
+    const clientId = form.get('client_id');
+    if (clientId !== undefined && clientId !== service.id) throw refuse(M.clientIdMismatch, usesBasic);
+    return service;
+  }
+
+  #basic(header: string): ConfiguredService {
+    const credentials = parseBasic(header);
+    if (!credentials) throw refuse(M.badBasic, true);
+    const service = this.ctx.services.get(credentials.id);
+    if (!service) throw refuse(M.unknownClient, true);
+    if (service.auth !== 'client_secret_basic') throw refuse(M.wrongMethod(service.auth), true);
+    if (!constantTimeEqual(service.secret!, credentials.secret)) throw refuse(M.unknownClient, true);
+    return service;
+  }
+
+  async #assertion(type: string | undefined, assertion: string | undefined): Promise<ConfiguredService> {
+    if (type !== JWT_BEARER_ASSERTION) throw refuse(M.assertionType, false);
+    if (!assertion) throw refuse(M.assertionInvalid, false);
+    // Which service's keys to check it with: the claimed issuer, verified below against those keys.
+    let claimed: unknown;
+    try {
+      claimed = decodeJwt(assertion).iss;
+    } catch {
+      throw refuse(M.assertionInvalid, false);
+    }
+    const service = typeof claimed === 'string' ? this.ctx.services.get(claimed) : undefined;
+    if (!service) throw refuse(M.unknownClient, false);
+    if (service.auth !== 'private_key_jwt') throw refuse(M.wrongMethod(service.auth), false);
+    let exp: number;
+    let iat: number | undefined;
+    let jti: string;
+    try {
+      const { payload } = await jwtVerify(assertion, this.#keys(service), {
+        issuer: service.id,
+        subject: service.id,
+        audience: this.ctx.assertionAudiences,
+        algorithms: ASYMMETRIC_ALGORITHMS,
+        requiredClaims: ['exp', 'jti'],
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      });
+      exp = payload.exp!;
+      iat = payload.iat;
+      jti = String(payload.jti);
+    } catch (err) {
+      if (err instanceof joseErrors.JWTExpired) throw refuse(M.assertionExpired, false);
+      if (err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError) || err instanceof joseErrors.JWKSInvalid)
+        throw refuse(M.assertionKeys, false);
+      throw refuse(M.assertionInvalid, false);
+    }
+    const now = Date.now() / 1000;
+    const limit = MAX_ASSERTION_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS;
+    if (exp - now > limit || (iat !== undefined && exp - iat > limit)) throw refuse(M.assertionTooLong, false);
+    // Kept until it expires (plus the leeway it was accepted with), in the store every instance shares.
+    const fresh = await this.ctx.store.clientAssertions.use(sha256Hex(`${service.id}\n${jti}`), (exp + CLOCK_TOLERANCE_SECONDS) * 1000);
+    if (!fresh) throw refuse(M.assertionReused, false);
+    return service;
+  }
+
+  #keys(service: ConfiguredService): ReturnType<typeof createRemoteJWKSet> {
+    let keys = this.#jwks.get(service.id);
+    if (!keys) {
+      keys = createRemoteJWKSet(service.jwksUri!, { timeoutDuration: 5000, cooldownDuration: 30_000, cacheMaxAge: 600_000 });
+      this.#jwks.set(service.id, keys);
+    }
+    return keys;
+  }
+}

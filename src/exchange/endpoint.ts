@@ -1,0 +1,350 @@
+import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import { OAuthError } from '@modelcontextprotocol/server';
+import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
+import { samePrincipal, type Principal } from '../auth/principal.js';
+import type { CompletionWatcher } from '../connect/completion-watcher.js';
+import type { ConnectionService, OpenConnection } from '../connections/index.js';
+import type { ConnectLinks } from '../connect/links.js';
+import { resolveConnection, type AskReason, type Resolution } from '../connect/resolve.js';
+import { deriveKey } from '../crypto/index.js';
+import { serviceRateLimit } from '../http/rate-limits.js';
+import type { Logger } from '../log.js';
+import { ProviderError, type Provider } from '../providers/provider.js';
+import { StoreUnavailableError, type PendingConnection, type Store } from '../store/index.js';
+import { ClientAuthenticator, JWT_BEARER_ASSERTION } from './client-auth.js';
+import { ConnectRequests } from './connect-request.js';
+import { ExchangeError } from './errors.js';
+import { M } from './messages.js';
+import type { ConfiguredService } from '../config/services.js';
+
+export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+export const TOKEN_PATH = '/oauth/token';
+const MAX_WAIT_SECONDS = 50;
+
+export interface ExchangeDeps {
+  publicUrl: URL;
+  services: readonly ConfiguredService[];
+  providers: ReadonlyMap<string, Provider>;
+  /** A provider's API base URL → its id, for `resource=`. */
+  resources: ReadonlyMap<string, string>;
+  verifier: AccessTokenVerifier;
+  store: Store;
+  connections: ConnectionService;
+  watcher: CompletionWatcher;
+  links: ConnectLinks;
+  brokerSecret: Buffer;
+  rateLimitPerMinute: number;
+  log: Logger;
+}
+
+/** What one exchange request asks for, once parsed, authenticated and checked. */
+interface Ask {
+  service: ConfiguredService;
+  principal: Principal;
+  provider: Provider;
+  scopes: string[];
+  connectRequest: string | undefined;
+  waitSeconds: number;
+}
+
+/** The issuer identifier of the broker as an authorization server (RFC 8414): PUBLIC_URL without its slash. */
+export function issuerIdentifier(publicUrl: URL): string {
+  return publicUrl.origin;
+}
+
+/**
+ * `POST /oauth/token` (RFC 8693) and its RFC 8414 metadata. Server to server: no cookies, no Origin
+ * check (the Host guard in front still applies). Each step below either fills in the request or
+ * throws an {@link ExchangeError} that becomes the RFC 6749 §5.2 JSON answer.
+ */
+export function exchangeRoutes(deps: ExchangeDeps): express.Router {
+  const router = express.Router({ caseSensitive: true, strict: true });
+  const tokenEndpoint = new URL(TOKEN_PATH, deps.publicUrl).href;
+  const issuer = issuerIdentifier(deps.publicUrl);
+  const services = new Map(deps.services.map((s) => [s.id, s]));
+  const clients = new ClientAuthenticator({
+    services,
+    store: deps.store,
+    assertionAudiences: [tokenEndpoint, issuer, `${issuer}/`],
+  });
+  const connectRequests = new ConnectRequests(deriveKey(deps.brokerSecret, 'exchange-connect-request'));
+  const audit = (
+    event: 'token_exchanged' | 'token_exchange_refused',
+    p: Principal | undefined,
+    provider: string | undefined,
+    detail: string,
+  ) =>
+    deps.store.audit
+      .record(event, p, provider, detail)
+      .catch((err: unknown) => deps.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
+
+  router.get('/.well-known/oauth-authorization-server', (_req, res) => {
+    res
+      .set('Access-Control-Allow-Origin', '*')
+      .set('Cache-Control', 'public, max-age=300')
+      .json({
+        issuer,
+        token_endpoint: tokenEndpoint,
+        grant_types_supported: [TOKEN_EXCHANGE_GRANT],
+        token_endpoint_auth_methods_supported: ['client_secret_basic', 'private_key_jwt'],
+        token_endpoint_auth_signing_alg_values_supported: [
+          'RS256',
+          'RS384',
+          'RS512',
+          'PS256',
+          'PS384',
+          'PS512',
+          'ES256',
+          'ES384',
+          'ES512',
+          'EdDSA',
+        ],
+        response_types_supported: [],
+      });
+  });
+
+  // Step 1: the form, exactly once per parameter.
+  const readForm: RequestHandler = (req, res, next) => {
+    if (!req.is('application/x-www-form-urlencoded')) throw new ExchangeError('invalid_request', M.contentType);
+    const form = new Map<string, string>();
+    for (const [name, value] of new URLSearchParams(typeof req.body === 'string' ? req.body : '')) {
+      if (form.has(name)) throw new ExchangeError('invalid_request', M.duplicate(name));
+      form.set(name, value);
+    }
+    res.locals.form = form;
+    next();
+  };
+
+  // Step 2: the grant type, then who is calling.
+  const authenticate: RequestHandler = async (req, res, next) => {
+    const form = res.locals.form as Map<string, string>;
+    const grant = form.get('grant_type');
+    if (grant === undefined) throw new ExchangeError('invalid_request', M.missing('grant_type'));
+    if (grant !== TOKEN_EXCHANGE_GRANT) throw new ExchangeError('unsupported_grant_type', M.grantType);
+    res.locals.service = await clients.authenticate(req.headers.authorization, form);
+    next();
+  };
+
+  // Step 3: the per-service budget.
+  const limit = serviceRateLimit(
+    deps.rateLimitPerMinute,
+    deps.store,
+    deriveKey(deps.brokerSecret, 'rate-limit'),
+    (res) => (res.locals.service as ConfiguredService | undefined)?.id,
+    (retryAfter) => ({
+      error: 'rate_limited',
+      error_description: `${M.rateLimited(deps.rateLimitPerMinute)} Retry after ${retryAfter} s.`,
+    }),
+  );
+
+  // Steps 4–6: the request, the subject token, the answer.
+  const exchange: RequestHandler = async (_req, res) => {
+    const service = res.locals.service as ConfiguredService;
+    let ask: Ask | undefined;
+    try {
+      ask = await parseAsk(service, res.locals.form as Map<string, string>);
+      const abort = new AbortController();
+      res.on('close', () => abort.abort());
+      const resolution = await resolve(ask, abort.signal);
+      if (resolution.kind === 'aborted') return;
+      await answer(res, ask, resolution);
+    } catch (err) {
+      if (err instanceof ExchangeError)
+        await audit('token_exchange_refused', ask?.principal, ask?.provider.id, `service=${service.id} reason=${err.code}`);
+      throw err;
+    }
+  };
+
+  async function parseAsk(service: ConfiguredService, form: Map<string, string>): Promise<Ask> {
+    const subjectToken = form.get('subject_token');
+    if (!subjectToken) throw new ExchangeError('invalid_request', M.missing('subject_token'));
+    if (form.get('subject_token_type') !== ACCESS_TOKEN_TYPE) throw new ExchangeError('invalid_request', M.subjectTokenType);
+    const requested = form.get('requested_token_type');
+    if (requested !== undefined && requested !== ACCESS_TOKEN_TYPE) throw new ExchangeError('invalid_request', M.requestedTokenType);
+    const waitText = form.get('wait');
+    if (waitText !== undefined && !/^\d{1,2}$/.test(waitText)) throw new ExchangeError('invalid_request', M.wait);
+    const waitSeconds = waitText === undefined ? 0 : Number(waitText);
+    if (waitSeconds > MAX_WAIT_SECONDS) throw new ExchangeError('invalid_request', M.wait);
+
+    const provider = target(service, form.get('audience'), form.get('resource'));
+    const allowed = service.allow[provider.id]!;
+    const scopes = (form.get('scope') ?? '').split(' ').filter(Boolean);
+    if (provider.scopesApply) {
+      const beyond = provider.missingScopes(allowed, scopes);
+      if (beyond.length > 0) throw new ExchangeError('invalid_scope', M.beyondAllow(beyond));
+    }
+    const principal = await subjectPrincipal(subjectToken, service);
+    const connectRequest = form.get('connect_request');
+    return { service, principal, provider, scopes: provider.scopesApply ? scopes : [], connectRequest, waitSeconds };
+  }
+
+  /** `audience=<provider id>` or `resource=<its API base URL>`; it must be in the service's `allow`. */
+  function target(service: ConfiguredService, audience: string | undefined, resource: string | undefined): Provider {
+    if (audience === undefined && resource === undefined) throw new ExchangeError('invalid_target', M.noTarget);
+    const byResource = resource === undefined ? undefined : (deps.resources.get(resource.replace(/\/+$/, '')) ?? '');
+    if (audience !== undefined && byResource !== undefined && audience !== byResource)
+      throw new ExchangeError('invalid_target', M.targetMismatch);
+    const id = audience ?? byResource!;
+    const provider = deps.providers.get(id);
+    if (!provider) throw new ExchangeError('invalid_target', M.unknownTarget);
+    if (!Object.hasOwn(service.allow, provider.id)) throw new ExchangeError('invalid_target', M.notAllowed(provider.id));
+    return provider;
+  }
+
+  /** The user: (`iss`, `sub`) of a token verified like an MCP token, for one of this service's audiences. */
+  async function subjectPrincipal(token: string, service: ConfiguredService): Promise<Principal> {
+    try {
+      const info = await deps.verifier.verifyForAudiences(token, service.audiences);
+      const principal = principalFromAuthInfo(info);
+      if (!principal) throw new ExchangeError('invalid_grant', M.subjectToken('no principal'));
+      return principal;
+    } catch (err) {
+      if (err instanceof IdentityProviderUnavailable)
+        throw new ExchangeError('temporarily_unavailable', M.idpDown, { retryAfterSeconds: 5 });
+      if (err instanceof OAuthError) throw new ExchangeError('invalid_grant', M.subjectToken(err.message.replace(/\.$/, '')));
+      throw err;
+    }
+  }
+
+  /** The connect_request's pending connection: this service's, this user's, this provider's, or invalid_grant. */
+  async function ownPending(ask: Ask): Promise<PendingConnection | undefined> {
+    if (ask.connectRequest === undefined) return undefined;
+    const id = connectRequests.open(ask.connectRequest, ask.service.id, ask.principal);
+    const row = id ? await deps.store.pending.byId(id) : undefined;
+    if (!row || row.service_id !== ask.service.id || !samePrincipal(row, ask.principal) || row.provider !== ask.provider.id)
+      throw new ExchangeError('invalid_grant', M.connectRequest);
+    return row;
+  }
+
+  async function resolve(ask: Ask, signal: AbortSignal): Promise<Resolution> {
+    const pending = await ownPending(ask);
+    const request = {
+      principal: ask.principal,
+      provider: ask.provider,
+      requiredScopes: ask.scopes,
+      baseScopes: baseScopes(ask),
+      holdMs: ask.waitSeconds * 1000,
+      signal,
+    };
+    let resolution: Resolution;
+    try {
+      resolution = await resolveConnection(deps, { ...request, pending });
+      // Replaced by newer links before it was opened: nothing was refused, so ask again.
+      if (resolution.kind === 'settled' && resolution.outcomeReason === 'superseded')
+        resolution = await resolveConnection(deps, { ...request, holdMs: 0 });
+    } catch (err) {
+      if (err instanceof ProviderError)
+        throw new ExchangeError('temporarily_unavailable', M.providerDown(ask.provider.displayName), { retryAfterSeconds: 5 });
+      throw err;
+    }
+    return resolution;
+  }
+
+  async function answer(res: Response, ask: Ask, resolution: Exclude<Resolution, { kind: 'aborted' }>): Promise<void> {
+    const { service, principal, provider } = ask;
+    noStore(res);
+    if (resolution.kind === 'ok') {
+      await granted(ask, resolution.connection);
+      const { tokens, row } = resolution.connection;
+      res.status(200).json({
+        access_token: tokens.accessToken,
+        issued_token_type: ACCESS_TOKEN_TYPE,
+        token_type: 'Bearer',
+        ...(tokens.expiresAt !== undefined ? { expires_in: Math.max(0, Math.floor((tokens.expiresAt - Date.now()) / 1000)) } : {}),
+        scope: row.scopes,
+      });
+      return;
+    }
+    if (resolution.kind === 'settled') {
+      const reason = resolution.outcomeReason === 'refused_shared_account' ? 'account_linked_elsewhere' : resolution.status;
+      await audit('token_exchange_refused', principal, provider.id, `service=${service.id} reason=access_denied:${reason}`);
+      res.status(400).json({ error: 'access_denied', error_description: M.denied[reason], reason });
+      return;
+    }
+    const reason: AskReason = resolution.reason;
+    const pending =
+      resolution.pending ??
+      (await deps.links.create(
+        principal,
+        provider.id,
+        service.displayName,
+        provider.scopesApply ? resolution.scopes : undefined,
+        undefined,
+        service.id,
+      ));
+    await audit('token_exchange_refused', principal, provider.id, `service=${service.id} reason=interaction_required:${reason}`);
+    res.status(400).json({
+      error: 'interaction_required',
+      error_description: M.interaction[reason](provider.displayName),
+      reason,
+      missing_scopes: resolution.scopes,
+      connect_uri: deps.links.url(pending),
+      connect_request: connectRequests.issue(pending.id, service.id, principal),
+    });
+  }
+
+  async function granted(ask: Ask, connection: OpenConnection): Promise<void> {
+    await Promise.all([
+      deps.store.serviceUsage.touch(ask.principal, ask.provider.id, ask.service.id),
+      audit('token_exchanged', ask.principal, ask.provider.id, `service=${ask.service.id} scopes=${connection.row.scopes}`),
+    ]);
+  }
+
+  router.post(TOKEN_PATH, express.text({ type: () => true, limit: '64kb' }), wrap(readForm), wrap(authenticate), limit, wrap(exchange));
+  router.use(TOKEN_PATH, oauthErrors(deps.log));
+  return router;
+}
+
+/**
+ * What a new connection asks for besides the requested scopes: the provider's defaults this service
+ * may have, else everything it may have there (never the provider's defaults beyond its `allow`).
+ */
+function baseScopes(ask: Ask): string[] {
+  const allowed = ask.service.allow[ask.provider.id]!;
+  const defaults = ask.provider.defaultScopes.filter((s) => allowed.includes(s));
+  return defaults.length > 0 ? defaults : allowed;
+}
+
+function noStore(res: Response): void {
+  res.set('Cache-Control', 'no-store').set('Pragma', 'no-cache');
+}
+
+/** Express 5 passes rejected promises on; this also covers synchronous throws the same way. */
+function wrap(handler: RequestHandler): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const r = handler(req, res, next) as unknown;
+      if (r instanceof Promise) r.catch(next);
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** Every failure of the token endpoint as RFC 6749 §5.2 JSON: never a page, never a stack trace. */
+function oauthErrors(log: Logger): ErrorRequestHandler {
+  return (err, _req, res, _next) => {
+    noStore(res);
+    if (err instanceof ExchangeError) {
+      if (err.options.basicChallenge) res.set('WWW-Authenticate', 'Basic realm="token-exchange", charset="UTF-8"');
+      if (err.options.retryAfterSeconds) res.set('Retry-After', String(err.options.retryAfterSeconds));
+      res.status(err.status).json({ error: err.code, error_description: err.description });
+      return;
+    }
+    if (err instanceof StoreUnavailableError) {
+      res.set('Retry-After', '5').status(503).json({ error: 'temporarily_unavailable', error_description: M.storeDown });
+      return;
+    }
+    const status = (err as { status?: unknown })?.status;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      // Body-parser refusals (too large, bad encoding).
+      res.status(status === 413 ? 413 : 400).json({ error: 'invalid_request', error_description: (err as Error).message });
+      return;
+    }
+    log.error('token_exchange_failed', { message: err instanceof Error ? err.message : String(err) });
+    res.status(500).json({ error: 'server_error', error_description: M.internal });
+  };
+}
+
+export { JWT_BEARER_ASSERTION };

@@ -1,0 +1,26 @@
+/** RFC 6749 §5.2 and RFC 8693 §2.2.2 error codes, plus what this endpoint adds (interaction_required, access_denied). */
+export type ExchangeErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'unsupported_grant_type'
+  | 'temporarily_unavailable'
+  | 'rate_limited';
+
+/** A refusal of the token endpoint: `description` is safe to send (never a token or a secret). */
+export class ExchangeError extends Error {
+  override name = 'ExchangeError';
+  constructor(
+    readonly code: ExchangeErrorCode,
+    readonly description: string,
+    readonly options: { status?: number; basicChallenge?: boolean; retryAfterSeconds?: number } = {},
+  ) {
+    super(description);
+  }
+
+  get status(): number {
+    return this.options.status ?? (this.code === 'invalid_client' ? 401 : this.code === 'temporarily_unavailable' ? 503 : 400);
+  }
+}
