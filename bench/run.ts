@@ -32,6 +32,7 @@ import { startStack } from './lib/stack.js';
 import { round } from './lib/stats.js';
 import { formatTable } from './lib/table.js';
 import { completion } from './phases/completion.js';
+import { exchange } from './phases/exchange.js';
 import { first } from './phases/first.js';
 import { held } from './phases/held.js';
 import { overhead } from './phases/overhead.js';
@@ -40,7 +41,7 @@ import { store } from './phases/store.js';
 import { throughput } from './phases/throughput.js';
 
 /** Every phase in the order of a run (PHASE_NAMES). */
-const ALL: readonly Phase[] = [throughput, overhead, first, completion, postgres, held, store];
+const ALL: readonly Phase[] = [throughput, overhead, first, completion, exchange, postgres, held, store];
 
 const unknown = unknownPhases(PHASES);
 if (unknown.length)
@@ -69,9 +70,10 @@ async function main(): Promise<void> {
     ];
     if (undeclared.length) say(`${phase.name} phase: not in its declared keys and sections: ${[...new Set(undeclared)].join(', ')}`);
   };
-  // On broker A, the baseline and the GitHub stand-in (postgres last: broker A is still up, so its
+  // On broker A, the baseline and the GitHub stand-in (exchange on brokers X and Y of its own beside
+  // the JWT baseline; postgres last: broker A is still up, so its
   // figures are taken in the same rounds as PostgreSQL's).
-  for (const phase of [throughput, overhead, first, completion, postgres]) await run(phase);
+  for (const phase of [throughput, overhead, first, completion, exchange, postgres]) await run(phase);
   await stack.brokerA.stop(); // SIGTERM: a graceful exit, which also writes the CPU profile when asked
   await stack.baseline.stop();
   await stack.gh.stop();

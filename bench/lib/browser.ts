@@ -52,7 +52,29 @@ export interface CompletionSamples {
 }
 
 /**
- * COMPLETION_SAMPLES (after 2 warm-up) of: a first call on `heldOn`, the browser part up to GitHub's
+ * What is held: `start` asks on behalf of `sub` (holding `token`) and returns the connect link and
+ * `held`, which sends the held repeat and resolves once it answered for `sub` (throwing otherwise).
+ */
+export interface HeldFlow {
+  start(token: string, sub: string): Promise<{ link: string; held: () => Promise<void> }>;
+}
+
+/** The MCP flow: `github_whoami` on `heldOn`, then its repeat with the requestState, held until it completes for `sub`. */
+export const mcpFlow = (heldOn: string): HeldFlow => ({
+  async start(token, sub) {
+    const { link, requestState } = connectRequest(await firstCall(heldOn, token));
+    return {
+      link,
+      held: async () => {
+        const result = expectComplete(await repeatCall(heldOn, token, requestState), 'held repeat');
+        if (result.structuredContent.login !== sub) throw new Error(`held repeat answered for ${result.structuredContent.login}`);
+      },
+    };
+  },
+});
+
+/**
+ * COMPLETION_SAMPLES (after 2 warm-up) of: a first call on `heldOn` (or `flow`'s first request), the browser part up to GitHub's
  * authorize form on `callbackOn`, the repeat sent to `heldOn` and held, and 150 ms later the
  * authorization submitted, so the provider callback lands on `callbackOn`.
  */
@@ -62,26 +84,27 @@ export async function completionSamples(
   heldOn: string,
   callbackOn: string,
   subPrefix: string,
+  flow: HeldFlow = mcpFlow(heldOn),
+  /** The access token for `sub` (the exchange's subject tokens carry the service's audience). */
+  mint: (sub: string) => Promise<string> = (sub) => idp.mintAccessToken({ sub, expiresInSeconds: 3600 }),
 ): Promise<CompletionSamples> {
   const afterDone: number[] = [];
   const afterStart: number[] = [];
   for (let i = 0; i < COMPLETION_SAMPLES + 2; i++) {
     const sub = `${subPrefix}-${i}`;
-    const token = await idp.mintAccessToken({ sub, expiresInSeconds: 3600 });
-    const { link, requestState } = connectRequest(await firstCall(heldOn, token));
+    const token = await mint(sub);
+    const { link, held: hold } = await flow.start(token, sub);
     const browser = new TimedBrowser(publicUrl, callbackOn);
     const authorize = await upToGitHub(browser, link, sub);
     let answeredAt = 0;
-    const held = repeatCall(heldOn, token, requestState).then((r) => {
+    const held = hold().then(() => {
       answeredAt = performance.now();
-      return r;
     });
     await sleep(150);
     if (answeredAt) throw new Error('the repeat was not held');
     const done = await browser.submit(authorize, { button: 'authorize', fields: { login: sub } });
     if (done.status !== 200 || !/Connected/.test(done.html)) throw new Error(`callback page: ${done.status}`);
-    const result = expectComplete(await held, 'held repeat');
-    if (result.structuredContent.login !== sub) throw new Error(`held repeat answered for ${result.structuredContent.login}`);
+    await held;
     if (i < 2) continue; // warm-up
     afterDone.push(answeredAt - browser.callbackDoneAt);
     afterStart.push(answeredAt - browser.callbackStartedAt);

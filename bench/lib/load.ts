@@ -37,15 +37,36 @@ export interface Run {
   extraCpuMs: Record<string, number>;
 }
 
+/** What one load run sends and accepts: the path, the headers and body for a token, and the check on each answer. */
+export interface RequestSpec {
+  path: string;
+  headers(token: string): Record<string, string>;
+  body(token: string): string;
+  ok(status: number, body: string): boolean;
+}
+
+/** A raw 2026-07-28 `tools/call` of `tool`, the token as the bearer, answered by a complete, non-error result. */
+export function mcpSpec(tool: string): RequestSpec {
+  const base = callHeaders(tool);
+  const body = callBody(tool);
+  return {
+    path: '/mcp',
+    headers: (token) => ({ ...base, authorization: `Bearer ${token}` }),
+    body: () => body,
+    ok: (status, text) => status === 200 && text.includes('"resultType":"complete"') && !text.includes('"isError":true'),
+  };
+}
+
 /**
- * One autocannon run: a fixed body and headers, the Authorization header rotating over `tokens`
- * (one user per token) through `setupRequest`. Latencies are kept at full precision from the
- * `response` event (autocannon's own histogram rounds to whole milliseconds), and the CPU time the
- * server process (and `upstreamPid`, the GitHub stand-in) spent is read from /proc around the run.
+ * One autocannon run of `tool`'s `tools/call` (mcpSpec) or of `spec`: the Authorization header
+ * (or the body) rotating over `tokens` (one user per token) through `setupRequest`. Latencies are
+ * kept at full precision from the `response` event (autocannon's own histogram rounds to whole
+ * milliseconds), and the CPU time the server process (and `upstreamPid`, the GitHub stand-in)
+ * spent is read from /proc around the run.
  */
 export async function load(
   url: string,
-  tool: string,
+  tool: string | RequestSpec,
   tokens: readonly string[],
   connections: number,
   seconds: number,
@@ -56,28 +77,30 @@ export async function load(
   let next = 0;
   let badBodies = 0;
   const latencies: number[] = [];
-  const base = callHeaders(tool);
+  const spec = typeof tool === 'string' ? mcpSpec(tool) : tool;
   // Several server processes (instances behind a proxy) count together.
   const serverCpu = () => (typeof serverPid === 'number' ? cpuMs(serverPid) : serverPid.reduce((a, pid) => a + cpuMs(pid), 0));
   const extra0 = Object.fromEntries(Object.entries(extraCpu).map(([k, f]) => [k, f()]));
   const cpu0 = serverCpu();
   const up0 = upstreamPid ? cpuMs(upstreamPid) : 0;
   const instance = autocannon({
-    url: `${url}/mcp`,
+    url: `${url}${spec.path}`,
     connections,
     duration: seconds,
     timeout: 10,
     method: 'POST',
-    headers: base,
-    body: callBody(tool),
+    headers: spec.headers(tokens[0]!),
+    body: spec.body(tokens[0]!),
     requests: [
       {
         setupRequest: (req: autocannon.Request) => {
-          req.headers = { ...base, authorization: `Bearer ${tokens[next++ % tokens.length]}` };
+          const token = tokens[next++ % tokens.length]!;
+          req.headers = spec.headers(token);
+          req.body = spec.body(token);
           return req;
         },
         onResponse: (status: number, body: string) => {
-          if (status !== 200 || !body.includes('"resultType":"complete"') || body.includes('"isError":true')) badBodies++;
+          if (!spec.ok(status, body)) badBodies++;
         },
       },
     ],
@@ -153,6 +176,10 @@ export interface LoadTarget {
   upstream: number | undefined;
   /** Other processes whose CPU per request is reported (PostgreSQL). */
   extra?: Record<string, () => number>;
+  /** What to send instead of `tool`'s tools/call (the exchange phase's form POSTs). */
+  spec?: RequestSpec;
+  /** The tokens to rotate over instead of the run's (the exchange phase's subject tokens). */
+  tokens?: readonly string[];
 }
 
 /**
@@ -167,10 +194,10 @@ export async function interleavedRounds(
   duration: number,
 ): Promise<LoadResult[]> {
   const runs = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
-  for (const t of targets) await load(t.url, t.tool, tokens, connections, 1, t.pid);
+  for (const t of targets) await load(t.url, t.spec ?? t.tool, t.tokens ?? tokens, connections, 1, t.pid);
   for (let r = 0; r < ROUNDS; r++) {
     for (const t of r % 2 === 0 ? targets : [...targets].reverse())
-      runs.get(t.name)!.push(await load(t.url, t.tool, tokens, connections, duration, t.pid, t.upstream, t.extra));
+      runs.get(t.name)!.push(await load(t.url, t.spec ?? t.tool, t.tokens ?? tokens, connections, duration, t.pid, t.upstream, t.extra));
   }
   return targets.map((t) => combine(t.name, connections, runs.get(t.name)!));
 }

@@ -72,22 +72,31 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
   }
 
   async verifyAccessToken(token: string): Promise<AuthInfo> {
-    const known = this.#verified.get(token);
-    if (known && known.expiresAt! * 1000 > Date.now()) return { ...known };
-    if (known) this.#verified.delete(token);
-    const info = await this.#verify(token, [this.audience]);
-    if (this.#verified.size >= AccessTokenVerifier.MAX_REMEMBERED) this.#verified.delete(this.#verified.keys().next().value!);
-    this.#verified.set(token, info);
-    return { ...info };
+    return this.#remembered(token, token, [this.audience]);
   }
 
   /**
    * Verifies a token by exactly the rules of an MCP access token, except that its `aud` must be one
    * of `audiences` instead of the broker's own (the token exchange: a service's users' tokens).
-   * Not remembered: the cache above holds tokens verified for the broker's audience only.
+   * Remembered like an MCP token (bench/README.md, the exchange phase: re-verifying cost a third of
+   * the exchange's CPU), keyed by the audience list *and* the token: a token accepted for one
+   * service's audiences is looked up afresh for any other list, and never answers for the broker's
+   * own audience (whose key is the bare token; this key starts with the JSON of the list, so the two
+   * cannot meet: a JWT never starts with `[`).
    */
   verifyForAudiences(token: string, audiences: readonly string[]): Promise<AuthInfo> {
-    return this.#verify(token, audiences);
+    return this.#remembered(`${JSON.stringify(audiences)}\n${token}`, token, audiences);
+  }
+
+  /** A success kept under `key` until the token's `exp` (without the leeway), or a fresh {@link #verify}. */
+  async #remembered(key: string, token: string, audiences: readonly string[]): Promise<AuthInfo> {
+    const known = this.#verified.get(key);
+    if (known && known.expiresAt! * 1000 > Date.now()) return { ...known };
+    if (known) this.#verified.delete(key);
+    const info = await this.#verify(token, audiences);
+    if (this.#verified.size >= AccessTokenVerifier.MAX_REMEMBERED) this.#verified.delete(this.#verified.keys().next().value!);
+    this.#verified.set(key, info);
+    return { ...info };
   }
 
   async #verify(token: string, audiences: readonly string[]): Promise<AuthInfo> {
