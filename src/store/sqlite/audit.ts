@@ -3,17 +3,27 @@ import type { Db } from './database.js';
 import type { Runner } from './gate.js';
 
 export class SqliteAuditRepository implements AuditRepository {
+  // Prepared once: every token exchange records a row, and preparing is most of an insert's cost.
+  readonly #insert;
+
   constructor(
     private readonly db: Db,
     private readonly gate: Runner,
-  ) {}
+  ) {
+    this.#insert = db.prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)');
+  }
 
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
     return this.gate.run(
       () =>
-        void this.db
-          .prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)')
-          .run(Date.now(), event, owner?.issuer ?? null, owner?.subject ?? null, provider ?? null, detail?.slice(0, 200) ?? null),
+        void this.#insert.run(
+          Date.now(),
+          event,
+          owner?.issuer ?? null,
+          owner?.subject ?? null,
+          provider ?? null,
+          detail?.slice(0, 200) ?? null,
+        ),
     );
   }
 
