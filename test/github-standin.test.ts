@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { startGitHubStandIn } from './support/github-standin.js';
 import type { GitHubStandIn } from './support/github-standin.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
+import { assertGitHubAppTokens } from './support/github-checks.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const BAD_REFRESH = {
@@ -292,16 +293,7 @@ describe('GitHub stand-in as a GitHub App', () => {
       code: await authorizeAt(gh, { login: 'app-web', challenge, scope: 'repo' }),
       code_verifier: verifier,
     });
-    assert.deepEqual(Object.keys(tokens), [
-      'access_token',
-      'expires_in',
-      'refresh_token',
-      'refresh_token_expires_in',
-      'scope',
-      'token_type',
-    ]);
-    assert.match(String(tokens.access_token), /^ghu_[A-Za-z0-9]{36}$/);
-    assert.match(String(tokens.refresh_token), /^ghr_[A-Za-z0-9]{76}$/);
+    assertGitHubAppTokens(tokens);
     assert.deepEqual([tokens.expires_in, tokens.refresh_token_expires_in, tokens.scope, tokens.token_type], [120, 15897600, '', 'bearer']);
     assert.equal(await userStatus(gh, String(tokens.access_token)), 200);
     assert.equal(gh.activeTokenCount('app-web'), 1);

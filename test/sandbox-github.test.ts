@@ -17,6 +17,7 @@ import {
 import { openDevTables, SandboxGitHubStore } from '../src/dev/store/index.js';
 import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
+import { assertGitHubAppTokens } from './support/github-checks.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
@@ -703,16 +704,7 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.ok(!html.includes('admin:org</code>'), 'the scope parameter is not offered');
 
     const tokens = await connectApp(gh, 'app-user');
-    assert.deepEqual(Object.keys(tokens), [
-      'access_token',
-      'expires_in',
-      'refresh_token',
-      'refresh_token_expires_in',
-      'scope',
-      'token_type',
-    ]);
-    assert.match(tokens.access_token, /^ghu_[A-Za-z0-9]{36}$/);
-    assert.match(tokens.refresh_token, /^ghr_[A-Za-z0-9]{76}$/);
+    assertGitHubAppTokens(tokens);
     assert.equal(tokens.expires_in, 60, "the client's TTL");
     assert.equal(tokens.refresh_token_expires_in, REFRESH_TTL_SECONDS);
     assert.equal(tokens.scope, '', 'the requested `repo read:user` is ignored');
