@@ -17,7 +17,7 @@ import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { Browser, textOf, type Page } from '../support/browser.js';
+import { Browser, InterceptingBrowser, textOf, type BrowserRequestInit, type Page } from '../support/browser.js';
 import { eventually, logged } from '../support/eventually.js';
 import { seedExpired } from '../support/expiring-tokens.js';
 import type { StandInOptions } from '../support/github-standin.js';
@@ -169,7 +169,7 @@ async function steerTo(proxy: RoundRobinProxy, target: number): Promise<void> {
  * in `route`, steers the proxy so that request lands on the instance named there. Records when
  * each routed request was answered.
  */
-class SteeredBrowser extends Browser {
+class SteeredBrowser extends InterceptingBrowser {
   readonly answeredAt = new Map<string, number>();
   constructor(
     private readonly proxy: RoundRobinProxy,
@@ -178,15 +178,11 @@ class SteeredBrowser extends Browser {
     super();
   }
 
-  override async request(
-    url: string,
-    init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {},
-  ): Promise<Response> {
-    const u = new URL(url);
+  protected override async intercept(u: URL, init: BrowserRequestInit, send: () => Promise<Response>): Promise<Response> {
     const step = `${init.method ?? 'GET'} ${u.pathname}`;
     const target = u.origin === this.proxy.url ? this.route.get(step) : undefined;
     if (target !== undefined) await steerTo(this.proxy, target);
-    const res = await super.request(url, init);
+    const res = await send();
     this.answeredAt.set(step, Date.now());
     return res;
   }
