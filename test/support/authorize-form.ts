@@ -1,5 +1,5 @@
 // What the stand-in tests (github-standin, sandbox-github) do as a browser on a GitHub-style
-// authorize page: build the query, then read back the fields of the form it answers with.
+// authorize page: build the query, then read back the fields of the form it answers with (unescapeHtml serves the IdP suite too).
 
 /** The authorize query a client sends; `scope: null` leaves the parameter out, `challenge` adds PKCE (S256). */
 export function authorizeQuery(opts: {
@@ -23,7 +23,8 @@ export function authorizeQuery(opts: {
   return q;
 }
 
-const unescape = (s: string) =>
+/** Undoes the five entities the broker's and the stand-ins' pages escape. */
+export const unescapeHtml = (s: string) =>
   s
     .replace(/&quot;/g, '"')
     .replace(/&#39;/g, "'")
@@ -35,6 +36,6 @@ const unescape = (s: string) =>
 export function formFields(html: string): URLSearchParams {
   const fields = new URLSearchParams();
   for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g))
-    fields.set(unescape(m[1]!), unescape(m[2]!));
+    fields.set(unescapeHtml(m[1]!), unescapeHtml(m[2]!));
   return fields;
 }
