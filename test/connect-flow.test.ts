@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Browser, textOf } from './support/browser.js';
 import { modernClient, resultText } from './support/mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { assertFirstIssueCreated } from './support/github-checks.js';
 
 describe('the connect flow, end to end with a 2026-07-28 client', () => {
   let stack: Stack;
@@ -40,13 +41,6 @@ describe('the connect flow, end to end with a 2026-07-28 client', () => {
 
     assert.equal(result.isError, undefined);
     assert.match(resultText(result), /Created issue #1 in octo-org\/hello/);
-    assert.deepEqual(result.structuredContent, {
-      status: 'created',
-      number: 1,
-      url: `${stack.github.webUrl}/octo-org/hello/issues/1`,
-      repository: 'octo-org/hello',
-    });
-    assert.equal(stack.github.issues.length, 1);
-    assert.equal(stack.github.issues[0]!.author, 'octocat');
+    assertFirstIssueCreated(stack.github, result.structuredContent);
   });
 });

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { startGitHubStandIn } from './support/github-standin.js';
 import type { GitHubStandIn } from './support/github-standin.js';
+import { authorizeQuery, formFields } from './support/authorize-form.js';
+import { assertGitHubAppTokens } from './support/github-checks.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const BAD_REFRESH = {
@@ -62,16 +64,7 @@ describe('GitHub stand-in', () => {
 
   /** Drives the authorize page like a browser would: GET the form, then POST its fields back. */
   async function authorize(opts: { challenge?: string; login?: string; decision?: string; state?: string } = {}) {
-    const q = new URLSearchParams({
-      client_id: gh.clientId,
-      redirect_uri: REDIRECT,
-      scope: 'repo read:user',
-      state: opts.state ?? 'st<"&>',
-    });
-    if (opts.challenge) {
-      q.set('code_challenge', opts.challenge);
-      q.set('code_challenge_method', 'S256');
-    }
+    const q = authorizeQuery({ clientId: gh.clientId, redirectUri: REDIRECT, state: opts.state, challenge: opts.challenge });
     const pageRes = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
     assert.equal(pageRes.status, 200);
     const html = await pageRes.text();
@@ -79,17 +72,7 @@ describe('GitHub stand-in', () => {
     assert.match(html, /<form method="post" action="\/login\/oauth\/authorize">/);
     assert.ok(html.includes('value="st&lt;&quot;&amp;&gt;"'), 'state is HTML-escaped');
     assert.ok(!/<script/i.test(html));
-    const fields = new URLSearchParams();
-    for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g)) {
-      const unescape = (s: string) =>
-        s
-          .replace(/&quot;/g, '"')
-          .replace(/&#39;/g, "'")
-          .replace(/&lt;/g, '<')
-          .replace(/&gt;/g, '>')
-          .replace(/&amp;/g, '&');
-      fields.set(unescape(m[1]!), unescape(m[2]!));
-    }
+    const fields = formFields(html);
     assert.equal(fields.get('login'), 'octocat');
     if (opts.login) fields.set('login', opts.login);
     fields.set('decision', opts.decision ?? 'authorize');
@@ -310,16 +293,7 @@ describe('GitHub stand-in as a GitHub App', () => {
       code: await authorizeAt(gh, { login: 'app-web', challenge, scope: 'repo' }),
       code_verifier: verifier,
     });
-    assert.deepEqual(Object.keys(tokens), [
-      'access_token',
-      'expires_in',
-      'refresh_token',
-      'refresh_token_expires_in',
-      'scope',
-      'token_type',
-    ]);
-    assert.match(String(tokens.access_token), /^ghu_[A-Za-z0-9]{36}$/);
-    assert.match(String(tokens.refresh_token), /^ghr_[A-Za-z0-9]{76}$/);
+    assertGitHubAppTokens(tokens);
     assert.deepEqual([tokens.expires_in, tokens.refresh_token_expires_in, tokens.scope, tokens.token_type], [120, 15897600, '', 'bearer']);
     assert.equal(await userStatus(gh, String(tokens.access_token)), 200);
     assert.equal(gh.activeTokenCount('app-web'), 1);

@@ -13,6 +13,7 @@ import { createIdentityProvider } from '../src/dev/identity-provider.js';
 import { freePort, startIdp } from './support/idp.js';
 import type { StartedIdp } from './support/idp.js';
 import { selfSignedCertificate } from './support/tls.js';
+import { unescapeHtml } from './support/authorize-form.js';
 
 const CLIENT_ID = 'broker';
 const CLIENT_SECRET = 'broker-secret-0123456789abcdef0123456789abcdef';
@@ -43,14 +44,6 @@ class CookieJar {
     return [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ');
   }
 }
-
-const unescapeHtml = (s: string) =>
-  s
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&amp;/g, '&');
 
 interface DriveOptions {
   login?: string;

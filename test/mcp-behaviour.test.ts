@@ -215,49 +215,48 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
   });
 
   describe('cancelling in the browser', () => {
-    it('ends the repeated call as not connected when the user cancels on our consent page', async () => {
-      const browser = new Browser();
-      const pages: string[] = [];
-      const client = await modernClient({
-        url: stack.mcpUrl,
-        token: await stack.token('consent-cancel-user'),
-        onUrl: async (url) => {
-          const page = await completeConnect(browser, url, 'consent-cancel-user', { consent: 'cancel' });
-          pages.push(textOf(page.html));
-          return { action: 'accept' };
-        },
+    for (const c of [
+      {
+        who: 'the user cancels on our consent page',
+        sub: 'consent-cancel-user',
+        step: { consent: 'cancel' } as const,
+        repo: 'consent',
+        page: /You cancelled, so your GitHub account was not connected/,
+        reason: 'cancelled',
+        text: 'GitHub was not connected (you cancelled on the connect page), so nothing was done.',
+      },
+      {
+        who: 'the user denies access at GitHub',
+        sub: 'github-cancel-user',
+        step: { atGitHub: 'cancel' } as const,
+        repo: 'denied',
+        page: /You cancelled at GitHub, so nothing was connected/,
+        reason: 'denied',
+        text: 'GitHub was not connected (you cancelled at GitHub), so nothing was done.',
+      },
+    ]) {
+      it(`ends the repeated call as not connected when ${c.who}`, async () => {
+        const browser = new Browser();
+        const pages: string[] = [];
+        const client = await modernClient({
+          url: stack.mcpUrl,
+          token: await stack.token(c.sub),
+          onUrl: async (url) => {
+            const page = await completeConnect(browser, url, c.sub, c.step);
+            pages.push(textOf(page.html));
+            return { action: 'accept' };
+          },
+        });
+        const result = await closing(client, (cl) =>
+          cl.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: c.repo, title: 'x' } }),
+        );
+        assert.equal(pages.length, 1, 'no second question');
+        assert.match(pages[0]!, c.page);
+        assert.equal(result.isError, undefined);
+        assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: c.reason });
+        assert.equal(resultText(result), c.text);
       });
-      const result = await closing(client, (c) =>
-        c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'consent', title: 'x' } }),
-      );
-      assert.equal(pages.length, 1, 'no second question');
-      assert.match(pages[0]!, /You cancelled, so your GitHub account was not connected/);
-      assert.equal(result.isError, undefined);
-      assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'cancelled' });
-      assert.equal(resultText(result), 'GitHub was not connected (you cancelled on the connect page), so nothing was done.');
-    });
-
-    it('ends the repeated call as not connected when the user denies access at GitHub', async () => {
-      const browser = new Browser();
-      const pages: string[] = [];
-      const client = await modernClient({
-        url: stack.mcpUrl,
-        token: await stack.token('github-cancel-user'),
-        onUrl: async (url) => {
-          const page = await completeConnect(browser, url, 'github-cancel-user', { atGitHub: 'cancel' });
-          pages.push(textOf(page.html));
-          return { action: 'accept' };
-        },
-      });
-      const result = await closing(client, (c) =>
-        c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'denied', title: 'x' } }),
-      );
-      assert.equal(pages.length, 1, 'no second question');
-      assert.match(pages[0]!, /You cancelled at GitHub, so nothing was connected/);
-      assert.equal(result.isError, undefined);
-      assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'denied' });
-      assert.equal(resultText(result), 'GitHub was not connected (you cancelled at GitHub), so nothing was done.');
-    });
+    }
   });
 
   describe('a 2026-07-28 client without elicitation.url', () => {

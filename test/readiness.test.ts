@@ -16,7 +16,7 @@ import { startBroker, type RunningBroker } from '../src/server.js';
 import { startGitHubStandIn, type GitHubStandIn } from './support/github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './support/idp.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { BROKER_CLIENT, testBrokerEnv } from './support/stack.js';
+import { brokerIdpClient, testBrokerEnv } from './support/stack.js';
 
 async function readyz(
   url: string,
@@ -78,14 +78,7 @@ describe('readiness and the identity provider', () => {
   it('turns ready without a restart once the IdP comes up, and a probe never calls the IdP', async () => {
     idp = await startIdp({
       port: idpPort,
-      clients: [
-        {
-          client_id: BROKER_CLIENT.id,
-          client_secret: BROKER_CLIENT.secret,
-          redirect_uris: [`${publicUrl}/auth/callback`],
-          token_endpoint_auth_method: 'client_secret_basic',
-        },
-      ],
+      clients: [brokerIdpClient(publicUrl)],
       resource: `${publicUrl}/mcp`,
     });
     let last = await readyz(publicUrl);

@@ -16,6 +16,8 @@ import {
 } from '../src/dev/sandbox-github/index.js';
 import { openDevTables, SandboxGitHubStore } from '../src/dev/store/index.js';
 import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index.js';
+import { authorizeQuery, formFields } from './support/authorize-form.js';
+import { assertGitHubAppTokens } from './support/github-checks.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
@@ -94,14 +96,6 @@ const pkce = () => {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 };
 
-const unescape = (s: string) =>
-  s
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&amp;/g, '&');
-
 /** Drives the authorize page like a browser would: GET the form, then POST its fields back. */
 async function authorize(
   gh: Running,
@@ -114,25 +108,19 @@ async function authorize(
     client?: { clientId: string };
   } = {},
 ) {
-  const q = new URLSearchParams({
-    client_id: (opts.client ?? CLIENT).clientId,
-    redirect_uri: REDIRECT,
-    scope: opts.scope ?? 'repo read:user',
-    state: opts.state ?? 'st<"&>',
+  const q = authorizeQuery({
+    clientId: (opts.client ?? CLIENT).clientId,
+    redirectUri: REDIRECT,
+    scope: opts.scope,
+    state: opts.state,
+    challenge: opts.challenge,
   });
-  if (opts.scope === null) q.delete('scope'); // no scope parameter at all
-  if (opts.challenge) {
-    q.set('code_challenge', opts.challenge);
-    q.set('code_challenge_method', 'S256');
-  }
   const pageRes = await fetch(`${gh.webUrl}/login/oauth/authorize?${q}`);
   assert.equal(pageRes.status, 200);
   const html = await pageRes.text();
   const form = /<form method="post" action="([^"]*)">/.exec(html);
   assert.equal(form?.[1], `${MOUNT}/login/oauth/authorize`);
-  const fields = new URLSearchParams();
-  for (const m of html.matchAll(/<input type="(?:hidden|text)"[^>]*name="([^"]*)" value="([^"]*)">/g))
-    fields.set(unescape(m[1]!), unescape(m[2]!));
+  const fields = formFields(html);
   assert.equal(fields.get('login'), 'octocat');
   if (opts.login) fields.set('login', opts.login);
   fields.set('decision', opts.decision ?? 'authorize');
@@ -716,16 +704,7 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.ok(!html.includes('admin:org</code>'), 'the scope parameter is not offered');
 
     const tokens = await connectApp(gh, 'app-user');
-    assert.deepEqual(Object.keys(tokens), [
-      'access_token',
-      'expires_in',
-      'refresh_token',
-      'refresh_token_expires_in',
-      'scope',
-      'token_type',
-    ]);
-    assert.match(tokens.access_token, /^ghu_[A-Za-z0-9]{36}$/);
-    assert.match(tokens.refresh_token, /^ghr_[A-Za-z0-9]{76}$/);
+    assertGitHubAppTokens(tokens);
     assert.equal(tokens.expires_in, 60, "the client's TTL");
     assert.equal(tokens.refresh_token_expires_in, REFRESH_TTL_SECONDS);
     assert.equal(tokens.scope, '', 'the requested `repo read:user` is ignored');

@@ -17,13 +17,14 @@ import {
   OAUTH_FLOW_TTL_MS,
   PENDING_PRUNE_GRACE_MS,
   type LoginTransaction,
-  type NewConnection,
+  type NewPendingConnection,
   type OAuthFlow,
   type Owner,
   type PendingConnection,
   type Store,
 } from '../src/store/types.js';
 import { postgresSkipReason, startPostgres } from './support/postgres.js';
+import { pendingRow, connection } from './support/store-rows.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 const BOB: Owner = { issuer: 'https://idp.example.com', subject: 'bob' };
@@ -36,37 +37,6 @@ interface Backend {
   /** A new, empty database; each call of the `open` it returns is one more instance on it. */
   database(): Promise<() => Promise<Store>>;
   destroy(): Promise<void>;
-}
-
-type NewPending = Parameters<Store['pending']['create']>[0];
-
-let nextId = 0;
-function pendingRow(owner: Owner, overrides: Partial<NewPending> = {}): NewPending {
-  const id = overrides.id ?? `pc-${++nextId}`;
-  return {
-    id,
-    link_hash: `link-${id}`,
-    issuer: owner.issuer,
-    subject: owner.subject,
-    provider: 'github',
-    client_name: 'Claude',
-    scopes: 'repo',
-    expires_at: Date.now() + HOUR,
-    ...overrides,
-  };
-}
-
-function connection(owner: Owner, provider: string, overrides: Partial<NewConnection> = {}): NewConnection {
-  return {
-    ...owner,
-    provider,
-    account_id: `acct-${owner.subject}`,
-    account_login: owner.subject,
-    scopes: 'repo',
-    key_id: 'k1',
-    sealed_tokens: `sealed-${owner.subject}-${provider}-1`,
-    ...overrides,
-  };
 }
 
 function loginTransaction(stateHash: string, overrides: Partial<LoginTransaction> = {}): LoginTransaction {
@@ -571,7 +541,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       test('openOrCreate: a different request makes another row; past maxOpen the oldest open ones are cancelled as superseded, never another status', async () => {
         const paul: Owner = { issuer: ALICE.issuer, subject: 'paul' };
         const t0 = Date.now();
-        const open = (row: NewPending, at: number, on: Store = a) => on.pending.openOrCreate(row, 3, t0 + at);
+        const open = (row: NewPendingConnection, at: number, on: Store = a) => on.pending.openOrCreate(row, 3, t0 + at);
 
         // Older than every open row, so a store cancelling by age alone would pick these first.
         const completed = (await open(pendingRow(paul, { provider: 'gitlab' }), 0)).pending;
@@ -684,7 +654,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         await db.sessions.create('b-live', now + DAY);
         await db.rateLimits.hit('rl-stale', 60_000, now - DAY - 1);
         await db.rateLimits.hit('rl-recent', 60_000, now - HOUR);
-        const present = async (rows: NewPending[]) => (await Promise.all(rows.map((r) => other.pending.byId(r.id)))).map(Boolean);
+        const present = async (rows: NewPendingConnection[]) => (await Promise.all(rows.map((r) => other.pending.byId(r.id)))).map(Boolean);
 
         assert.equal(await db.pending.prune(now), 6, 'expiredLong, claimedLong, f-expired, l-expired, b-expired, rl-stale');
         assert.deepEqual(

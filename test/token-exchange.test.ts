@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { randomUUID } from 'node:crypto';
 import { Browser } from './support/browser.js';
+import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { readConnection, seedConnection } from './support/seed.js';
 import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
 
@@ -460,27 +461,8 @@ describe('token exchange with expiring GitHub App tokens: refresh, reauth_requir
     return { status: res.status, json: JSON.parse(text) as Record<string, unknown>, headers: res.headers };
   }
 
-  async function seedExpired(sub: string, login: string): Promise<void> {
-    const issued = stack.github.issueTokenFor(login);
-    stack.github.expireAccessTokens(login);
-    const user = stack.github.users.get(login)!;
-    await seedConnection(
-      stack.env,
-      sub,
-      'github',
-      { id: String(user.id), login },
-      {
-        accessToken: issued.accessToken,
-        tokenType: 'bearer',
-        refreshToken: issued.refreshToken!,
-        expiresAt: Date.now() - 60_000,
-        scopes: [],
-      },
-    );
-  }
-
   it('refreshes a token near expiry first (once) and answers with the new one and its expires_in', async () => {
-    await seedExpired('ivy', 'octocat');
+    await seedExpired(stack.env, stack.github, 'ivy', 'octocat');
     const before = stack.github.refreshCount;
     const r = await exchange('ivy');
     assert.equal(r.status, 200, JSON.stringify(r.json));
@@ -492,16 +474,8 @@ describe('token exchange with expiring GitHub App tokens: refresh, reauth_requir
   });
 
   it('a refresh GitHub refuses is never handed out: interaction_required, reason reauth_required', async () => {
-    await seedExpired('jack', 'hubot');
-    const stale = stack.github.issueTokenFor('hubot');
-    await fetch(`${stack.github.apiUrl}/applications/${stack.github.clientId}/grant`, {
-      method: 'DELETE',
-      headers: {
-        authorization: `Basic ${Buffer.from(`${stack.github.clientId}:${stack.github.clientSecret}`).toString('base64')}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ access_token: stale.accessToken }),
-    });
+    await seedExpired(stack.env, stack.github, 'jack', 'hubot');
+    await revokeGrantUpstream(stack.github, 'hubot');
     const r = await exchange('jack');
     assert.equal(r.status, 400);
     assert.equal(r.json.error, 'interaction_required');

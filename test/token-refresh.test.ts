@@ -12,7 +12,7 @@ import { ProviderError, type ProviderTokens } from '../src/providers/provider.js
 import { openSqliteStore, type Store } from '../src/store/index.js';
 import { randomBytes } from 'node:crypto';
 import { Browser, textOf } from './support/browser.js';
-import { createIssues, GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
+import { createIssues, GITHUB_APP, revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
 import { readConnection, seedConnection } from './support/seed.js';
 import { scriptedProvider } from './support/scripted-provider.js';
@@ -56,15 +56,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
   it('keeps the connection when GitHub no longer accepts the refresh token: reauth_required, then a reconnect restores it', async () => {
     await seedExpired(stack.env, stack.github, 'bob', 'hubot');
     // The refresh token dies upstream (as when the user revokes the app at GitHub).
-    const stale = stack.github.issueTokenFor('hubot');
-    await fetch(`${stack.github.apiUrl}/applications/${stack.github.clientId}/grant`, {
-      method: 'DELETE',
-      headers: {
-        authorization: `Basic ${Buffer.from(`${stack.github.clientId}:${stack.github.clientSecret}`).toString('base64')}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ access_token: stale.accessToken }),
-    });
+    await revokeGrantUpstream(stack.github, 'hubot');
     const browser = new Browser();
     let consentText = '';
     const client = await modernClient({

@@ -2,14 +2,14 @@
 // IdP, our consent page and GitHub's authorize form, and how long after the provider callback the
 // held repeat answers.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Browser, type Page } from '../../test/support/browser.js';
+import { InterceptingBrowser, type Browser, type BrowserRequestInit, type Page } from '../../test/support/browser.js';
 import type { StartedIdp } from '../../test/support/idp.js';
 import { COMPLETION_SAMPLES } from './settings.js';
 import { ms, round, summary } from './stats.js';
 import { connectRequest, expectComplete, firstCall, repeatCall } from './wire.js';
 
 /** A browser pinned to one broker process (like a load balancer would route it) that notes when the provider callback starts and finishes. */
-class TimedBrowser extends Browser {
+class TimedBrowser extends InterceptingBrowser {
   callbackStartedAt = 0;
   callbackDoneAt = 0;
 
@@ -20,15 +20,11 @@ class TimedBrowser extends Browser {
     super();
   }
 
-  override async request(
-    url: string,
-    init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {},
-  ): Promise<Response> {
-    const u = new URL(url);
-    const target = u.origin === this.publicOrigin ? new URL(u.pathname + u.search, this.backendOrigin).href : url;
+  protected override async intercept(u: URL, _init: BrowserRequestInit, send: (target?: string) => Promise<Response>): Promise<Response> {
+    const target = u.origin === this.publicOrigin ? new URL(u.pathname + u.search, this.backendOrigin).href : undefined;
     const isCallback = u.pathname === '/connect/github/callback';
     if (isCallback) this.callbackStartedAt = performance.now();
-    const res = await super.request(target, init);
+    const res = await send(target);
     if (isCallback) this.callbackDoneAt = performance.now();
     return res;
   }

@@ -11,7 +11,7 @@ import { openSqliteStore, type Store } from '../../src/store/index.js';
 import { openDevTables } from '../../src/dev/store/index.js';
 import { freePort, startIdp, type StartedIdp } from '../../test/support/idp.js';
 import { envelope, rawCall } from '../../test/support/mcp.js';
-import { BROKER_CLIENT } from '../../test/support/stack.js';
+import { BROKER_CLIENT, brokerIdpClient } from '../../test/support/stack.js';
 import type { Child } from './proc.js';
 import type { Resources } from './resources.js';
 import { BENCH_DIR, CONNECTED_USERS, PROFILE, say, silent } from './settings.js';
@@ -58,14 +58,7 @@ export async function startStack(resources: Resources): Promise<Stack> {
   const portA = await freePort();
   const publicUrl = `http://127.0.0.1:${portA}`;
   const idp = await startIdp({
-    clients: [
-      {
-        client_id: BROKER_CLIENT.id,
-        client_secret: BROKER_CLIENT.secret,
-        redirect_uris: [`${publicUrl}/auth/callback`],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
-    ],
+    clients: [brokerIdpClient(publicUrl)],
     resource: `${publicUrl}/mcp`,
   });
   resources.idp = idp;

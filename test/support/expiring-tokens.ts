@@ -1,5 +1,5 @@
-// Shared by the refresh suites: test/token-refresh.test.ts (one process) and
-// test/system/token-refresh-processes.test.ts (two broker processes on one database).
+// Shared by the suites that seed expired GitHub App tokens: test/token-refresh.test.ts (one process),
+// test/token-exchange.test.ts, test/system/token-refresh-processes.test.ts and test/system/scale-out.test.ts.
 import type { ProviderTokens } from '../../src/providers/provider.js';
 import type { GitHubStandIn } from './github-standin.js';
 import { envelope, rawCall } from './mcp.js';
@@ -21,6 +21,19 @@ export async function seedExpired(env: Record<string, string>, github: GitHubSta
   github.expireAccessTokens(login);
   const user = github.users.get(login)!;
   await seedConnection(env, sub, 'github', { id: String(user.id), login }, tokens);
+}
+
+/** Kills `login`'s grant at the stand-in the way GitHub's DELETE /applications/{client_id}/grant does, so its refresh tokens die upstream. */
+export async function revokeGrantUpstream(github: GitHubStandIn, login: string): Promise<void> {
+  const res = await fetch(`${github.apiUrl}/applications/${github.clientId}/grant`, {
+    method: 'DELETE',
+    headers: {
+      authorization: `Basic ${Buffer.from(`${github.clientId}:${github.clientSecret}`).toString('base64')}`,
+      'content-type': 'application/json',
+    },
+    body: JSON.stringify({ access_token: github.issueTokenFor(login).accessToken }),
+  });
+  await res.arrayBuffer();
 }
 
 /** `n` concurrent github_create_issue calls in octo-org/refresh, titled `${tag} ${i}`. */

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
 import { createSandboxGitHub, type SandboxAppKind, type SandboxIssuedToken } from '../../src/dev/sandbox-github/index.js';
-import { openDevTables, type SandboxGitHubStore, type SandboxUser } from '../../src/dev/store/index.js';
+import { openDevTables, type SandboxGitHubStore, type SandboxIssue, type SandboxUser } from '../../src/dev/store/index.js';
 import { openSqliteStore } from '../../src/store/index.js';
 
 export interface StandInOptions {
@@ -38,16 +38,8 @@ export interface StandInFaults {
   userFields?: Record<string, unknown>;
 }
 
-export interface StandInIssue {
-  owner: string;
-  repo: string;
-  number: number;
-  title: string;
-  body: string | null;
-  labels: string[];
-  author: string;
-  html_url: string;
-}
+/** An issue as the sandbox keeps it, without its row id and time, plus the page GitHub would link to. */
+export type StandInIssue = Omit<SandboxIssue, 'id' | 'createdAt'> & { html_url: string };
 
 export interface GitHubStandIn {
   webUrl: string;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Browser } from './browser.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './idp.js';
-import { BROKER_CLIENT, spawnBroker, testBrokerEnv } from './stack.js';
+import { brokerIdpClient, spawnBroker, testBrokerEnv } from './stack.js';
 
 export type SpawnedBroker = Awaited<ReturnType<typeof spawnBroker>>;
 
@@ -35,14 +35,7 @@ export async function startMultiStack(
   const publicUrl = `http://127.0.0.1:${portA}`;
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
-    clients: [
-      {
-        client_id: BROKER_CLIENT.id,
-        client_secret: BROKER_CLIENT.secret,
-        redirect_uris: [`${publicUrl}/auth/callback`],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
-    ],
+    clients: [brokerIdpClient(publicUrl)],
     resource: `${publicUrl}/mcp`,
   });
   const base: Record<string, string> = {

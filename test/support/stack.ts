@@ -13,6 +13,17 @@ import { freePort, startIdp, type IdpClient, type StartedIdp } from './idp.js';
 
 export const BROKER_CLIENT = { id: 'connect-broker', secret: 'broker-client-secret-for-tests' };
 
+/** The broker's registration at the test IdP, for a broker that answers at `publicUrl`. */
+export function brokerIdpClient(publicUrl: string, extra: Partial<IdpClient> = {}): IdpClient {
+  return {
+    client_id: BROKER_CLIENT.id,
+    client_secret: BROKER_CLIENT.secret,
+    redirect_uris: [`${publicUrl}/auth/callback`],
+    token_endpoint_auth_method: 'client_secret_basic',
+    ...extra,
+  };
+}
+
 export interface Stack {
   publicUrl: string;
   mcpUrl: string;
@@ -84,13 +95,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
     clients: [
-      {
-        client_id: BROKER_CLIENT.id,
-        client_secret: BROKER_CLIENT.secret,
-        redirect_uris: [`${publicUrl}/auth/callback`],
-        post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
+      brokerIdpClient(publicUrl, { post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`] }),
       ...(options.idpClients?.(publicUrl) ?? []),
     ],
     resource: `${publicUrl}/mcp`,

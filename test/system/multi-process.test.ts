@@ -7,6 +7,7 @@ import { envelope, modernClient, rawCall } from '../support/mcp.js';
 import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import { connectRequest } from '../support/reliability-flow.js';
 import { completeConnect } from '../support/stack.js';
+import { assertFirstIssueCreated } from '../support/github-checks.js';
 
 const ISSUE_ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed across processes' };
 /** What a GitHub token issued by the stand-in looks like; none may ever show up outside the broker's DB. */
@@ -90,14 +91,7 @@ describe('two broker processes sharing one database behind one PUBLIC_URL', () =
     assert.equal(reply.status, 200);
     assert.equal(reply.json.result.resultType, 'complete', reply.text);
     assert.equal(reply.json.result.isError, undefined);
-    assert.deepEqual(reply.json.result.structuredContent, {
-      status: 'created',
-      number: 1,
-      url: `${stack.github.webUrl}/octo-org/hello/issues/1`,
-      repository: 'octo-org/hello',
-    });
-    assert.equal(stack.github.issues.length, 1);
-    assert.equal(stack.github.issues[0]!.author, 'octocat');
+    assertFirstIssueCreated(stack.github, reply.json.result.structuredContent);
 
     for (const text of [reply.text, a.output(), b.output(), finalPage.html, ...browser.requests]) {
       assert.doesNotMatch(text, GITHUB_TOKEN_SHAPE, 'no GitHub token outside the store');

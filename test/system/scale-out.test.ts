@@ -17,9 +17,9 @@ import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import type { ProviderTokens } from '../../src/providers/provider.js';
-import { Browser, textOf, type Page } from '../support/browser.js';
+import { Browser, InterceptingBrowser, textOf, type BrowserRequestInit, type Page } from '../support/browser.js';
 import { eventually, logged } from '../support/eventually.js';
+import { seedExpired } from '../support/expiring-tokens.js';
 import type { StandInOptions } from '../support/github-standin.js';
 import { freePort } from '../support/idp.js';
 import { envelope, legacyClient, modernClient, rawCall, resultText } from '../support/mcp.js';
@@ -36,7 +36,7 @@ import {
   type RawReply,
 } from '../support/reliability-flow.js';
 import { startRoundRobinProxy, type RoundRobinProxy } from '../support/round-robin-proxy.js';
-import { readConnection, seedConnection } from '../support/seed.js';
+import { readConnection } from '../support/seed.js';
 import { completeConnect } from '../support/stack.js';
 
 const INSTANCES = 3;
@@ -169,7 +169,7 @@ async function steerTo(proxy: RoundRobinProxy, target: number): Promise<void> {
  * in `route`, steers the proxy so that request lands on the instance named there. Records when
  * each routed request was answered.
  */
-class SteeredBrowser extends Browser {
+class SteeredBrowser extends InterceptingBrowser {
   readonly answeredAt = new Map<string, number>();
   constructor(
     private readonly proxy: RoundRobinProxy,
@@ -178,15 +178,11 @@ class SteeredBrowser extends Browser {
     super();
   }
 
-  override async request(
-    url: string,
-    init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {},
-  ): Promise<Response> {
-    const u = new URL(url);
+  protected override async intercept(u: URL, init: BrowserRequestInit, send: () => Promise<Response>): Promise<Response> {
     const step = `${init.method ?? 'GET'} ${u.pathname}`;
     const target = u.origin === this.proxy.url ? this.route.get(step) : undefined;
     if (target !== undefined) await steerTo(this.proxy, target);
-    const res = await super.request(url, init);
+    const res = await send();
     this.answeredAt.set(step, Date.now());
     return res;
   }
@@ -225,21 +221,6 @@ function held(promise: Promise<RawReply>): { reply: Promise<RawReply>; answeredA
   const reply = promise.then((r) => ((at = Date.now()), r));
   reply.catch(() => {}); // a test that fails first must not leave an unhandled rejection behind
   return { reply, answeredAt: () => at };
-}
-
-/** Seeds `sub`'s GitHub connection with a token pair the stand-in issued, already expired. */
-async function seedExpired(out: ScaleOut, sub: string, login: string): Promise<void> {
-  const { github } = out.stack;
-  const issued = github.issueTokenFor(login);
-  const tokens: ProviderTokens = {
-    accessToken: issued.accessToken,
-    tokenType: 'bearer',
-    refreshToken: issued.refreshToken!,
-    expiresAt: Date.now() - 60_000,
-    scopes: [],
-  };
-  github.expireAccessTokens(login);
-  await seedConnection(out.stack.envFor(), sub, 'github', { id: String(github.users.get(login)!.id), login }, tokens);
 }
 
 describe('three instances behind a round-robin proxy: the connect story', () => {
@@ -477,7 +458,7 @@ describe('three instances, one expiring GitHub App token', () => {
     async (t) => {
       const out = scaleOut();
       const { proxy, stack } = out;
-      await seedExpired(out, 'dave', 'octocat');
+      await seedExpired(out.stack.envFor(), out.stack.github, 'dave', 'octocat');
       // Slow GitHub's refresh answer down so that the other calls really arrive while it is in flight.
       stack.github.faults = { refreshDelayMs: 300 };
       const token = await stack.token('dave');

@@ -21,9 +21,10 @@ import { MIGRATIONS_DIR, openPostgresStore, type PostgresStoreOptions } from '..
 import { createPool, ping } from '../../src/store/postgres/pool.js';
 import { StoreUnavailableError } from '../../src/store/errors.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
-import type { NewConnection, NewPendingConnection, Owner, PendingConnection, Store } from '../../src/store/types.js';
+import type { Owner, Store } from '../../src/store/types.js';
 import { startPostgres, type PgServer } from '../support/postgres.js';
 import { scriptedProvider } from '../support/scripted-provider.js';
+import { connection, pendingRow } from '../support/store-rows.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 const HOUR = 3_600_000;
@@ -64,35 +65,6 @@ async function eventually(check: () => boolean, timeoutMs: number, what: string)
     if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(5);
   }
-}
-
-let nextId = 0;
-function pendingRow(owner: Owner, overrides: Partial<PendingConnection> = {}): NewPendingConnection {
-  const id = overrides.id ?? `pc-${++nextId}-${Math.random().toString(36).slice(2, 8)}`;
-  return {
-    id,
-    link_hash: `link-${id}`,
-    issuer: owner.issuer,
-    subject: owner.subject,
-    provider: 'github',
-    client_name: 'Claude',
-    scopes: 'repo',
-    expires_at: Date.now() + HOUR,
-    ...overrides,
-  };
-}
-
-function connection(owner: Owner, provider: string, overrides: Partial<NewConnection> = {}): NewConnection {
-  return {
-    ...owner,
-    provider,
-    account_id: `acct-${owner.subject}`,
-    account_login: owner.subject,
-    scopes: 'repo',
-    key_id: 'k1',
-    sealed_tokens: `sealed-${owner.subject}-${provider}-1`,
-    ...overrides,
-  };
 }
 
 describe('migrations', () => {
