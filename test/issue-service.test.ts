@@ -4,10 +4,11 @@
 // broker's own pages; the example creates the issue at the GitHub stand-in with the exchanged
 // token; no message the client receives ever carries that token.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport, UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import { startIssueService, type IssueService } from '../examples/issue-service/service.js';
@@ -185,7 +186,7 @@ describe('the example issue service against the real broker, end to end', () => 
     await assertNoTokenReached();
   });
 
-  it('the Python mcp 2.3.0 client (2026-07-28), where pip can install it', { timeout: 120_000 }, (t) => {
+  it('the Python mcp 2.3.0 client (2026-07-28), where pip can install it', { timeout: 180_000 }, async (t) => {
     const venv = join(dir, 'py');
     const made = spawnSync('python3', ['-m', 'venv', venv], { timeout: 60_000, encoding: 'utf8' });
     if (made.status !== 0)
@@ -193,16 +194,45 @@ describe('the example issue service against the real broker, end to end', () => 
     const pip = spawnSync(
       join(venv, 'bin', 'pip'),
       ['install', '--disable-pip-version-check', '--timeout', '10', '--retries', '0', 'mcp==2.3.0'],
-      {
-        timeout: 60_000,
-        encoding: 'utf8',
-      },
+      { timeout: 90_000, encoding: 'utf8' },
     );
     if (pip.status !== 0)
       return t.skip(
-        `pip could not install mcp==2.3.0 (the package index is not reachable from this machine): ${(pip.stderr || '').trim().split('\n').at(-1) ?? ''}`,
+        `pip could not install mcp==2.3.0 (no package index reachable from this machine): ${(pip.stderr || pip.error?.message || '').trim().split('\n').at(-1) ?? ''}`,
       );
-    // Reachable: the Python path is not written yet; say so rather than pass silently.
-    return t.todo('mcp 2.3.0 installed; the Python 2026-07-28 scenario is still to be written');
+
+    const issues = stack.github.issues.length;
+    const browser = new Browser();
+    const child = spawn(join(venv, 'bin', 'python'), [fileURLToPath(new URL('./fixtures/python-mcp-client.py', import.meta.url))], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        MCP_URL: audience,
+        MCP_TOKEN: await stack.token('pia', { aud: audience }),
+        MCP_ARGS: JSON.stringify(ARGS),
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    const links: string[] = [];
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      for (const m of out.matchAll(/^URL (\S+)$/gm)) {
+        if (links.includes(m[1]!)) continue;
+        links.push(m[1]!);
+        void completeConnect(browser, m[1]!, 'pia', { githubLogin: 'pia-gh' }).then(() => child.stdin.write('accept\n'));
+      }
+    });
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    received.push(out);
+    assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
+    assert.equal(links.length, 1, 'one URL elicitation');
+    assert.equal(new URL(links[0]!).origin, stack.publicUrl);
+    const result = JSON.parse(/^RESULT (.*)$/m.exec(out)![1]!) as Record<string, unknown>;
+    assert.match(resultText(result), /Created octo-org\/hello#\d+ as pia-gh/);
+    assert.equal(stack.github.issues.length, issues + 1);
+    assert.equal(stack.github.issues.at(-1)!.author, 'pia-gh');
+    await assertNoTokenReached();
   });
 });
