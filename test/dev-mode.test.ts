@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '../src/config/env.js';
 import { startDevBroker, type DevBroker } from '../src/dev/dev-broker.js';
 import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
+import { loadOrCreateDevSecrets } from '../src/dev/secrets.js';
 import { createLogger } from '../src/log.js';
 import { Browser, textOf } from './support/browser.js';
 import { freePort } from './support/idp.js';
@@ -109,6 +110,19 @@ describe('npm run dev: the broker with nothing configured', () => {
     );
     const issuePage = await fetch((result.structuredContent as { url: string }).url);
     assert.equal(issuePage.status, 200, 'the issue link works');
+  });
+
+  it("adds the example service's secrets to a dev-secrets.json from before it, keeping the others", async () => {
+    const path = join(dir, 'old', 'dev-secrets.json');
+    const { secrets } = await loadOrCreateDevSecrets(path);
+    const { exampleServiceSecret: _s, exampleStateKey: _k, ...old } = secrets;
+    writeFileSync(path, JSON.stringify(old), { mode: 0o600 });
+    const again = await loadOrCreateDevSecrets(path);
+    assert.equal(again.created, false);
+    assert.equal(again.secrets.brokerSecret, secrets.brokerSecret, 'the other secrets are kept');
+    assert.ok(again.secrets.exampleServiceSecret.length >= 32 && Buffer.byteLength(again.secrets.exampleStateKey) >= 32);
+    assert.deepEqual(JSON.parse(readFileSync(path, 'utf8')), again.secrets, 'written back');
+    assert.equal(statSync(path).mode & 0o077, 0);
   });
 
   it('runs the example issue service beside the broker, on its own port and audience, and says so', async () => {
