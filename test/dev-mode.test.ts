@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '../src/config/env.js';
 import { startDevBroker, type DevBroker } from '../src/dev/dev-broker.js';
 import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
+import { loadOrCreateDevSecrets } from '../src/dev/secrets.js';
 import { createLogger } from '../src/log.js';
 import { Browser, textOf } from './support/browser.js';
 import { freePort } from './support/idp.js';
@@ -109,6 +110,62 @@ describe('npm run dev: the broker with nothing configured', () => {
     );
     const issuePage = await fetch((result.structuredContent as { url: string }).url);
     assert.equal(issuePage.status, 200, 'the issue link works');
+  });
+
+  it("adds the example service's secrets to a dev-secrets.json from before it, keeping the others", async () => {
+    const path = join(dir, 'old', 'dev-secrets.json');
+    const { secrets } = await loadOrCreateDevSecrets(path);
+    const { exampleServiceSecret: _s, exampleStateKey: _k, ...old } = secrets;
+    writeFileSync(path, JSON.stringify(old), { mode: 0o600 });
+    const again = await loadOrCreateDevSecrets(path);
+    assert.equal(again.created, false);
+    assert.equal(again.secrets.brokerSecret, secrets.brokerSecret, 'the other secrets are kept');
+    assert.ok(again.secrets.exampleServiceSecret.length >= 32 && Buffer.byteLength(again.secrets.exampleStateKey) >= 32);
+    assert.deepEqual(JSON.parse(readFileSync(path, 'utf8')), again.secrets, 'written back');
+    assert.equal(statSync(path).mode & 0o077, 0);
+  });
+
+  it('runs the example issue service beside the broker, on its own port and audience, and says so', async () => {
+    const example = dev.example!;
+    assert.ok(example, 'the example service runs');
+    assert.equal(example.mcpUrl, `http://127.0.0.1:${port + 1}/mcp`);
+    assert.match(dev.banner, new RegExp(`Example service\\s+${example.mcpUrl.replace(/[.]/g, '\\.')}`));
+    const res = await fetch(example.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(res.status, 401);
+    const challenge = res.headers.get('www-authenticate') ?? '';
+    const metadataUrl = /resource_metadata="([^"]+)"/.exec(challenge)?.[1];
+    assert.ok(metadataUrl, challenge);
+    assert.equal(new URL(metadataUrl).origin, new URL(example.mcpUrl).origin, 'its own resource metadata, not the broker');
+    const prm = (await (await fetch(metadataUrl)).json()) as { resource: string; authorization_servers: string[] };
+    assert.equal(prm.resource, example.mcpUrl);
+    assert.deepEqual(prm.authorization_servers, [`${dev.publicUrl}/idp`]);
+  });
+
+  it("a client signed in to the example service is sent to the broker's connect page, and the issue is created with that connection", async () => {
+    const example = dev.example!;
+    const browser = new Browser();
+    let link = '';
+    const { client, oauth } = await signedInClient(example.mcpUrl, browser, 'erin', undefined, async (url) => {
+      link = url;
+      let page = await browser.open(url);
+      assert.match(textOf(page.html), /Connect your GitHub \(sandbox\) account/);
+      assert.match(page.html, /Example issue service/, 'the consent page names the asking service');
+      page = await browser.submit(page, { button: 'allow' });
+      await browser.submit(page, { button: 'authorize', fields: { login: 'erin-gh' } });
+    });
+    const token = (await oauth.tokens())?.access_token ?? '';
+    const claims = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')) as { aud: unknown };
+    assert.equal(claims.aud, example.mcpUrl, "the embedded IdP issued the token for the example's audience");
+    const result = await client.callTool({
+      name: 'create_issue',
+      arguments: { owner: 'octo-org', repo: 'example', title: 'From the example' },
+    });
+    await client.close();
+    assert.equal(new URL(link).origin, dev.publicUrl, "the connect link is on the broker's origin");
+    assert.match(new URL(link).pathname, /^\/connect\/github$/);
+    assert.equal(result.isError, undefined, resultText(result));
+    assert.match(resultText(result), /Created octo-org\/example#\d+ as erin-gh/);
+    assert.doesNotMatch(JSON.stringify(result), /gh[uopr]_/, 'no GitHub token reaches the client');
   });
 
   it('keeps MCP sign-ins, browser sessions and connections across a restart', async () => {

@@ -170,6 +170,7 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     assert.equal(r.json.token_type, 'Bearer');
     assert.equal(r.json.scope, 'repo');
     assert.equal(r.json.refresh_token, undefined);
+    assert.equal(r.json.account_login, 'octocat', 'the non-secret extra member naming the account');
     assert.equal(r.headers.get('cache-control'), 'no-store');
     assert.equal(r.headers.get('pragma'), 'no-cache');
     const owner = { issuer: stack.idp.issuer, subject: 'alice' };

@@ -32,6 +32,8 @@ export interface IssueServiceOptions {
   audience: string;
   /** Where GitHub's REST API lives (https://api.github.com, or a stand-in). */
   githubApiUrl: string;
+  /** The scopes its resource metadata advertises, so clients ask the IdP for them (e.g. ['mcp']). */
+  scopes?: string[];
   /** Listen port (default: the audience's port, or 0 for any). */
   port?: number;
   host?: string;
@@ -142,7 +144,12 @@ export async function startIssueService(options: IssueServiceOptions): Promise<I
   const serve = async (request: Request): Promise<Response> => {
     const badHost = hostHeaderValidationResponse(request, [audience.hostname, 'localhost', '127.0.0.1', '[::1]']);
     if (badHost) return badHost;
-    const metadata = oauthMetadataResponse(request, { oauthMetadata, resourceServerUrl: audience, resourceName: 'Example issue service' });
+    const metadata = oauthMetadataResponse(request, {
+      oauthMetadata,
+      resourceServerUrl: audience,
+      resourceName: 'Example issue service',
+      ...(options.scopes?.length ? { scopesSupported: options.scopes } : {}),
+    });
     if (metadata) return metadata;
     if (new URL(request.url).pathname !== audience.pathname) return new Response('Not found', { status: 404 });
     const auth = await gate(request);

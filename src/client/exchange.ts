@@ -116,7 +116,8 @@ function classify(res: Response, body: Record<string, unknown>): ExchangeOutcome
     const accessToken = str(body.access_token);
     if (!accessToken) return { kind: 'error', error: 'invalid_response', description: 'no access_token in the answer', status: 200 };
     const expiresIn = typeof body.expires_in === 'number' && Number.isFinite(body.expires_in) ? body.expires_in : undefined;
-    const login = str(body.login) ?? str(body.account);
+    // The broker's extra member (RFC 6749 §5.1): the provider account's login, never a secret.
+    const login = str(body.account_login);
     return {
       kind: 'token',
       accessToken,

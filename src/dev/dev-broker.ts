@@ -1,5 +1,7 @@
 import express from 'express';
+import { writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { startIssueService, type IssueService } from '../../examples/issue-service/service.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { isLoopbackHostname } from '../net/loopback.js';
 import type { Logger } from '../log.js';
@@ -12,6 +14,8 @@ import { openDevTables } from './store/index.js';
 
 export const DEV_PAGES_CLIENT_ID = 'connect-broker-pages';
 export const SANDBOX_GITHUB_CLIENT_ID = 'Iv1.sandbox-broker';
+/** The example issue service's id at the broker (its `services:` entry). */
+export const EXAMPLE_SERVICE_ID = 'issue-service';
 
 export interface DevBroker {
   running: RunningBroker;
@@ -21,6 +25,8 @@ export interface DevBroker {
   secretsPath: string;
   databasePath: string;
   banner: string;
+  /** The example issue service beside the broker (absent when PROVIDERS_FILE is the operator's). */
+  example?: { mcpUrl: string; service: IssueService };
 }
 
 /**
@@ -74,6 +80,32 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   const realGitHub = !!(env.GITHUB_CLIENT_ID && env.GITHUB_CLIENT_SECRET);
   const issuer = `${publicUrl}/idp`;
   const sandboxBase = `${publicUrl}/sandbox/github`;
+  const githubApiUrl = realGitHub ? (env.GITHUB_API_URL ?? 'https://api.github.com') : `${sandboxBase}/api/v3`;
+
+  // The example issue service (examples/issue-service): a second MCP server on the next port, its
+  // users signed in by the same embedded IdP for its own audience, declared to the broker as a
+  // service so it obtains their GitHub tokens through POST /oauth/token. An operator's own
+  // PROVIDERS_FILE is left alone (no example then).
+  const exampleUrl = env.PROVIDERS_FILE ? undefined : new URL(`http://${new URL(publicUrl).hostname}:${Number(port) + 1}/mcp`);
+  const exampleEnv: Record<string, string> = {};
+  if (exampleUrl) {
+    const servicesFile = join(dirname(databasePath), 'dev-services.yaml');
+    writeFileSync(
+      servicesFile,
+      [
+        '# Written by npm run dev: the example issue service, a service of this development broker.',
+        'services:',
+        `  - id: ${EXAMPLE_SERVICE_ID}`,
+        '    displayName: Example issue service',
+        `    audiences: [${exampleUrl.href}]`,
+        '    auth: client_secret_basic',
+        '    allow: { github: [public_repo, repo] }',
+        '',
+      ].join('\n'),
+    );
+    exampleEnv.PROVIDERS_FILE = servicesFile;
+    exampleEnv.SERVICE_ISSUE_SERVICE_SECRET = secrets.exampleServiceSecret;
+  }
 
   const config = loadConfig({
     ...env,
@@ -89,6 +121,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     MCP_SCOPES: env.MCP_SCOPES ?? 'mcp',
     BROKER_SECRET: env.BROKER_SECRET ?? secrets.brokerSecret,
     TOKEN_ENCRYPTION_KEY: env.TOKEN_ENCRYPTION_KEY ?? secrets.tokenEncryptionKey,
+    ...exampleEnv,
     ...(realGitHub
       ? {}
       : {
@@ -107,6 +140,7 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       const idp = createIdentityProvider({
         issuer,
         resource: config.audience,
+        ...(exampleUrl ? { moreResources: [exampleUrl.href] } : {}),
         clients: [
           {
             client_id: DEV_PAGES_CLIENT_ID,
@@ -150,6 +184,34 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     },
   });
 
+  let example: DevBroker['example'];
+  if (exampleUrl) {
+    try {
+      const service = await startIssueService({
+        brokerUrl: publicUrl,
+        serviceId: EXAMPLE_SERVICE_ID,
+        serviceSecret: secrets.exampleServiceSecret,
+        stateKey: secrets.exampleStateKey,
+        oidcIssuer: issuer,
+        audience: exampleUrl.href,
+        githubApiUrl,
+        host,
+        // The embedded IdP grants its `mcp` scope for every resource it knows.
+        scopes: ['mcp'],
+        log: (line) => log.info('example_service', { line }),
+      });
+      example = { mcpUrl: service.url, service };
+      const closeBroker = running.close.bind(running);
+      running.close = async () => {
+        await service.close();
+        await closeBroker();
+      };
+    } catch (err) {
+      await running.close();
+      throw err;
+    }
+  }
+
   const mcpUrl = config.mcpUrl.href;
   const banner = [
     '',
@@ -162,11 +224,17 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       ? `  GitHub             the real one (GITHUB_CLIENT_ID is set; callback ${publicUrl}/connect/github/callback)`
       : `  GitHub             sandbox at ${sandboxBase} — simulated, nothing reaches github.com (set GITHUB_CLIENT_ID/SECRET for the real one)`,
     `  Data               ${databasePath} (generated secrets in ${secretsPath})`,
+    ...(example
+      ? [
+          `  Example service    ${example.mcpUrl} — a second MCP server (examples/issue-service) whose create_issue`,
+          `                     gets your GitHub token from this broker (POST ${publicUrl}/oauth/token)`,
+        ]
+      : []),
     '',
     '  Add it to an MCP client (it signs in through the embedded IdP on first use):',
     `    {"mcpServers": {"connect-broker": {"type": "http", "url": "${mcpUrl}"}}}`,
     `    MCP Inspector: npx @modelcontextprotocol/inspector → Streamable HTTP → ${mcpUrl}`,
     '',
   ].join('\n');
-  return { running, publicUrl, mcpUrl, sandboxGitHub: !realGitHub, secretsPath, databasePath, banner };
+  return { running, publicUrl, mcpUrl, sandboxGitHub: !realGitHub, secretsPath, databasePath, banner, ...(example ? { example } : {}) };
 }

@@ -38,6 +38,8 @@ export interface IdentityProviderOptions {
   clients: IdpClient[];
   /** The MCP resource URL; access tokens for it are JWTs with aud = resource. */
   resource: string;
+  /** More resources (other MCP servers of the operator's) the IdP issues JWT access tokens for. */
+  moreResources?: string[];
   /** Keys for signing oidc-provider's cookies; random when omitted. */
   cookieKeys?: string[];
   /** A private RS256 JWK to sign with (persist it to keep tokens valid across restarts); generated when omitted. */
@@ -223,12 +225,13 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
   const kid = await calculateJwkThumbprint(privateJwk);
   Object.assign(privateJwk, { kid, use: 'sig', alg: 'RS256' });
 
-  const resourceServer: ResourceServer = {
+  const resourceServerFor = (audience: string): ResourceServer => ({
     scope: RESOURCE_SCOPE,
-    audience: resource,
+    audience,
     accessTokenFormat: 'jwt',
     jwt: { sign: { alg: 'RS256' } },
-  };
+  });
+  const resourceServers = [resource, ...(options.moreResources ?? [])].map(resourceServerFor);
 
   const configuration = (cimdAck: string | undefined): Configuration => ({
     clients: options.clients.map((client) => ({ ...client })),
@@ -279,7 +282,8 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
           return resource;
         },
         getResourceServerInfo: (_ctx, indicator) => {
-          if (sameUrl(indicator, resource)) return resourceServer;
+          const known = resourceServers.find((r) => sameUrl(indicator, String(r.audience)));
+          if (known) return known;
           throw new errors.InvalidTarget();
         },
         useGrantedResource: () => true,

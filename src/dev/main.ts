@@ -13,7 +13,12 @@ const dev = await startDevBroker(process.env, log).catch((err: unknown) => {
   process.exit(1);
 });
 process.stdout.write(dev.banner + '\n');
-log.info('listening', { url: dev.running.url, mcp: dev.mcpUrl, mode: 'development' });
+log.info('listening', {
+  url: dev.running.url,
+  mcp: dev.mcpUrl,
+  ...(dev.example ? { example: dev.example.mcpUrl } : {}),
+  mode: 'development',
+});
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.once(signal, () => {

@@ -11,14 +11,23 @@ export interface DevSecrets {
   sandboxGitHubClientSecret: string;
   idpCookieKeys: string[];
   idpSigningJwk: Record<string, unknown>;
+  /** The example issue service's client secret at the broker (SERVICE_ISSUE_SERVICE_SECRET). */
+  exampleServiceSecret: string;
+  /** The key the example service seals its requestState with. */
+  exampleStateKey: string;
 }
 
 /** Reads `path`, or creates it (mode 0600) with fresh random secrets. */
 export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: DevSecrets; created: boolean }> {
   if (existsSync(path)) {
-    const secrets = JSON.parse(readFileSync(path, 'utf8')) as DevSecrets;
-    if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length)
-      return { secrets, created: false };
+    const secrets = JSON.parse(readFileSync(path, 'utf8')) as Partial<DevSecrets>;
+    if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length) {
+      // A file from before the example service: add its secrets, keep the rest.
+      if (secrets.exampleServiceSecret && secrets.exampleStateKey) return { secrets: secrets as DevSecrets, created: false };
+      const upgraded = { ...secrets, exampleServiceSecret: randomHandle(), exampleStateKey: randomHandle() } as DevSecrets;
+      write(path, upgraded);
+      return { secrets: upgraded, created: false };
+    }
   }
   const secrets: DevSecrets = {
     brokerSecret: randomHandle(),
@@ -27,11 +36,17 @@ export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: D
     sandboxGitHubClientSecret: randomText(20, 'hex'),
     idpCookieKeys: [randomHandle()],
     idpSigningJwk: { ...(await exportJWK((await generateKeyPair('RS256', { extractable: true })).privateKey)), alg: 'RS256', use: 'sig' },
+    exampleServiceSecret: randomHandle(),
+    exampleStateKey: randomHandle(),
   };
+  write(path, secrets);
+  return { secrets, created: true };
+}
+
+function write(path: string, secrets: DevSecrets): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, JSON.stringify(secrets, null, 2), { mode: 0o600 });
   renameSync(tmp, path);
   chmodSync(path, 0o600);
-  return { secrets, created: true };
 }

@@ -253,6 +253,9 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
         token_type: 'Bearer',
         ...(tokens.expiresAt !== undefined ? { expires_in: Math.max(0, Math.floor((tokens.expiresAt - Date.now()) / 1000)) } : {}),
         scope: row.scopes,
+        // RFC 6749 §5.1 allows extra members: the provider account's login (not a secret), so a
+        // service can say whose account acted without a call to the provider.
+        ...(row.account_login ? { account_login: row.account_login } : {}),
       });
       return;
     }

@@ -146,7 +146,7 @@ export async function startBrokerTokenStandIn(opts: { issuer: string; services: 
             token_type: 'Bearer',
             expires_in: 3600,
             scope: c.scopes.join(' '),
-            login: c.login,
+            account_login: c.login,
           });
         };
         const ask = (p: Pending) =>

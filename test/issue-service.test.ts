@@ -1,0 +1,238 @@
+// Issue 12 § Proof, end to end: the real broker (test/support/stack.ts) with the example issue
+// service declared in `services:`, the example on its own loopback port and audience, and the
+// official SDK client in both eras calling its `create_issue`. The user connects through the
+// broker's own pages; the example creates the issue at the GitHub stand-in with the exchanged
+// token; no message the client receives ever carries that token.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { Client, StreamableHTTPClientTransport, UrlElicitationRequiredError } from '@modelcontextprotocol/client';
+import { startIssueService, type IssueService } from '../examples/issue-service/service.js';
+import { Browser } from './support/browser.js';
+import { readConnection } from './support/seed.js';
+import { freePort } from './support/idp.js';
+import { resultText } from './support/mcp.js';
+import { completeConnect, startStack, type Stack } from './support/stack.js';
+
+const SERVICE = { id: 'issue-bot', secret: 'issue-bot-secret-for-the-e2e-test-0123' };
+const STATE_KEY = 'an-e2e-state-key-of-at-least-thirty-two-bytes';
+const ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed through the broker' };
+
+type Answer = { action: 'accept' | 'decline' | 'cancel' };
+
+describe('the example issue service against the real broker, end to end', () => {
+  let stack: Stack;
+  let service: IssueService;
+  let audience: string;
+  let dir: string;
+  /** Every body the clients received from the example service, to scan for tokens. */
+  const received: string[] = [];
+
+  const recordingFetch: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    const copy = res.clone();
+    received.push('');
+    const slot = received.length - 1;
+    void copy.text().then(
+      (t) => (received[slot] = t),
+      () => undefined,
+    );
+    return res;
+  };
+
+  async function client(sub: string, era: 'modern' | 'legacy', onUrl?: (url: string) => Promise<Answer>): Promise<Client> {
+    const token = await stack.token(sub, { aud: audience });
+    const c = new Client(
+      { name: `e2e-${era}`, version: '1.0.0' },
+      { capabilities: { elicitation: { url: {} } }, ...(era === 'modern' ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : {}) },
+    );
+    c.setRequestHandler('elicitation/create', async (request) => {
+      const params = request.params as { mode?: string; url?: string };
+      if (params.mode === 'url' && onUrl) return onUrl(params.url!);
+      return { action: 'decline' as const };
+    });
+    await c.connect(
+      new StreamableHTTPClientTransport(new URL(audience), { authProvider: { token: async () => token }, fetch: recordingFetch }),
+    );
+    return c;
+  }
+
+  const connection = (sub: string) => readConnection(stack.env, sub, 'github');
+
+  before(async () => {
+    audience = `http://127.0.0.1:${await freePort()}/mcp`;
+    dir = mkdtempSync(join(tmpdir(), 'issue-service-e2e-'));
+    const file = join(dir, 'services.yaml');
+    writeFileSync(
+      file,
+      [
+        'services:',
+        `  - id: ${SERVICE.id}`,
+        '    displayName: Example issue service',
+        `    audiences: [${audience}]`,
+        '    auth: client_secret_basic',
+        '    allow: { github: [public_repo, repo] }',
+      ].join('\n'),
+    );
+    stack = await startStack({ env: { PROVIDERS_FILE: file, SERVICE_ISSUE_BOT_SECRET: SERVICE.secret }, holdSeconds: 5 });
+    service = await startIssueService({
+      brokerUrl: stack.publicUrl,
+      serviceId: SERVICE.id,
+      serviceSecret: SERVICE.secret,
+      stateKey: STATE_KEY,
+      oidcIssuer: stack.idp.issuer,
+      audience,
+      githubApiUrl: stack.github.apiUrl,
+      broker: { waitSeconds: 10 },
+    });
+  });
+  after(async () => {
+    await service?.close();
+    await stack?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** After the client closed: nothing it received holds a GitHub token (access or refresh). */
+  async function assertNoTokenReached(): Promise<void> {
+    await new Promise((r) => setTimeout(r, 50));
+    const all = received.join('\n');
+    assert.ok(all.length > 0, 'the recorder saw the traffic');
+    assert.doesNotMatch(all, /gh[uopr]_[A-Za-z0-9]/, 'no GitHub token shape in any message the client received');
+    assert.doesNotMatch(all, /access_token|refresh_token/);
+  }
+
+  it('2026-07-28: input_required with the broker link → sign in and connect → the repeat creates the issue as that user', async () => {
+    const issues = stack.github.issues.length;
+    const seen: string[] = [];
+    const browser = new Browser();
+    const c = await client('alice', 'modern', async (url) => {
+      seen.push(url);
+      assert.equal(new URL(url).origin, stack.publicUrl, 'the connect link is on the broker origin');
+      assert.match(new URL(url).pathname, /^\/connect\/github$/);
+      const page = await completeConnect(browser, url, 'alice', { githubLogin: 'octocat' });
+      assert.equal(page.status, 200, page.html);
+      return { action: 'accept' };
+    });
+    const result = await c.callTool({ name: 'create_issue', arguments: ARGS });
+    await c.close();
+    assert.equal(seen.length, 1, 'one URL elicitation');
+    assert.equal(result.isError, undefined, resultText(result));
+    assert.match(resultText(result), /Created octo-org\/hello#\d+ as octocat/);
+    assert.equal(stack.github.issues.length, issues + 1);
+    const issue = stack.github.issues.at(-1)!;
+    assert.equal(issue.author, 'octocat', "created with alice's GitHub token");
+    assert.equal(issue.title, ARGS.title);
+    assert.ok(await connection('alice'), 'alice has a connection at the broker');
+    await assertNoTokenReached();
+  });
+
+  it('2026-07-28, connected already: no elicitation, the issue is created at once', async () => {
+    const issues = stack.github.issues.length;
+    const c = await client('alice', 'modern', async () => assert.fail('no elicitation for a connected user'));
+    const result = await c.callTool({ name: 'create_issue', arguments: { ...ARGS, title: 'Second one' } });
+    await c.close();
+    assert.equal(result.isError, undefined, resultText(result));
+    assert.equal(stack.github.issues.length, issues + 1);
+    await assertNoTokenReached();
+  });
+
+  it('a second user gets their own connection and their own GitHub identity', async () => {
+    const browser = new Browser();
+    const c = await client('bob', 'modern', async (url) => {
+      await completeConnect(browser, url, 'bob', { githubLogin: 'hubot' });
+      return { action: 'accept' };
+    });
+    const result = await c.callTool({ name: 'create_issue', arguments: ARGS });
+    await c.close();
+    assert.equal(result.isError, undefined, resultText(result));
+    assert.match(resultText(result), /as hubot/);
+    assert.equal(stack.github.issues.at(-1)!.author, 'hubot');
+    await assertNoTokenReached();
+  });
+
+  it('decline: a "nothing was done" result, no connection, no issue', async () => {
+    const issues = stack.github.issues.length;
+    const c = await client('carol', 'modern', async () => ({ action: 'decline' }));
+    const result = await c.callTool({ name: 'create_issue', arguments: ARGS });
+    await c.close();
+    assert.equal(result.isError, undefined);
+    assert.match(resultText(result), /nothing was done/);
+    assert.equal(stack.github.issues.length, issues);
+    assert.equal(await connection('carol'), undefined);
+  });
+
+  it('2025-11-25: -32042 with the broker link → connect → the plain repeat creates the issue', async () => {
+    const issues = stack.github.issues.length;
+    const c = await client('dora', 'legacy');
+    let link = '';
+    await assert.rejects(c.callTool({ name: 'create_issue', arguments: ARGS }), (err: unknown) => {
+      assert.ok(err instanceof UrlElicitationRequiredError);
+      assert.equal(err.code, -32042);
+      link = err.elicitations[0]!.url;
+      return true;
+    });
+    assert.equal(new URL(link).origin, stack.publicUrl);
+    const page = await completeConnect(new Browser(), link, 'dora', { githubLogin: 'octocat' });
+    assert.equal(page.status, 200, page.html);
+    const result = await c.callTool({ name: 'create_issue', arguments: ARGS });
+    await c.close();
+    assert.equal(result.isError, undefined, resultText(result));
+    assert.equal(stack.github.issues.length, issues + 1);
+    assert.equal(stack.github.issues.at(-1)!.author, 'octocat');
+    await assertNoTokenReached();
+  });
+
+  it('the Python mcp 2.3.0 client (2026-07-28), where pip can install it', { timeout: 180_000 }, async (t) => {
+    const venv = join(dir, 'py');
+    const made = spawnSync('python3', ['-m', 'venv', venv], { timeout: 60_000, encoding: 'utf8' });
+    if (made.status !== 0)
+      return t.skip(`no Python venv on this machine (${(made.stderr || made.error?.message || '').trim().slice(0, 120)})`);
+    const pip = spawnSync(
+      join(venv, 'bin', 'pip'),
+      ['install', '--disable-pip-version-check', '--timeout', '10', '--retries', '0', 'mcp==2.3.0'],
+      { timeout: 90_000, encoding: 'utf8' },
+    );
+    if (pip.status !== 0)
+      return t.skip(
+        `pip could not install mcp==2.3.0 (no package index reachable from this machine): ${(pip.stderr || pip.error?.message || '').trim().split('\n').at(-1) ?? ''}`,
+      );
+
+    const issues = stack.github.issues.length;
+    const browser = new Browser();
+    const child = spawn(join(venv, 'bin', 'python'), [fileURLToPath(new URL('./fixtures/python-mcp-client.py', import.meta.url))], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        MCP_URL: audience,
+        MCP_TOKEN: await stack.token('pia', { aud: audience }),
+        MCP_ARGS: JSON.stringify(ARGS),
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    const links: string[] = [];
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      for (const m of out.matchAll(/^URL (\S+)$/gm)) {
+        if (links.includes(m[1]!)) continue;
+        links.push(m[1]!);
+        void completeConnect(browser, m[1]!, 'pia', { githubLogin: 'pia-gh' }).then(() => child.stdin.write('accept\n'));
+      }
+    });
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    received.push(out);
+    assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
+    assert.equal(links.length, 1, 'one URL elicitation');
+    assert.equal(new URL(links[0]!).origin, stack.publicUrl);
+    const result = JSON.parse(/^RESULT (.*)$/m.exec(out)![1]!) as Record<string, unknown>;
+    assert.match(resultText(result), /Created octo-org\/hello#\d+ as pia-gh/);
+    assert.equal(stack.github.issues.length, issues + 1);
+    assert.equal(stack.github.issues.at(-1)!.author, 'pia-gh');
+    await assertNoTokenReached();
+  });
+});
