@@ -441,6 +441,28 @@ describe('layering invariants of src/', () => {
     assert.deepEqual(appImportViolations(sources), []);
   });
 
+  it('builds a JSON-RPC error body (an object literal with jsonrpc and error) only in src/http/json-rpc-error.ts', () => {
+    const builders = sources.flatMap((s) => {
+      const at: string[] = [];
+      walk(s.file, (n) => {
+        if (!ts.isObjectLiteralExpression(n)) return;
+        const names = n.properties.map((p) => (p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) ? p.name.text : ''));
+        if (names.includes('jsonrpc') && names.includes('error')) {
+          at.push(`${s.path}:${s.file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`);
+        }
+      });
+      return at;
+    });
+    assert.ok(
+      builders.some((b) => b.startsWith('src/http/json-rpc-error.ts:')),
+      'the one builder is found (the check is live)',
+    );
+    assert.deepEqual(
+      builders.filter((b) => !b.startsWith('src/http/json-rpc-error.ts:')),
+      [],
+    );
+  });
+
   it('never redirects to a value read from req.query / req.body / request headers (open-redirect shape)', () => {
     const calls = sources.flatMap(redirectCalls);
     assert.ok(calls.length >= 5, `found only ${calls.length} redirect calls: the scan is not seeing the routes`);

@@ -9,6 +9,7 @@ import {
 import { mac } from '../crypto/index.js';
 import type { Response } from 'express';
 import { renderMessage, type PageContext } from './render.js';
+import { jsonRpcError } from './json-rpc-error.js';
 
 /** Where the counters live: the broker's store provides it (`store.rateLimits`), shared by every instance. */
 export interface CounterStore {
@@ -114,14 +115,12 @@ export function mcpRateLimit(
         ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)))
         : Math.ceil(options.windowMs / 1000);
       res.setHeader('Retry-After', String(retryAfter));
-      res.status(429).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: {
-          code: -32000,
-          message: `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`,
-        },
-      });
+      jsonRpcError(
+        res,
+        429,
+        -32000,
+        `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`,
+      );
     },
   });
 }

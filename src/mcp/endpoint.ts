@@ -7,6 +7,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
+import { jsonRpcError } from '../http/json-rpc-error.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
 import { withCallScope } from './call-scope.js';
@@ -27,10 +28,6 @@ export interface McpEndpointOptions {
 export function mcpPrincipalKey(res: Response): string | undefined {
   const principal = principalFromAuthInfo(res.locals.mcpAuth as AuthInfo | undefined);
   return principal ? JSON.stringify([principal.issuer, principal.subject]) : undefined;
-}
-
-export function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
-  res.status(status).set(headers).json({ jsonrpc: '2.0', id: null, error: { code, message } });
 }
 
 const MAX_JSON_DEPTH = 64;
