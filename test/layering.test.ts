@@ -463,6 +463,27 @@ describe('layering invariants of src/', () => {
     );
   });
 
+  it('renders pages with an error status only through the error handler: every other renderMessage() passes the literal 200', () => {
+    const calls = sources.flatMap((s) => {
+      const found: Array<{ at: string; status: string }> = [];
+      walk(s.file, (n) => {
+        if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'renderMessage' && n.arguments[2]) {
+          const at = `${s.path}:${s.file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`;
+          found.push({ at, status: n.arguments[2].getText(s.file) });
+        }
+      });
+      return found;
+    });
+    assert.ok(
+      calls.some((c) => c.status === '200'),
+      'the renderMessage calls are found (the check is live)',
+    );
+    assert.deepEqual(
+      calls.filter((c) => c.status !== '200' && !c.at.startsWith('src/http/error-handler.ts:')).map((c) => `${c.at} ${c.status}`),
+      [],
+    );
+  });
+
   it('never redirects to a value read from req.query / req.body / request headers (open-redirect shape)', () => {
     const calls = sources.flatMap(redirectCalls);
     assert.ok(calls.length >= 5, `found only ${calls.length} redirect calls: the scan is not seeing the routes`);

@@ -125,13 +125,12 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     if (typeof req.query.error === 'string') {
       const cancelled = req.query.error === 'access_denied';
       log.info('sign_in_refused', { error: req.query.error });
-      return renderMessage(
-        res,
-        page,
+      throw new BrokerError(
         cancelled ? 400 : 502,
-        cancelled ? 'Sign-in cancelled' : 'Sign-in failed',
+        cancelled ? 'sign_in_cancelled' : 'sign_in_failed',
         cancelled ? 'You cancelled signing in, so nothing happened.' : 'The sign-in service reported a problem. Please try again.',
         {
+          heading: cancelled ? 'Sign-in cancelled' : 'Sign-in failed',
           action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
         },
       );

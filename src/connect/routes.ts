@@ -290,21 +290,21 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       const denied = error === 'access_denied';
       await settle(pending, denied ? 'denied' : 'failed');
       log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
-      return denied
-        ? renderMessage(
-            res,
-            page,
-            200,
-            'Nothing was connected',
-            `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`,
-          )
-        : renderMessage(
-            res,
-            page,
-            502,
-            'Connection not completed',
-            `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`,
-          );
+      if (!denied) {
+        throw new BrokerError(
+          502,
+          'provider_refused',
+          `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`,
+          { heading: 'Connection not completed' },
+        );
+      }
+      return renderMessage(
+        res,
+        page,
+        200,
+        'Nothing was connected',
+        `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`,
+      );
     }
 
     let exchanged: ProviderTokens | undefined;
@@ -330,13 +330,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
         void provider.revoke(tokens, 'token').catch(() => undefined);
         const linked = existing ? `@${existing.account_login}` : 'another account';
-        return renderMessage(
-          res,
-          page,
+        throw new BrokerError(
           409,
-          'A different account came back',
+          'account_changed',
           `Your ${provider.displayName} connection here is to ${linked}, but ${provider.displayName} signed you in as @${account.login}. Nothing was changed: ${linked} stays linked, and the access @${account.login} just granted was not kept. To link @${account.login} instead, disconnect ${linked} on your connected accounts page first; otherwise sign in to ${provider.displayName} as ${linked} and ask your assistant to try again.`,
-          { action: { href: '/connections', label: 'See your connected accounts' } },
+          { heading: 'A different account came back', action: { href: '/connections', label: 'See your connected accounts' } },
         );
       }
       if (outcome === 'refused_shared_account') {
@@ -344,12 +342,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         // The token we were just given is not kept; let the provider forget it — only it: revoking the
         // grant would cut off the other user's working connection to the same account.
         void provider.revoke(tokens, 'token').catch(() => undefined);
-        return renderMessage(
-          res,
-          page,
+        throw new BrokerError(
           409,
-          'Account already linked',
+          'account_shared',
           `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`,
+          { heading: 'Account already linked' },
         );
       }
       log.info('connection_created', { provider: provider.id, pending: pending.id });
@@ -360,6 +357,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         sandbox: provider.sandbox,
       });
     } catch (err) {
+      // A refusal decided above (the link is settled already) goes straight to the error handler.
+      if (err instanceof BrokerError) throw err;
       await settle(pending, 'failed').catch(() => undefined);
       if (err instanceof StoreUnavailableError && exchanged) {
         // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
