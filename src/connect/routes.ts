@@ -19,6 +19,7 @@ import {
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from '../connections/index.js';
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
+import { M } from './messages.js';
 
 export interface ConnectRouteDeps {
   publicUrl: URL;
@@ -87,39 +88,22 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   async function loadLink(handle: string | undefined, provider: Provider): Promise<PendingConnection> {
     const pending = handle ? await links.resolve(handle) : undefined;
     if (!pending || pending.provider !== provider.id) {
-      throw new BrokerError(
-        404,
-        'unknown_link',
-        'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.',
-        {
-          heading: 'Link not found',
-        },
-      );
+      throw new BrokerError(404, 'unknown_link', M.unknownLink, {
+        heading: 'Link not found',
+      });
     }
     if (pending.status === 'cancelled' && pending.outcome_reason === DECLINED_IN_CLIENT) {
-      throw new BrokerError(
-        410,
-        'link_declined',
-        'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.',
-        {
-          heading: 'This request was cancelled',
-          action: { href: '/connections', label: 'See your connected accounts' },
-        },
-      );
+      throw new BrokerError(410, 'link_declined', M.declinedInClient, {
+        heading: 'This request was cancelled',
+        action: { href: '/connections', label: 'See your connected accounts' },
+      });
     }
     if (pending.status !== 'open' || pending.expires_at <= Date.now()) {
       const expired = pending.status === 'open';
-      throw new BrokerError(
-        410,
-        expired ? 'link_expired' : 'link_used',
-        expired
-          ? 'This connect link has expired. Ask your assistant to try again; it will give you a new link.'
-          : 'This connect link has already been used. Each link works once; ask your assistant for a new one if you still need to connect.',
-        {
-          heading: expired ? 'This link has expired' : 'This link was already used',
-          action: { href: '/connections', label: 'See your connected accounts' },
-        },
-      );
+      throw new BrokerError(410, expired ? 'link_expired' : 'link_used', expired ? M.linkExpired : M.linkUsed, {
+        heading: expired ? 'This link has expired' : 'This link was already used',
+        action: { href: '/connections', label: 'See your connected accounts' },
+      });
     }
     return pending;
   }
@@ -151,7 +135,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   /** A provider we cannot reach (e.g. OIDC discovery): the link is not used up, the page can be reloaded. */
   function unavailable(err: unknown, provider: Provider): BrokerError {
     if (!(err instanceof ProviderError)) throw err;
-    return new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, {
+    return new BrokerError(503, 'provider_unavailable', M.providerUnavailable(err.message), {
       heading: `${provider.displayName} is unavailable`,
     });
   }
@@ -200,13 +184,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (decision === 'cancel') {
       await settle(pending, 'cancelled');
       log.info('connect_cancelled', { provider: provider.id, pending: pending.id });
-      return renderMessage(
-        res,
-        page,
-        200,
-        'Nothing was connected',
-        `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`,
-      );
+      return renderMessage(res, page, 200, 'Nothing was connected', M.cancelledOnConsent(provider.displayName));
     }
     if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
     const state = randomHandle();
@@ -239,11 +217,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
     if (!claimed) {
       await loadLink(handle, provider);
-      throw new BrokerError(
-        409,
-        'link_busy',
-        'This connect link is being used right now. Ask your assistant for a new one if you still need to connect.',
-      );
+      throw new BrokerError(409, 'link_busy', M.linkBusy);
     }
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
@@ -266,15 +240,10 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
 
   /** The callback's refusal of anything that is not a live flow of this browser, this provider. */
   function invalidCallback(): BrokerError {
-    return new BrokerError(
-      400,
-      'invalid_callback',
-      'This authorization response is not valid, has expired or was already used. Nothing was connected.',
-      {
-        heading: 'Connection not completed',
-        action: { href: '/connections', label: 'See your connected accounts' },
-      },
-    );
+    return new BrokerError(400, 'invalid_callback', M.invalidCallback, {
+      heading: 'Connection not completed',
+      action: { href: '/connections', label: 'See your connected accounts' },
+    });
   }
 
   /**
@@ -338,20 +307,9 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     await settle(pending, denied ? 'denied' : 'failed');
     log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
     if (!denied) {
-      throw new BrokerError(
-        502,
-        'provider_refused',
-        `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`,
-        { heading: 'Connection not completed' },
-      );
+      throw new BrokerError(502, 'provider_refused', M.providerRefused(provider.displayName), { heading: 'Connection not completed' });
     }
-    renderMessage(
-      res,
-      page,
-      200,
-      'Nothing was connected',
-      `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`,
-    );
+    renderMessage(res, page, 200, 'Nothing was connected', M.cancelledAtProvider(provider.displayName));
     return true;
   }
 
@@ -392,25 +350,15 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
         // so let the provider forget the token it just issued rather than leave it orphaned.
         void provider.revoke(exchanged, 'token').catch(() => undefined);
-        throw new BrokerError(
-          503,
-          'temporarily_unavailable',
-          `${provider.displayName} approved, but this service could not save the connection because its database is unavailable. Nothing was connected: ask your assistant to try again in a moment; it will give you a new link.`,
-          {
-            heading: 'Connection not saved',
-          },
-        );
+        throw new BrokerError(503, 'temporarily_unavailable', M.notSaved(provider.displayName), {
+          heading: 'Connection not saved',
+        });
       }
       if (!(err instanceof ProviderError)) throw err;
       log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
-      throw new BrokerError(
-        err.code === 'misconfigured' ? 500 : 502,
-        `provider_${err.code}`,
-        `${err.message} Nothing was connected; ask your assistant to try again.`,
-        {
-          heading: 'Connection not completed',
-        },
-      );
+      throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, M.exchangeFailed(err.message), {
+        heading: 'Connection not completed',
+      });
     }
   }
 
@@ -431,12 +379,10 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
     void provider.revoke(r.tokens, 'token').catch(() => undefined);
     const linked = r.existing ? `@${r.existing.account_login}` : 'another account';
-    throw new BrokerError(
-      409,
-      'account_changed',
-      `Your ${provider.displayName} connection here is to ${linked}, but ${provider.displayName} signed you in as @${account.login}. Nothing was changed: ${linked} stays linked, and the access @${account.login} just granted was not kept. To link @${account.login} instead, disconnect ${linked} on your connected accounts page first; otherwise sign in to ${provider.displayName} as ${linked} and ask your assistant to try again.`,
-      { heading: 'A different account came back', action: { href: '/connections', label: 'See your connected accounts' } },
-    );
+    throw new BrokerError(409, 'account_changed', M.accountChanged(provider.displayName, linked, account.login), {
+      heading: 'A different account came back',
+      action: { href: '/connections', label: 'See your connected accounts' },
+    });
   }
 
   /** Under the `refuse` policy, an upstream account linked to another user is not connected. */
@@ -450,12 +396,9 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     // The token we were just given is not kept; let the provider forget it — only it: revoking the
     // grant would cut off the other user's working connection to the same account.
     void provider.revoke(r.tokens, 'token').catch(() => undefined);
-    throw new BrokerError(
-      409,
-      'account_shared',
-      `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`,
-      { heading: 'Account already linked' },
-    );
+    throw new BrokerError(409, 'account_shared', M.accountShared(provider.displayName, account.login), {
+      heading: 'Account already linked',
+    });
   }
 
   function renderConnected(res: Response, provider: Provider, pending: PendingConnection, account: ProviderAccount): void {
@@ -508,10 +451,10 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const outcome = await connections.disconnect(viewer, provider);
     log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'page' });
     const message = !outcome.deleted
-      ? `No ${provider.displayName} account was connected.`
+      ? M.nothingToDisconnect(provider.displayName)
       : outcome.revoked
-        ? `Your ${provider.displayName} account is disconnected and the access was revoked at ${provider.displayName}.`
-        : `Your ${provider.displayName} account is disconnected here, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). You can also remove the app in your ${provider.displayName} settings.`;
+        ? M.disconnectedAndRevoked(provider.displayName)
+        : M.disconnectedNotRevoked(provider.displayName, String(outcome.revokeError));
     renderMessage(res, page, 200, `${provider.displayName} disconnected`, message, {
       action: { href: '/connections', label: 'Back to connected accounts' },
     });
