@@ -484,6 +484,34 @@ describe('layering invariants of src/', () => {
     );
   });
 
+  it('keeps the sentences people read (string literals over 100 characters) of src/connect/, src/auth/ and src/mcp/ (tools/ aside) in their messages.ts', () => {
+    const FEATURES = ['src/connect/', 'src/auth/', 'src/mcp/'];
+    const long = sources
+      .filter((s) => FEATURES.some((f) => s.path.startsWith(f)) && !s.path.startsWith('src/mcp/tools/'))
+      .flatMap((s) => {
+        const at: string[] = [];
+        walk(s.file, (n) => {
+          const text =
+            ts.isStringLiteral(n) || ts.isNoSubstitutionTemplateLiteral(n)
+              ? n.text
+              : ts.isTemplateExpression(n)
+                ? n.getText(s.file)
+                : undefined;
+          if (text !== undefined && text.length > 100) at.push(`${s.path}:${s.file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`);
+          return !ts.isTemplateExpression(n);
+        });
+        return at;
+      });
+    assert.ok(
+      long.some((l) => l.startsWith('src/connect/messages.ts:')),
+      'the messages modules are scanned (the check is live)',
+    );
+    assert.deepEqual(
+      long.filter((l) => !l.endsWith('messages.ts') && !/\/messages\.ts:/.test(l)),
+      [],
+    );
+  });
+
   it('never redirects to a value read from req.query / req.body / request headers (open-redirect shape)', () => {
     const calls = sources.flatMap(redirectCalls);
     assert.ok(calls.length >= 5, `found only ${calls.length} redirect calls: the scan is not seeing the routes`);

@@ -10,6 +10,7 @@ import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/w
 import { jsonRpcError } from '../http/json-rpc-error.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
+import { M } from './messages.js';
 import { withCallScope } from './call-scope.js';
 
 export interface McpEndpointOptions {
@@ -63,7 +64,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     } catch (err) {
       if (err instanceof IdentityProviderUnavailable) {
         log.error('idp_unavailable', { message: err.message });
-        return jsonRpcError(res, 503, -32603, 'The identity provider cannot be reached to verify the access token; try again shortly.', {
+        return jsonRpcError(res, 503, -32603, M.idpDown, {
           'Retry-After': '5',
         });
       }
