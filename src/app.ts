@@ -148,7 +148,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in. The routers
   // attach them to their routes, so whatever spelling reaches a handler is counted.
-  const limit = (name: string): RequestHandler => pageRateLimit(name, config.rateLimitPerMinute, page, deps.store, limitKey);
+  const limit = (name: string): RequestHandler => pageRateLimit(name, config.rateLimitPerMinute, deps.store, limitKey);
   const limits = { signIn: limit('sign-in'), connect: limit('connect'), callback: limit('callback'), connectStart: limit('connect-start') };
   app.use(sessions.load, express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
   const requireCsrf = (req: Request, res: Response) => {

@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBroker, type Broker, type BrokerOptions } from './broker.js';
+import { jsonRpcErrorBody } from './http/json-rpc-error.js';
 import type { Config } from './config/env.js';
 import type { Logger } from './log.js';
 
@@ -29,7 +30,7 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
       return;
     }
     const [status, text] = err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large'] : [400, 'Bad Request'];
-    const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `${text}: the request could not be parsed` } });
+    const body = JSON.stringify(jsonRpcErrorBody(-32600, `${text}: the request could not be parsed`));
     socket.end(
       `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );

@@ -431,6 +431,29 @@ describe('the SQLite store', () => {
       }
     });
 
+    it('waitForRow hands back the settled row with its reason, and the current row after a timeout', async () => {
+      const watcher = new CompletionWatcher(a);
+      try {
+        const id = await pendingRow(a);
+        const waiting = watcher.waitForRow(id, 5_000);
+        await eventually('the waiter to register', () => watcher.waiting === 1);
+        await b.pending.settle(id, 'cancelled', 'declined in the client');
+        const { outcome, row } = await waiting;
+        assert.equal(outcome, 'cancelled');
+        assert.equal(row?.id, id);
+        assert.equal(row?.status, 'cancelled');
+        assert.equal(row?.outcome_reason, 'declined in the client');
+
+        const open = await pendingRow(a);
+        const timedOut = await watcher.waitForRow(open, 100);
+        assert.equal(timedOut.outcome, 'timeout');
+        assert.equal(timedOut.row?.status, 'open');
+        assert.deepEqual(await watcher.waitForRow(randomUUID(), 5_000), { outcome: 'gone', row: undefined });
+      } finally {
+        watcher.close();
+      }
+    });
+
     it("answers at once with the status of an already-settled row, and 'gone' for an unknown one", async () => {
       const watcher = new CompletionWatcher(a);
       try {

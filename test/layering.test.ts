@@ -441,6 +441,28 @@ describe('layering invariants of src/', () => {
     assert.deepEqual(appImportViolations(sources), []);
   });
 
+  it('builds a JSON-RPC error body (an object literal with jsonrpc and error) only in src/http/json-rpc-error.ts', () => {
+    const builders = sources.flatMap((s) => {
+      const at: string[] = [];
+      walk(s.file, (n) => {
+        if (!ts.isObjectLiteralExpression(n)) return;
+        const names = n.properties.map((p) => (p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) ? p.name.text : ''));
+        if (names.includes('jsonrpc') && names.includes('error')) {
+          at.push(`${s.path}:${s.file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`);
+        }
+      });
+      return at;
+    });
+    assert.ok(
+      builders.some((b) => b.startsWith('src/http/json-rpc-error.ts:')),
+      'the one builder is found (the check is live)',
+    );
+    assert.deepEqual(
+      builders.filter((b) => !b.startsWith('src/http/json-rpc-error.ts:')),
+      [],
+    );
+  });
+
   it('renders pages with an error status only through the error handler: every other renderMessage() passes the literal 200', () => {
     const calls = sources.flatMap((s) => {
       const found: Array<{ at: string; status: string }> = [];
@@ -458,6 +480,34 @@ describe('layering invariants of src/', () => {
     );
     assert.deepEqual(
       calls.filter((c) => c.status !== '200' && !c.at.startsWith('src/http/error-handler.ts:')).map((c) => `${c.at} ${c.status}`),
+      [],
+    );
+  });
+
+  it('keeps the sentences people read (string literals over 100 characters) of src/connect/, src/auth/ and src/mcp/ (tools/ aside) in their messages.ts', () => {
+    const FEATURES = ['src/connect/', 'src/auth/', 'src/mcp/'];
+    const long = sources
+      .filter((s) => FEATURES.some((f) => s.path.startsWith(f)) && !s.path.startsWith('src/mcp/tools/'))
+      .flatMap((s) => {
+        const at: string[] = [];
+        walk(s.file, (n) => {
+          const text =
+            ts.isStringLiteral(n) || ts.isNoSubstitutionTemplateLiteral(n)
+              ? n.text
+              : ts.isTemplateExpression(n)
+                ? n.getText(s.file)
+                : undefined;
+          if (text !== undefined && text.length > 100) at.push(`${s.path}:${s.file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`);
+          return !ts.isTemplateExpression(n);
+        });
+        return at;
+      });
+    assert.ok(
+      long.some((l) => l.startsWith('src/connect/messages.ts:')),
+      'the messages modules are scanned (the check is live)',
+    );
+    assert.deepEqual(
+      long.filter((l) => !l.endsWith('messages.ts') && !/\/messages\.ts:/.test(l)),
       [],
     );
   });

@@ -1,6 +1,7 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import * as oidc from 'openid-client';
 import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
+import { M } from './messages.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, type PageContext } from '../http/render.js';
 import { safeReturnPath } from '../http/return-to.js';
@@ -49,7 +50,7 @@ export function authRoutes(deps: AuthRouteDeps): Router {
   /** The IdP's discovered configuration, or a 503 page saying sign-in is unavailable. */
   function idpConfiguration(): Promise<oidc.Configuration> {
     return idp.configuration().catch((err: unknown) => {
-      throw new BrokerError(503, 'idp_unavailable', 'The sign-in service cannot be reached right now. Please try again in a moment.', {
+      throw new BrokerError(503, 'idp_unavailable', M.idpUnavailable, {
         heading: 'Sign-in is unavailable',
         detail: err instanceof Error ? err.message : String(err),
       });
@@ -103,15 +104,10 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     // Rows written before these were sealed (or under another BROKER_SECRET) open to nothing: start again.
     const secrets = tx ? openSignInSecrets(deps.returnToSealer, tx) : undefined;
     if (!tx || !state || !secrets || tx.expires_at < Date.now()) {
-      throw new BrokerError(
-        400,
-        'invalid_sign_in',
-        'This sign-in link is not valid any more. Please start again from the page you were on.',
-        {
-          heading: 'Sign-in could not be completed',
-          action: { href: '/connections', label: 'Go to connected accounts' },
-        },
-      );
+      throw new BrokerError(400, 'invalid_sign_in', M.signInExpired, {
+        heading: 'Sign-in could not be completed',
+        action: { href: '/connections', label: 'Go to connected accounts' },
+      });
     }
     let returnTo = '/connections';
     try {
@@ -125,13 +121,12 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     if (typeof req.query.error === 'string') {
       const cancelled = req.query.error === 'access_denied';
       log.info('sign_in_refused', { error: req.query.error });
-      return renderMessage(
-        res,
-        page,
+      throw new BrokerError(
         cancelled ? 400 : 502,
-        cancelled ? 'Sign-in cancelled' : 'Sign-in failed',
-        cancelled ? 'You cancelled signing in, so nothing happened.' : 'The sign-in service reported a problem. Please try again.',
+        cancelled ? 'sign_in_cancelled' : 'sign_in_failed',
+        cancelled ? M.signInCancelled : M.signInRefused,
         {
+          heading: cancelled ? 'Sign-in cancelled' : 'Sign-in failed',
           action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
         },
       );
@@ -149,16 +144,15 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       claims = tokens.claims();
       idToken = tokens.id_token;
     } catch (err) {
-      throw new BrokerError(502, 'sign_in_failed', 'The sign-in could not be verified. Please try again.', {
+      throw new BrokerError(502, 'sign_in_failed', M.signInUnverified, {
         heading: 'Sign-in failed',
         detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
         action: { href: `/auth/login?returnTo=${encodeURIComponent(returnTo)}`, label: 'Sign in again' },
       });
     }
-    if (!claims) throw new BrokerError(502, 'sign_in_failed', 'The sign-in service returned no identity.');
+    if (!claims) throw new BrokerError(502, 'sign_in_failed', M.noIdentity);
     const problem = identityProblem(claims.iss, claims.sub);
-    if (problem)
-      throw new BrokerError(400, 'sign_in_failed', `${problem} This account cannot sign in here.`, { heading: 'Sign-in failed' });
+    if (problem) throw new BrokerError(400, 'sign_in_failed', M.accountRefused(problem), { heading: 'Sign-in failed' });
     const name = displayNameFrom(claims);
     const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
     await sessions.signIn(res, principal, idToken);
@@ -184,30 +178,16 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       return;
     }
     log.info('signed_out', { identityProvider: config ? 'no_end_session' : 'unreachable' });
-    renderMessage(
-      res,
-      page,
-      200,
-      'Signed out',
-      'You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains and the next sign-in here may not ask for your password. Sign out at the identity provider itself, or close the browser, if others use this computer. Your connected accounts stay connected.',
-      {
-        action: { href: '/connections', label: 'Sign in again' },
-      },
-    );
+    renderMessage(res, page, 200, 'Signed out', M.signedOutHereOnly, {
+      action: { href: '/connections', label: 'Sign in again' },
+    });
   });
 
   // Where the IdP sends the browser back after its logout (the registered post_logout_redirect_uri).
   router.get('/auth/signed-out', (_req, res) => {
-    renderMessage(
-      res,
-      page,
-      200,
-      'Signed out',
-      'You are signed out of this service and of your identity provider: the next visit asks you to sign in again. Your connected accounts stay connected.',
-      {
-        action: { href: '/connections', label: 'Sign in again' },
-      },
-    );
+    renderMessage(res, page, 200, 'Signed out', M.signedOutEverywhere, {
+      action: { href: '/connections', label: 'Sign in again' },
+    });
   });
 
   return router;

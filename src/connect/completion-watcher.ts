@@ -1,6 +1,12 @@
-import type { PendingStatus, SettledStatus, Store } from '../store/index.js';
+import type { PendingConnection, PendingStatus, SettledStatus, Store } from '../store/index.js';
 
 export type WaitOutcome = PendingStatus | 'timeout' | 'aborted' | 'gone';
+
+/** How a wait ended, with the pending connection as it stands then (none when aborted or gone). */
+export interface WaitResult {
+  outcome: WaitOutcome;
+  row: PendingConnection | undefined;
+}
 
 /**
  * Polls look for settlements from a little before the previous poll: a row's `updated_at` is taken
@@ -82,6 +88,16 @@ export class CompletionWatcher {
     // It may have settled between our read and the registration: look once more.
     void this.notify(pendingId);
     return outcome;
+  }
+
+  /**
+   * {@link wait}, then the row as it stands when the wait ends (one read), so a caller sees the
+   * settled status, its reason, or that a timed-out flow completed without the wake-up reaching us.
+   */
+  async waitForRow(pendingId: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitResult> {
+    const outcome = await this.wait(pendingId, timeoutMs, signal);
+    if (outcome === 'aborted' || outcome === 'gone') return { outcome, row: undefined };
+    return { outcome, row: await this.store.pending.byId(pendingId) };
   }
 
   /** Wakes this process's waiters on `pendingId` if it has settled. */

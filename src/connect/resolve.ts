@@ -71,17 +71,16 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
     // Tests wait on this line instead of sleeping to be sure a call is held (and an operator at
     // debug level sees which calls sit on which flow).
     deps.log.debug('repeat_held', { provider: provider.id, pending: pending.id, holdMs: req.holdMs });
-    const outcome = await deps.watcher.wait(pending.id, req.holdMs, req.signal);
+    const { outcome, row: current } = await deps.watcher.waitForRow(pending.id, req.holdMs, req.signal);
     if (outcome === 'completed') {
       ({ usable, missing } = await check());
       if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
     }
     if (outcome === 'cancelled' || outcome === 'denied')
-      return { kind: 'settled', status: outcome, outcomeReason: (await deps.store.pending.byId(pending.id))?.outcome_reason ?? null };
+      return { kind: 'settled', status: outcome, outcomeReason: current?.outcome_reason ?? null };
     if (outcome === 'aborted') return { kind: 'aborted' };
-    const current = await deps.store.pending.byId(pending.id);
     if (outcome !== 'completed' && current?.status === 'completed') {
-      // Completed, but the wake-up never came (a lost NOTIFY, a clock far off): the store decides.
+      // Completed, but the wake-up never came (a lost NOTIFY, a clock far off): the row decides.
       ({ usable, missing } = await check());
       if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
     }

@@ -7,11 +7,19 @@ import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
-import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
-import { OAUTH_FLOW_TTL_MS, StoreUnavailableError, type ConnectionRow, type PendingConnection, type Store } from '../store/index.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
+import {
+  OAUTH_FLOW_TTL_MS,
+  StoreUnavailableError,
+  type ConnectionRow,
+  type OAuthFlow,
+  type PendingConnection,
+  type Store,
+} from '../store/index.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from '../connections/index.js';
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
+import { M } from './messages.js';
 
 export interface ConnectRouteDeps {
   publicUrl: URL;
@@ -80,39 +88,22 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   async function loadLink(handle: string | undefined, provider: Provider): Promise<PendingConnection> {
     const pending = handle ? await links.resolve(handle) : undefined;
     if (!pending || pending.provider !== provider.id) {
-      throw new BrokerError(
-        404,
-        'unknown_link',
-        'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.',
-        {
-          heading: 'Link not found',
-        },
-      );
+      throw new BrokerError(404, 'unknown_link', M.unknownLink, {
+        heading: 'Link not found',
+      });
     }
     if (pending.status === 'cancelled' && pending.outcome_reason === DECLINED_IN_CLIENT) {
-      throw new BrokerError(
-        410,
-        'link_declined',
-        'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.',
-        {
-          heading: 'This request was cancelled',
-          action: { href: '/connections', label: 'See your connected accounts' },
-        },
-      );
+      throw new BrokerError(410, 'link_declined', M.declinedInClient, {
+        heading: 'This request was cancelled',
+        action: { href: '/connections', label: 'See your connected accounts' },
+      });
     }
     if (pending.status !== 'open' || pending.expires_at <= Date.now()) {
       const expired = pending.status === 'open';
-      throw new BrokerError(
-        410,
-        expired ? 'link_expired' : 'link_used',
-        expired
-          ? 'This connect link has expired. Ask your assistant to try again; it will give you a new link.'
-          : 'This connect link has already been used. Each link works once; ask your assistant for a new one if you still need to connect.',
-        {
-          heading: expired ? 'This link has expired' : 'This link was already used',
-          action: { href: '/connections', label: 'See your connected accounts' },
-        },
-      );
+      throw new BrokerError(410, expired ? 'link_expired' : 'link_used', expired ? M.linkExpired : M.linkUsed, {
+        heading: expired ? 'This link has expired' : 'This link was already used',
+        action: { href: '/connections', label: 'See your connected accounts' },
+      });
     }
     return pending;
   }
@@ -144,7 +135,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   /** A provider we cannot reach (e.g. OIDC discovery): the link is not used up, the page can be reloaded. */
   function unavailable(err: unknown, provider: Provider): BrokerError {
     if (!(err instanceof ProviderError)) throw err;
-    return new BrokerError(503, 'provider_unavailable', `${err.message} Your link still works: reload this page to try again.`, {
+    return new BrokerError(503, 'provider_unavailable', M.providerUnavailable(err.message), {
       heading: `${provider.displayName} is unavailable`,
     });
   }
@@ -193,13 +184,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (decision === 'cancel') {
       await settle(pending, 'cancelled');
       log.info('connect_cancelled', { provider: provider.id, pending: pending.id });
-      return renderMessage(
-        res,
-        page,
-        200,
-        'Nothing was connected',
-        `You cancelled, so your ${provider.displayName} account was not connected. You can close this tab.`,
-      );
+      return renderMessage(res, page, 200, 'Nothing was connected', M.cancelledOnConsent(provider.displayName));
     }
     if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
     const state = randomHandle();
@@ -232,160 +217,199 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
     if (!claimed) {
       await loadLink(handle, provider);
-      throw new BrokerError(
-        409,
-        'link_busy',
-        'This connect link is being used right now. Ask your assistant for a new one if you still need to connect.',
-      );
+      throw new BrokerError(409, 'link_busy', M.linkBusy);
     }
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
     res.redirect(303, url.href);
   });
 
+  // The provider's callback, as the list of its steps; each refuses by throwing a BrokerError.
   router.get('/connect/:provider/callback', deps.limits.callback, async (req, res) => {
     const provider = providerFor(req);
     const state = single(req.query.state);
-    const invalid = () =>
-      new BrokerError(
-        400,
-        'invalid_callback',
-        'This authorization response is not valid, has expired or was already used. Nothing was connected.',
-        {
-          heading: 'Connection not completed',
-          action: { href: '/connections', label: 'See your connected accounts' },
-        },
-      );
-    // The state is tied to the browser session that started it and to its provider's callback path:
-    // only that session, on that path, can take the flow (taking deletes it, so a replay finds
-    // nothing); another browser holding the callback URL, or the state sent to another provider's
-    // callback, consumes nothing, so the real user's callback still works.
+    const flow = await loadFlow(res, provider, state);
+    const pending = await loadPending(flow);
+    const codeVerifier = await unsealVerifier(flow, pending, provider);
+    const principal = await requireSamePrincipal(res, pending, provider);
+    if (await handleProviderError(req, res, pending, provider)) return;
+    const { existing, account, tokens, outcome } = await exchangeCode(req, { provider, pending, principal, state: state!, codeVerifier });
+    refuseAccountChange(outcome, { provider, pending, existing, account, tokens });
+    refuseSharedAccount(outcome, { provider, pending, account, tokens });
+    renderConnected(res, provider, pending, account);
+  });
+
+  /** The callback's refusal of anything that is not a live flow of this browser, this provider. */
+  function invalidCallback(): BrokerError {
+    return new BrokerError(400, 'invalid_callback', M.invalidCallback, {
+      heading: 'Connection not completed',
+      action: { href: '/connections', label: 'See your connected accounts' },
+    });
+  }
+
+  /**
+   * Takes the flow `state` names. The state is tied to the browser session that started it and to
+   * its provider's callback path: only that session, on that path, can take the flow (taking deletes
+   * it, so a replay finds nothing); another browser holding the callback URL, or the state sent to
+   * another provider's callback, consumes nothing, so the real user's callback still works.
+   */
+  async function loadFlow(res: Response, provider: Provider, state: string | undefined): Promise<OAuthFlow> {
     const session = res.locals.session;
     const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash, provider.id) : undefined;
     if (!flow) {
       if (state) log.warn('connect_callback_refused', { provider: provider.id, signedIn: !!session?.principal });
-      throw invalid();
+      throw invalidCallback();
     }
+    return flow;
+  }
+
+  /** The pending connection the flow belongs to, still being authorized. */
+  async function loadPending(flow: OAuthFlow): Promise<PendingConnection> {
     const pending = await store.pending.byId(flow.pending_id);
-    if (!pending || pending.status !== 'authorizing') throw invalid();
-    // The flow is spent from here on: a refusal also settles its pending connection, or calls held
-    // on it would wait out their whole hold for a callback that can no longer come.
-    const refuse = async (event?: string) => {
-      if (event) log.warn(event, { provider: provider.id, pending: pending.id });
-      await settle(pending, 'failed');
-      return invalid();
-    };
+    if (!pending || pending.status !== 'authorizing') throw invalidCallback();
+    return pending;
+  }
+
+  /**
+   * The flow is spent from here on: a refusal also settles its pending connection, or calls held on
+   * it would wait out their whole hold for a callback that can no longer come.
+   */
+  async function refuseSpent(pending: PendingConnection, provider: Provider, event?: string): Promise<BrokerError> {
+    if (event) log.warn(event, { provider: provider.id, pending: pending.id });
+    await settle(pending, 'failed');
+    return invalidCallback();
+  }
+
+  /** The PKCE verifier, for this provider's unexpired flow. */
+  async function unsealVerifier(flow: OAuthFlow, pending: PendingConnection, provider: Provider): Promise<string> {
     let codeVerifier: string | undefined;
     try {
       codeVerifier = deps.verifierSealer.open({ keyId: deps.verifierSealer.keyId, value: flow.code_verifier }, verifierContext(flow));
     } catch {
       // Written before verifiers were sealed (or under another BROKER_SECRET): this flow cannot finish.
     }
-    if (pending.provider !== provider.id || flow.expires_at <= Date.now() || codeVerifier === undefined) throw await refuse();
-    // The session that started the flow must still be the link's principal.
-    const principal = session?.principal;
-    if (!principal || !samePrincipal(principal, pending)) throw await refuse('connect_callback_foreign_session');
+    if (pending.provider !== provider.id || flow.expires_at <= Date.now() || codeVerifier === undefined)
+      throw await refuseSpent(pending, provider);
+    return codeVerifier;
+  }
 
+  /** The session that started the flow must still be the link's principal. */
+  async function requireSamePrincipal(res: Response, pending: PendingConnection, provider: Provider): Promise<Principal> {
+    const principal = res.locals.session?.principal;
+    if (!principal || !samePrincipal(principal, pending)) throw await refuseSpent(pending, provider, 'connect_callback_foreign_session');
+    return principal;
+  }
+
+  /** An `error` from the provider settles the link: a 200 page when the user said no, a 502 otherwise. Whether it answered. */
+  async function handleProviderError(req: Request, res: Response, pending: PendingConnection, provider: Provider): Promise<boolean> {
     const error = single(req.query.error);
-    if (error) {
-      const denied = error === 'access_denied';
-      await settle(pending, denied ? 'denied' : 'failed');
-      log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
-      return denied
-        ? renderMessage(
-            res,
-            page,
-            200,
-            'Nothing was connected',
-            `You cancelled at ${provider.displayName}, so nothing was connected. You can close this tab.`,
-          )
-        : renderMessage(
-            res,
-            page,
-            502,
-            'Connection not completed',
-            `${provider.displayName} reported a problem and nothing was connected. Ask your assistant to try again.`,
-          );
+    if (!error) return false;
+    const denied = error === 'access_denied';
+    await settle(pending, denied ? 'denied' : 'failed');
+    log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
+    if (!denied) {
+      throw new BrokerError(502, 'provider_refused', M.providerRefused(provider.displayName), { heading: 'Connection not completed' });
     }
+    renderMessage(res, page, 200, 'Nothing was connected', M.cancelledAtProvider(provider.displayName));
+    return true;
+  }
 
+  /**
+   * Trades the code for tokens and saves the connection with the settled link (together: a crash
+   * leaves neither half). A failure settles the link as failed.
+   */
+  async function exchangeCode(
+    req: Request,
+    flow: { provider: Provider; pending: PendingConnection; principal: Principal; state: string; codeVerifier: string },
+  ): Promise<{
+    existing: ConnectionRow | undefined;
+    account: ProviderAccount;
+    tokens: ProviderTokens;
+    outcome: Awaited<ReturnType<ConnectionService['save']>>;
+  }> {
+    const { provider, pending, principal } = flow;
     let exchanged: ProviderTokens | undefined;
     try {
       const existing = await connections.find(principal, provider.id);
-      const requested = scopesForAuthorization(pending, provider, existing);
       const { tokens, account } = await provider.completeAuthorization({
         callbackUrl: new URL(req.originalUrl, publicUrl),
-        expectedState: state!,
-        codeVerifier,
-        requestedScopes: requested,
+        expectedState: flow.state,
+        codeVerifier: flow.codeVerifier,
+        requestedScopes: scopesForAuthorization(pending, provider, existing),
       });
       exchanged = tokens;
-      // The connection and the settled link land together: a crash leaves neither half.
       const outcome = await connections.save(principal, provider.id, account, tokens, {
         pendingId: pending.id,
         refuseShared: deps.sharedAccountPolicy === 'refuse',
         refuseAccountChange: true,
       });
       void watcher.notify(pending.id);
-      if (outcome === 'refused_different_account') {
-        log.warn('connect_account_change_refused', { provider: provider.id, pending: pending.id });
-        // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
-        void provider.revoke(tokens, 'token').catch(() => undefined);
-        const linked = existing ? `@${existing.account_login}` : 'another account';
-        return renderMessage(
-          res,
-          page,
-          409,
-          'A different account came back',
-          `Your ${provider.displayName} connection here is to ${linked}, but ${provider.displayName} signed you in as @${account.login}. Nothing was changed: ${linked} stays linked, and the access @${account.login} just granted was not kept. To link @${account.login} instead, disconnect ${linked} on your connected accounts page first; otherwise sign in to ${provider.displayName} as ${linked} and ask your assistant to try again.`,
-          { action: { href: '/connections', label: 'See your connected accounts' } },
-        );
-      }
-      if (outcome === 'refused_shared_account') {
-        log.warn('connect_shared_account_refused', { provider: provider.id, pending: pending.id });
-        // The token we were just given is not kept; let the provider forget it — only it: revoking the
-        // grant would cut off the other user's working connection to the same account.
-        void provider.revoke(tokens, 'token').catch(() => undefined);
-        return renderMessage(
-          res,
-          page,
-          409,
-          'Account already linked',
-          `That ${provider.displayName} account (@${account.login}) is already linked to another user of this service, so it was not connected. Sign in to ${provider.displayName} with another account, or ask the operator.`,
-        );
-      }
-      log.info('connection_created', { provider: provider.id, pending: pending.id });
-      renderPage(res, page, 'connected', {
-        title: `Connected to ${provider.displayName}`,
-        providerName: provider.displayName,
-        login: account.login,
-        sandbox: provider.sandbox,
-      });
+      return { existing, account, tokens, outcome };
     } catch (err) {
       await settle(pending, 'failed').catch(() => undefined);
       if (err instanceof StoreUnavailableError && exchanged) {
         // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
         // so let the provider forget the token it just issued rather than leave it orphaned.
         void provider.revoke(exchanged, 'token').catch(() => undefined);
-        throw new BrokerError(
-          503,
-          'temporarily_unavailable',
-          `${provider.displayName} approved, but this service could not save the connection because its database is unavailable. Nothing was connected: ask your assistant to try again in a moment; it will give you a new link.`,
-          {
-            heading: 'Connection not saved',
-          },
-        );
+        throw new BrokerError(503, 'temporarily_unavailable', M.notSaved(provider.displayName), {
+          heading: 'Connection not saved',
+        });
       }
       if (!(err instanceof ProviderError)) throw err;
       log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
-      throw new BrokerError(
-        err.code === 'misconfigured' ? 500 : 502,
-        `provider_${err.code}`,
-        `${err.message} Nothing was connected; ask your assistant to try again.`,
-        {
-          heading: 'Connection not completed',
-        },
-      );
+      throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, M.exchangeFailed(err.message), {
+        heading: 'Connection not completed',
+      });
     }
-  });
+  }
+
+  /** The principal's link stays with its account: another account coming back is refused. */
+  function refuseAccountChange(
+    outcome: string,
+    r: {
+      provider: Provider;
+      pending: PendingConnection;
+      existing: ConnectionRow | undefined;
+      account: ProviderAccount;
+      tokens: ProviderTokens;
+    },
+  ): void {
+    if (outcome !== 'refused_different_account') return;
+    const { provider, account } = r;
+    log.warn('connect_account_change_refused', { provider: provider.id, pending: r.pending.id });
+    // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
+    void provider.revoke(r.tokens, 'token').catch(() => undefined);
+    const linked = r.existing ? `@${r.existing.account_login}` : 'another account';
+    throw new BrokerError(409, 'account_changed', M.accountChanged(provider.displayName, linked, account.login), {
+      heading: 'A different account came back',
+      action: { href: '/connections', label: 'See your connected accounts' },
+    });
+  }
+
+  /** Under the `refuse` policy, an upstream account linked to another user is not connected. */
+  function refuseSharedAccount(
+    outcome: string,
+    r: { provider: Provider; pending: PendingConnection; account: ProviderAccount; tokens: ProviderTokens },
+  ): void {
+    if (outcome !== 'refused_shared_account') return;
+    const { provider, account } = r;
+    log.warn('connect_shared_account_refused', { provider: provider.id, pending: r.pending.id });
+    // The token we were just given is not kept; let the provider forget it — only it: revoking the
+    // grant would cut off the other user's working connection to the same account.
+    void provider.revoke(r.tokens, 'token').catch(() => undefined);
+    throw new BrokerError(409, 'account_shared', M.accountShared(provider.displayName, account.login), {
+      heading: 'Account already linked',
+    });
+  }
+
+  function renderConnected(res: Response, provider: Provider, pending: PendingConnection, account: ProviderAccount): void {
+    log.info('connection_created', { provider: provider.id, pending: pending.id });
+    renderPage(res, page, 'connected', {
+      title: `Connected to ${provider.displayName}`,
+      providerName: provider.displayName,
+      login: account.login,
+      sandbox: provider.sandbox,
+    });
+  }
 
   router.get('/connections', async (req, res) => {
     const viewer = res.locals.session?.principal;
@@ -427,10 +451,10 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const outcome = await connections.disconnect(viewer, provider);
     log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'page' });
     const message = !outcome.deleted
-      ? `No ${provider.displayName} account was connected.`
+      ? M.nothingToDisconnect(provider.displayName)
       : outcome.revoked
-        ? `Your ${provider.displayName} account is disconnected and the access was revoked at ${provider.displayName}.`
-        : `Your ${provider.displayName} account is disconnected here, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). You can also remove the app in your ${provider.displayName} settings.`;
+        ? M.disconnectedAndRevoked(provider.displayName)
+        : M.disconnectedNotRevoked(provider.displayName, String(outcome.revokeError));
     renderMessage(res, page, 200, `${provider.displayName} disconnected`, message, {
       action: { href: '/connections', label: 'Back to connected accounts' },
     });

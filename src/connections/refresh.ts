@@ -82,61 +82,96 @@ export class TokenRefresher {
     while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight.values()]);
   }
 
+  /** Until a lease is ours or nothing is left to do: look, take the lease, refresh under it, or wait. */
   async #refreshAcrossProcesses(owner: Principal, provider: Provider): Promise<Usable> {
     const holder = randomId();
     const deadline = Date.now() + this.#waitMs;
     for (;;) {
       // Re-read every time: another process may have refreshed (or given up) meanwhile.
-      const latest = await this.vault.open(owner, provider.id);
-      if (!latest) return { kind: 'none' };
-      if (latest.row.status === 'reauth_required') return { kind: 'reauth_required', row: latest.row };
-      if (!needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
-      if (await this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs)) {
-        // Renew while the provider call runs, so a slow provider never lets a second holder in.
-        const renewal = setInterval(
-          () => void this.store.leases.renew(owner, provider.id, holder, this.#leaseMs).catch(() => undefined),
-          this.#leaseMs / 3,
-        );
-        renewal.unref();
-        try {
-          // Re-read under the lease: the previous holder may have finished between our read and our acquire.
-          const current = await this.vault.open(owner, provider.id);
-          if (!current) return { kind: 'none' };
-          if (current.row.status === 'reauth_required') return { kind: 'reauth_required', row: current.row };
-          if (!needsRefresh(current.tokens, provider)) return { kind: 'ok', connection: current };
-          return await this.#refreshHoldingLease(owner, provider, current);
-        } finally {
-          clearInterval(renewal);
-          await this.store.leases.release(owner, provider.id, holder).catch(() => undefined);
-        }
-      }
-      if (Date.now() > deadline)
-        throw new ProviderError(
-          'unavailable',
-          `Renewing the ${provider.displayName} access is taking too long; try again in a moment.`,
-          'refresh lease wait timed out',
-        );
+      const done = this.#withoutRefresh(await this.vault.open(owner, provider.id), provider);
+      if (done) return done;
+      const refreshed = await this.#underLease(owner, provider, holder, async () => {
+        // Re-read under the lease: the previous holder may have finished between our read and our acquire.
+        const current = await this.vault.open(owner, provider.id);
+        return this.#withoutRefresh(current, provider) ?? (await this.#refreshHoldingLease(owner, provider, current!));
+      });
+      if (refreshed) return refreshed;
+      this.#refuseLongerWait(deadline, provider);
       await sleep(this.#pollMs);
     }
   }
 
-  async #refreshHoldingLease(owner: Principal, provider: Provider, latest: OpenConnection): Promise<Usable> {
-    let next: ProviderTokens;
+  /** The answer when `latest` needs no refresh (none, reauth required, still fresh); undefined when it does. */
+  #withoutRefresh(latest: OpenConnection | undefined, provider: Provider): Usable | undefined {
+    if (!latest) return { kind: 'none' };
+    if (latest.row.status === 'reauth_required') return { kind: 'reauth_required', row: latest.row };
+    if (!needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
+    return undefined;
+  }
+
+  /** Runs `work` holding the connection's refresh lease, renewed meanwhile; undefined when another process holds it. */
+  async #underLease(owner: Principal, provider: Provider, holder: string, work: () => Promise<Usable>): Promise<Usable | undefined> {
+    if (!(await this.store.leases.acquire(owner, provider.id, holder, this.#leaseMs))) return undefined;
+    // Renew while the provider call runs, so a slow provider never lets a second holder in.
+    const renewal = setInterval(
+      () => void this.store.leases.renew(owner, provider.id, holder, this.#leaseMs).catch(() => undefined),
+      this.#leaseMs / 3,
+    );
+    renewal.unref();
     try {
-      next = await provider.refresh(latest.tokens);
+      return await work();
+    } finally {
+      clearInterval(renewal);
+      await this.store.leases.release(owner, provider.id, holder).catch(() => undefined);
+    }
+  }
+
+  #refuseLongerWait(deadline: number, provider: Provider): void {
+    if (Date.now() > deadline)
+      throw new ProviderError(
+        'unavailable',
+        `Renewing the ${provider.displayName} access is taking too long; try again in a moment.`,
+        'refresh lease wait timed out',
+      );
+  }
+
+  /** The refresh proper, as its steps: ask the provider, store the rotated pair, record it, hand back what is stored. */
+  async #refreshHoldingLease(owner: Principal, provider: Provider, latest: OpenConnection): Promise<Usable> {
+    const next = await this.#askProvider(owner, provider, latest);
+    if (next.kind === 'answered') return next.usable;
+    const stored = await this.#storeRotated(owner, provider, latest, next.tokens);
+    await this.#recordRefreshed(owner, provider, stored);
+    return this.#reopen(owner, provider);
+  }
+
+  /** The provider's new tokens, or, when it refused the refresh token, what the connection is now. */
+  async #askProvider(
+    owner: Principal,
+    provider: Provider,
+    latest: OpenConnection,
+  ): Promise<{ kind: 'tokens'; tokens: ProviderTokens } | { kind: 'answered'; usable: Usable }> {
+    try {
+      return { kind: 'tokens', tokens: await provider.refresh(latest.tokens) };
     } catch (err) {
       const code = err instanceof ProviderError ? err.code : 'unknown';
       await this.vault.audit('refresh_failed', owner, provider.id, code);
       if (code !== 'invalid_grant') throw err;
-      // A lost race looks exactly like a dead token: re-read before judging, and never delete.
-      const reread = await this.vault.open(owner, provider.id);
-      if (reread && reread.row.sealed_tokens !== latest.row.sealed_tokens && !needsRefresh(reread.tokens, provider))
-        return { kind: 'ok', connection: reread };
-      await this.vault.markReauthRequired(owner, provider.id, 'refresh_rejected');
-      const row = await this.store.connections.find(owner, provider.id);
-      return row ? { kind: 'reauth_required', row } : { kind: 'none' };
+      return { kind: 'answered', usable: await this.#judgeRejected(owner, provider, latest) };
     }
-    // The old refresh token is already dead upstream: store the new pair before anything uses it.
+  }
+
+  /** A lost race looks exactly like a dead token: re-read before judging, and never delete. */
+  async #judgeRejected(owner: Principal, provider: Provider, latest: OpenConnection): Promise<Usable> {
+    const reread = await this.vault.open(owner, provider.id);
+    if (reread && reread.row.sealed_tokens !== latest.row.sealed_tokens && !needsRefresh(reread.tokens, provider))
+      return { kind: 'ok', connection: reread };
+    await this.vault.markReauthRequired(owner, provider.id, 'refresh_rejected');
+    const row = await this.store.connections.find(owner, provider.id);
+    return row ? { kind: 'reauth_required', row } : { kind: 'none' };
+  }
+
+  /** The old refresh token is already dead upstream: store the new pair before anything uses it. Whether it was written. */
+  async #storeRotated(owner: Principal, provider: Provider, latest: OpenConnection, next: ProviderTokens): Promise<boolean> {
     const sealed = this.vault.seal(owner, provider.id, next);
     const write = { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') };
     let stored = await this.#whileStoreComesBack(() =>
@@ -152,11 +187,16 @@ export class TokenRefresher {
         );
       }
     }
-    if (!stored) this.log.warn('refresh_write_conflict', { provider: provider.id });
-    else {
-      await this.vault.audit('connection_refreshed', owner, provider.id);
-      this.log.info('connection_refreshed', { provider: provider.id });
-    }
+    return stored;
+  }
+
+  async #recordRefreshed(owner: Principal, provider: Provider, stored: boolean): Promise<void> {
+    if (!stored) return void this.log.warn('refresh_write_conflict', { provider: provider.id });
+    await this.vault.audit('connection_refreshed', owner, provider.id);
+    this.log.info('connection_refreshed', { provider: provider.id });
+  }
+
+  async #reopen(owner: Principal, provider: Provider): Promise<Usable> {
     const current = await this.vault.open(owner, provider.id);
     return current ? { kind: 'ok', connection: current } : { kind: 'none' };
   }

@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, Request } from 'express';
 import type { Logger } from '../log.js';
 import { BrokerError } from './errors.js';
+import { jsonRpcError } from './json-rpc-error.js';
 import { renderMessage, type PageContext } from './render.js';
 
 function wantsJson(req: Request): boolean {
@@ -54,8 +55,7 @@ export function errorHandler(page: PageContext, log: Logger, isUnavailable: (err
       log.error('unhandled_error', { path: req.path, name: err?.name, message: err?.message });
     }
     if (res.headersSent) return void res.end();
-    if (req.path.startsWith('/mcp'))
-      return void res.status(status).json({ jsonrpc: '2.0', id: null, error: { code: status >= 500 ? -32603 : -32600, message } });
+    if (req.path.startsWith('/mcp')) return jsonRpcError(res, status, status >= 500 ? -32603 : -32600, message);
     if (wantsJson(req)) return void res.status(status).json({ error: code, error_description: message });
     renderMessage(res, page, status, heading, message, extra);
   };

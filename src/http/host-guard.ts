@@ -1,11 +1,11 @@
 import { validateHostHeader } from '@modelcontextprotocol/server';
 import type { Request, RequestHandler, Response } from 'express';
+import { jsonRpcError } from './json-rpc-error.js';
 
 /** 403 as a JSON-RPC error on /mcp, as plain JSON elsewhere. */
 function refuse(res: Response, path: string, error: string, message: string): void {
-  res
-    .status(403)
-    .json(path.startsWith('/mcp') ? { jsonrpc: '2.0', id: null, error: { code: -32000, message } } : { error, error_description: message });
+  if (path.startsWith('/mcp')) jsonRpcError(res, 403, -32000, message);
+  else res.status(403).json({ error, error_description: message });
 }
 
 /**

@@ -8,7 +8,8 @@ import {
 } from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
 import type { Response } from 'express';
-import { renderMessage, type PageContext } from './render.js';
+import { BrokerError } from './errors.js';
+import { jsonRpcError } from './json-rpc-error.js';
 
 /** Where the counters live: the broker's store provides it (`store.rateLimits`), shared by every instance. */
 export interface CounterStore {
@@ -61,13 +62,7 @@ class SharedCounters implements RateLimitStore {
  * script cannot churn through links, states or the IdP. `name` gives each route group its own
  * budget; the counts are shared by every instance on the same database. `0` disables.
  */
-export function pageRateLimit(
-  name: string,
-  limitPerMinute: number,
-  page: PageContext,
-  store: CounterStore,
-  hashKey: Buffer,
-): RateLimitRequestHandler {
+export function pageRateLimit(name: string, limitPerMinute: number, store: CounterStore, hashKey: Buffer): RateLimitRequestHandler {
   return rateLimit({
     windowMs: 60_000,
     limit: limitPerMinute,
@@ -75,14 +70,12 @@ export function pageRateLimit(
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: new SharedCounters(store, hashKey, name),
-    handler: (_req, res, _next, options) => {
+    handler: (_req, res, next, options) => {
       res.setHeader('Retry-After', String(Math.ceil(options.windowMs / 1000)));
-      renderMessage(
-        res,
-        page,
-        429,
-        'Too many requests',
-        'Too many attempts from your network in a short time. Wait a minute, then try again.',
+      next(
+        new BrokerError(429, 'rate_limited', 'Too many attempts from your network in a short time. Wait a minute, then try again.', {
+          heading: 'Too many requests',
+        }),
       );
     },
   });
@@ -114,14 +107,12 @@ export function mcpRateLimit(
         ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)))
         : Math.ceil(options.windowMs / 1000);
       res.setHeader('Retry-After', String(retryAfter));
-      res.status(429).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: {
-          code: -32000,
-          message: `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`,
-        },
-      });
+      jsonRpcError(
+        res,
+        429,
+        -32000,
+        `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`,
+      );
     },
   });
 }

@@ -7,8 +7,10 @@ import {
 } from '@modelcontextprotocol/server';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
+import { jsonRpcError } from '../http/json-rpc-error.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
+import { M } from './messages.js';
 import { withCallScope } from './call-scope.js';
 
 export interface McpEndpointOptions {
@@ -27,10 +29,6 @@ export interface McpEndpointOptions {
 export function mcpPrincipalKey(res: Response): string | undefined {
   const principal = principalFromAuthInfo(res.locals.mcpAuth as AuthInfo | undefined);
   return principal ? JSON.stringify([principal.issuer, principal.subject]) : undefined;
-}
-
-export function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
-  res.status(status).set(headers).json({ jsonrpc: '2.0', id: null, error: { code, message } });
 }
 
 const MAX_JSON_DEPTH = 64;
@@ -66,7 +64,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     } catch (err) {
       if (err instanceof IdentityProviderUnavailable) {
         log.error('idp_unavailable', { message: err.message });
-        return jsonRpcError(res, 503, -32603, 'The identity provider cannot be reached to verify the access token; try again shortly.', {
+        return jsonRpcError(res, 503, -32603, M.idpDown, {
           'Retry-After': '5',
         });
       }

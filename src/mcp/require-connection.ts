@@ -16,6 +16,7 @@ import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';
 import { clientCapabilities, clientName, principalOf, supportsUrlElicitation, type RequestFacts, type ToolDeps } from './context.js';
 import { nothingDone, toolError } from './results.js';
+import { M } from './messages.js';
 import { providerFailure } from './tools/provider-failure.js';
 
 /** The key of our one input request; the same on every round. */
@@ -65,7 +66,7 @@ export async function requireConnection(
       if (pending) await deps.store.pending.settle(pending.id, 'cancelled', DECLINED_IN_CLIENT);
       return {
         ok: false,
-        result: nothingDone(`${provider.displayName} was not connected (you chose not to open the link), so nothing was done.`, {
+        result: nothingDone(M.declinedLink(provider.displayName), {
           status: 'not_connected',
           reason: answer.action,
         }),
@@ -107,18 +108,22 @@ export async function requireConnection(
     return {
       ok: false,
       result: toolError(
-        `${provider.displayName} ${usable.kind === 'none' ? 'is not connected for your account' : usable.kind === 'reauth_required' ? 'needs to be reconnected' : 'needs to grant more access'}, and this client cannot open links. Link it at ${new URL('/connections', deps.publicUrl).href}, then try again.`,
+        M.cannotOpenLinks(
+          provider.displayName,
+          usable.kind === 'none' ? M.stateNotConnected : usable.kind === 'reauth_required' ? M.stateReconnect : M.stateMoreAccess,
+          new URL('/connections', deps.publicUrl).href,
+        ),
       ),
     };
   }
 
   let message: string;
   if (usable.kind === 'ok') {
-    message = `${provider.displayName} needs to grant more access (${scopes.join(', ')}) so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`;
+    message = M.askMoreAccess(provider.displayName, scopes, purpose);
   } else if (usable.kind === 'reauth_required') {
-    message = `${provider.displayName} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the token stays with this server.`;
+    message = M.askReconnect(provider.displayName, purpose);
   } else {
-    message = `Connect your ${provider.displayName} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`;
+    message = M.askConnect(provider.displayName, purpose);
   }
   pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined, purpose);
   const url = deps.links.url(pending);

@@ -8,6 +8,7 @@ import { registerDisconnectAccount } from './tools/disconnect-account.js';
 import { registerGitHubCreateIssue } from './tools/github-create-issue.js';
 import { registerGitHubWhoami } from './tools/github-whoami.js';
 import { registerListConnections } from './tools/list-connections.js';
+import { M } from './messages.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
@@ -32,8 +33,7 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
     requestState: { verify: (state, ctx) => deps.codec.verify(state, ctx) },
-    instructions:
-      'Tools that act on a third-party account ask the user to connect it through a link to this server; the tokens never reach the client.',
+    instructions: M.instructions,
   });
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
   reuseConvertedOutputSchemas(server);
@@ -83,7 +83,7 @@ function answerStoreOutagesAsToolErrors(server: McpServer, deps: ToolDeps): void
       } catch (err) {
         if (!(err instanceof StoreUnavailableError)) throw err;
         deps.log.warn('store_unavailable', { tool: String(args[0]) });
-        return toolError('The connection broker cannot reach its database right now, so nothing was done. Try again in a moment.');
+        return toolError(M.storeDown);
       }
     };
     return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);

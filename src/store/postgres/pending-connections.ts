@@ -68,8 +68,7 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
          SELECT id, pg_notify('${SETTLED_CHANNEL}', id) FROM cancelled`,
         [row.issuer, row.subject, now, Math.max(0, maxOpen - 1)],
       );
-      await q.query(INSERT, insertValues(row, now));
-      const pending = (await q.query<PendingConnection>('SELECT * FROM pending_connections WHERE id = $1', [row.id])).rows[0]!;
+      const pending = (await q.query<PendingConnection>(`${INSERT} RETURNING *`, insertValues(row, now))).rows[0]!;
       return { pending, cancelled: cancelled.rows.map((r) => r.id) };
     });
   }

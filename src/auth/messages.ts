@@ -1,0 +1,14 @@
+/** Every sentence the sign-in pages show a person, in one place for review. */
+export const M = {
+  idpUnavailable: 'The sign-in service cannot be reached right now. Please try again in a moment.',
+  signInExpired: 'This sign-in link is not valid any more. Please start again from the page you were on.',
+  signInCancelled: 'You cancelled signing in, so nothing happened.',
+  signInRefused: 'The sign-in service reported a problem. Please try again.',
+  signInUnverified: 'The sign-in could not be verified. Please try again.',
+  noIdentity: 'The sign-in service returned no identity.',
+  accountRefused: (problem: string) => `${problem} This account cannot sign in here.`,
+  signedOutHereOnly:
+    'You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains and the next sign-in here may not ask for your password. Sign out at the identity provider itself, or close the browser, if others use this computer. Your connected accounts stay connected.',
+  signedOutEverywhere:
+    'You are signed out of this service and of your identity provider: the next visit asks you to sign in again. Your connected accounts stay connected.',
+};
