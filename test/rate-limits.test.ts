@@ -239,3 +239,41 @@ describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 6
     for (const k of keys) assert.ok(!k.key_hash.includes('limited-user') && !k.key_hash.includes(stack.idp.issuer), k.key_hash);
   });
 });
+
+describe('rate limit on /mcp: a 2025-11-25 batch counts as many requests as it holds calls', () => {
+  const LIMIT = 10;
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { MCP_RATE_LIMIT_PER_MINUTE: String(LIMIT) } });
+  });
+  after(() => stack.close());
+
+  const batch = (token: string, calls: number) =>
+    fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+        authorization: `Bearer ${token}`,
+      },
+      body: JSON.stringify(Array.from({ length: calls }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/list', params: {} }))),
+    });
+
+  it('answers a batch that crosses the budget with 429, Retry-After and a JSON-RPC error, and leaves nothing of the budget', async () => {
+    const token = await stack.token('batching-user');
+    const within = await batch(token, LIMIT);
+    assert.equal(within.status, 200, 'a batch of exactly the budget passes');
+    await within.body?.cancel();
+    const over = await batch(token, 2);
+    assert.equal(over.status, 429, 'the budget is spent by the first batch’s calls, not by one request');
+    const retryAfter = Number(over.headers.get('retry-after'));
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, String(retryAfter));
+    const body = (await over.json()) as { jsonrpc: string; error: { code: number } };
+    assert.deepEqual([body.jsonrpc, body.error.code], ['2.0', -32000]);
+
+    const other = await batch(await stack.token('another-batching-user'), LIMIT + 1);
+    assert.equal(other.status, 429, 'one batch larger than the budget is refused whole');
+    await other.body?.cancel();
+  });
+});

@@ -81,40 +81,62 @@ export function pageRateLimit(name: string, limitPerMinute: number, store: Count
   });
 }
 
+/** The /mcp limit: express-rate-limit's handler, plus the extra calls a JSON-RPC batch carries. */
+export type McpRateLimit = RateLimitRequestHandler & {
+  /**
+   * Counts the calls of a batch beyond the first (which the handler counted) against the same
+   * budget, so a batch of 100 is 100 requests. When that crosses the limit it answers the 429
+   * itself and resolves true.
+   */
+  chargeBatch(res: Response, calls: number): Promise<boolean>;
+};
+
+const mcpTooMany = (limitPerMinute: number, retryAfter: number) =>
+  `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`;
+
+/** Seconds until `resetAt`, within (0, window]. */
+const secondsUntil = (resetAt: number | undefined, windowMs: number) =>
+  resetAt ? Math.min(Math.ceil(windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))) : Math.ceil(windowMs / 1000);
+
 /**
- * The per-principal limit on /mcp, run after bearer verification: `key` names the verified caller
- * (an unauthenticated request never gets here). Counted in the shared store like the page limits,
- * so a client gets one budget however many instances it is spread over; answered with 429, a
- * `Retry-After` of the seconds left in the window, and a JSON-RPC error body.
+ * Per-principal limit on /mcp (after bearer verification): `key` names the verified principal.
+ * 429 with `Retry-After` and a JSON-RPC error body; counted in the shared store.
  */
 export function mcpRateLimit(
   limitPerMinute: number,
   store: CounterStore,
   hashKey: Buffer,
   key: (res: Response) => string | undefined,
-): RateLimitRequestHandler {
-  return rateLimit({
-    windowMs: 60_000,
+): McpRateLimit {
+  const windowMs = 60_000;
+  const counters = new SharedCounters(store, hashKey, 'mcp');
+  const handler = rateLimit({
+    windowMs,
     limit: limitPerMinute,
     skip: (_req, res) => limitPerMinute === 0 || key(res) === undefined,
     keyGenerator: (_req, res) => key(res)!,
     standardHeaders: 'draft-7',
     legacyHeaders: false,
-    store: new SharedCounters(store, hashKey, 'mcp'),
+    store: counters,
     handler: (req, res, _next, options) => {
-      const resetAt = (req as AugmentedRequest).rateLimit?.resetTime?.getTime();
-      const retryAfter = resetAt
-        ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)))
-        : Math.ceil(options.windowMs / 1000);
+      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
       res.setHeader('Retry-After', String(retryAfter));
-      jsonRpcError(
-        res,
-        429,
-        -32000,
-        `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`,
-      );
+      jsonRpcError(res, 429, -32000, mcpTooMany(limitPerMinute, retryAfter));
     },
   });
+  const chargeBatch = async (res: Response, calls: number): Promise<boolean> => {
+    const k = key(res);
+    if (limitPerMinute === 0 || k === undefined || calls <= 1) return false;
+    let last: IncrementResponse | undefined;
+    // Bounded: past the limit further hits change nothing but the count.
+    for (let i = 1; i < Math.min(calls, limitPerMinute + 1); i++) last = await counters.increment(k);
+    if (!last || last.totalHits <= limitPerMinute) return false;
+    const retryAfter = secondsUntil(last.resetTime?.getTime(), windowMs);
+    res.setHeader('Retry-After', String(retryAfter));
+    jsonRpcError(res, 429, -32000, mcpTooMany(limitPerMinute, retryAfter));
+    return true;
+  };
+  return Object.assign(handler, { chargeBatch });
 }
 
 /**

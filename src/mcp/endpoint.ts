@@ -8,6 +8,7 @@ import {
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
 import { jsonRpcError } from '../http/json-rpc-error.js';
+import type { McpRateLimit } from '../http/rate-limits.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import type { Logger } from '../log.js';
 import { M } from './messages.js';
@@ -22,7 +23,7 @@ export interface McpEndpointOptions {
   maxBodyBytes: number;
   log: Logger;
   /** Runs between authentication and the handler, keyed by {@link mcpPrincipalKey} (the per-principal limit). */
-  rateLimit?: RequestHandler;
+  rateLimit?: McpRateLimit;
 }
 
 /** The verified caller of an authenticated /mcp request, as a rate-limit key; undefined before authentication. */
@@ -106,6 +107,8 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
       }
       if (nestsDeeperThan(parsed, MAX_JSON_DEPTH))
         return jsonRpcError(res, 400, -32600, `Invalid Request: the JSON nests deeper than ${MAX_JSON_DEPTH} levels`);
+      // A 2025-11-25 batch is as many requests as it holds calls.
+      if (Array.isArray(parsed) && options.rateLimit && (await options.rateLimit.chargeBatch(res, parsed.length))) return;
     }
 
     const request = toWebRequest(req, res, publicUrl.href, body);
