@@ -484,10 +484,10 @@ describe('layering invariants of src/', () => {
     );
   });
 
-  it('keeps the sentences people read (string literals over 100 characters) of src/connect/, src/auth/ and src/mcp/ (tools/ aside) in their messages.ts', () => {
+  it('keeps the sentences people read (string literals over 100 characters) of src/connect/, src/auth/ and src/mcp/ (its tools/ included) in their messages.ts', () => {
     const FEATURES = ['src/connect/', 'src/auth/', 'src/mcp/'];
     const long = sources
-      .filter((s) => FEATURES.some((f) => s.path.startsWith(f)) && !s.path.startsWith('src/mcp/tools/'))
+      .filter((s) => FEATURES.some((f) => s.path.startsWith(f)))
       .flatMap((s) => {
         const at: string[] = [];
         walk(s.file, (n) => {

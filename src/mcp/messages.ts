@@ -17,3 +17,33 @@ export const M = {
   askConnect: (provider: string, purpose: string) =>
     `Connect your ${provider} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`,
 };
+
+/** What the built-in tools say: their descriptions (read by the model) and their results. */
+export const T = {
+  connectAccountDescription: (providers: string[]) =>
+    `Makes sure the user has linked their account at a provider (${providers.join(', ')}), asking them to connect it in their browser if not. Never returns tokens.`,
+  linkedAs: (provider: string, login: string, scopes: string[]) =>
+    `${provider} is linked as @${login}${scopes.length ? ` (scopes: ${scopes.join(', ')})` : ''}.`,
+  disconnectDescription:
+    "Unlinks one of the user's third-party accounts after asking them to confirm: revokes the grant at the provider and deletes the stored tokens.",
+  disconnected: (provider: string, login: string) =>
+    `Disconnected @${login} from ${provider}: the grant was revoked at ${provider} and the stored tokens were deleted.`,
+  deletedUnconfirmed: (provider: string, login: string, why: string | undefined) =>
+    `Deleted the stored ${provider} tokens for @${login}, but ${provider} could not confirm the revocation (${why}). The user can also remove the app in their ${provider} settings.`,
+  cannotConfirm: (provider: string, connectionsUrl: string) =>
+    `Disconnecting ${provider} needs the user's confirmation, which this client cannot ask for. Disconnect at ${connectionsUrl}.`,
+  confirmDisconnect: (provider: string, login: string) =>
+    `Disconnect your ${provider} account @${login}? Its access will be revoked at ${provider} and the stored tokens deleted.`,
+  createIssueDescription:
+    "Creates an issue in a GitHub repository as the user's linked GitHub account. If no account is linked yet, asks the user to connect one first.",
+  createdIssue: (number: number, repository: string, login: string, url: string) =>
+    `Created issue #${number} in ${repository} as @${login}: ${url}`,
+  whoamiDescription:
+    'Tells which GitHub account is linked for the user, checking with GitHub that it still works. Asks the user to connect one if none is linked.',
+  linkedAccounts: (rows: Array<{ provider: string; login: string; scopes: string[]; reconnect: boolean }>, manageUrl: string) =>
+    `Linked accounts:\n${rows
+      .map((r) => `- ${r.provider}: @${r.login} (scopes: ${r.scopes.join(', ') || 'none'})${r.reconnect ? ' — needs reconnecting' : ''}`)
+      .join('\n')}\nManage them at ${manageUrl}`,
+  noAccounts: (manageUrl: string) =>
+    `No accounts are linked yet. Tools ask to connect when they need an account, or link one at ${manageUrl}`,
+};

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { RequestFacts, ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
+import { T } from '../messages.js';
 
 const outputSchema = z.object({
   status: z.enum(['connected', 'not_connected']),
@@ -19,7 +20,7 @@ export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts:
     'connect_account',
     {
       title: 'Link an account',
-      description: `Makes sure the user has linked their account at a provider (${[...deps.providers.values()].map((p) => p.displayName).join(', ')}), asking them to connect it in their browser if not. Never returns tokens.`,
+      description: T.connectAccountDescription([...deps.providers.values()].map((p) => p.displayName)),
       inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to link') }),
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -40,7 +41,7 @@ export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts:
             content: [
               {
                 type: 'text',
-                text: `${provider.displayName} is linked as @${connection.row.account_login}${scopes.length ? ` (scopes: ${scopes.join(', ')})` : ''}.${sandboxNote(provider)}`,
+                text: T.linkedAs(provider.displayName, connection.row.account_login, scopes) + sandboxNote(provider),
               },
             ],
             structuredContent: { status: 'connected', provider: provider.id, login: connection.row.account_login, scopes },

@@ -2,6 +2,7 @@ import { acceptedContent, inputRequired, inputResponse, type McpServer } from '@
 import { z } from 'zod';
 import { clientCapabilities, principalOf, supportsFormElicitation, type RequestFacts, type ToolDeps } from '../context.js';
 import { nothingDone, toolError } from '../results.js';
+import { T } from '../messages.js';
 
 const CONFIRM_KEY = 'confirm_disconnect';
 
@@ -22,8 +23,7 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
     'disconnect_account',
     {
       title: 'Disconnect a linked account',
-      description:
-        "Unlinks one of the user's third-party accounts after asking them to confirm: revokes the grant at the provider and deletes the stored tokens.",
+      description: T.disconnectDescription,
       inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to disconnect') }),
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
@@ -52,8 +52,8 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
         const outcome = await deps.connections.disconnect(principal, provider);
         deps.log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'tool' });
         const text = outcome.revoked
-          ? `Disconnected @${existing.account_login} from ${provider.displayName}: the grant was revoked at ${provider.displayName} and the stored tokens were deleted.`
-          : `Deleted the stored ${provider.displayName} tokens for @${existing.account_login}, but ${provider.displayName} could not confirm the revocation (${outcome.revokeError}). The user can also remove the app in their ${provider.displayName} settings.`;
+          ? T.disconnected(provider.displayName, existing.account_login)
+          : T.deletedUnconfirmed(provider.displayName, existing.account_login, outcome.revokeError);
         return {
           content: [{ type: 'text', text }],
           structuredContent: {
@@ -66,14 +66,12 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
       }
 
       if (facts.era === 'legacy' || !supportsFormElicitation(clientCapabilities(ctx))) {
-        return toolError(
-          `Disconnecting ${provider.displayName} needs the user's confirmation, which this client cannot ask for. Disconnect at ${new URL('/connections', deps.publicUrl).href}.`,
-        );
+        return toolError(T.cannotConfirm(provider.displayName, new URL('/connections', deps.publicUrl).href));
       }
       return inputRequired({
         inputRequests: {
           [CONFIRM_KEY]: inputRequired.elicit({
-            message: `Disconnect your ${provider.displayName} account @${existing.account_login}? Its access will be revoked at ${provider.displayName} and the stored tokens deleted.`,
+            message: T.confirmDisconnect(provider.displayName, existing.account_login),
             requestedSchema: confirmSchema,
           }),
         },

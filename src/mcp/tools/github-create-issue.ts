@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { RequestFacts, ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
+import { T } from '../messages.js';
 
 const inputSchema = z.object({
   // GitHub's own rules: owners are 1-39 letters, digits and inner hyphens; repository names are
@@ -42,8 +43,7 @@ export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, fac
     'github_create_issue',
     {
       title: 'Create a GitHub issue',
-      description:
-        "Creates an issue in a GitHub repository as the user's linked GitHub account. If no account is linked yet, asks the user to connect one first.",
+      description: T.createIssueDescription,
       inputSchema,
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
@@ -65,7 +65,7 @@ export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, fac
             content: [
               {
                 type: 'text',
-                text: `Created issue #${issue.number} in ${repository} as @${connection.row.account_login}: ${issue.url}${sandboxNote(provider)}`,
+                text: T.createdIssue(issue.number, repository, connection.row.account_login, issue.url) + sandboxNote(provider),
               },
             ],
             structuredContent: { status: 'created', number: issue.number, url: issue.url, repository },

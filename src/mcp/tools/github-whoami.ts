@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { RequestFacts, ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
+import { T } from '../messages.js';
 
 const outputSchema = z.object({
   status: z.enum(['connected', 'not_connected']),
@@ -17,8 +18,7 @@ export function registerGitHubWhoami(server: McpServer, deps: ToolDeps, facts: R
     'github_whoami',
     {
       title: 'Which GitHub account is linked',
-      description:
-        'Tells which GitHub account is linked for the user, checking with GitHub that it still works. Asks the user to connect one if none is linked.',
+      description: T.whoamiDescription,
       inputSchema: z.object({}),
       outputSchema,
       annotations: { readOnlyHint: true, openWorldHint: true },

@@ -2,6 +2,7 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { principalOf, type ToolDeps } from '../context.js';
 import { summarizeConnection } from '../../connections/index.js';
+import { T } from '../messages.js';
 
 const outputSchema = z.object({
   connections: z.array(
@@ -32,8 +33,16 @@ export function registerListConnections(server: McpServer, deps: ToolDeps): void
       const connections = rows.map(summarizeConnection);
       const manageUrl = new URL('/connections', deps.publicUrl).href;
       const text = connections.length
-        ? `Linked accounts:\n${connections.map((c) => `- ${deps.providers.get(c.provider)?.displayName ?? c.provider}: @${c.login} (scopes: ${c.scopes.join(', ') || 'none'})${c.status === 'reauth_required' ? ' — needs reconnecting' : ''}`).join('\n')}\nManage them at ${manageUrl}`
-        : `No accounts are linked yet. Tools ask to connect when they need an account, or link one at ${manageUrl}`;
+        ? T.linkedAccounts(
+            connections.map((c) => ({
+              provider: deps.providers.get(c.provider)?.displayName ?? c.provider,
+              login: c.login,
+              scopes: c.scopes,
+              reconnect: c.status === 'reauth_required',
+            })),
+            manageUrl,
+          )
+        : T.noAccounts(manageUrl);
       return { content: [{ type: 'text', text }], structuredContent: { connections, manageUrl } };
     },
   );
