@@ -383,6 +383,18 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
         TypeError,
       );
       assert.throws(() => connectBroker({ url: broker.url, clientId: 'a', stateKey: STATE_KEY }), /clientSecret .* or privateKey/);
+      assert.throws(
+        () =>
+          connectBroker({
+            url: broker.url,
+            tokenEndpoint: 'https://elsewhere.example/oauth/token',
+            clientId: 'a',
+            clientSecret: 'b',
+            stateKey: STATE_KEY,
+          }),
+        /tokenEndpoint must be on the broker url's origin/,
+        'the secret and the user token never go to another origin',
+      );
     });
 
     it('withholds a result that contains the provider token', async () => {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { randomUUID } from 'node:crypto';
+import { sha256Hex } from '../src/crypto/index.js';
 import { Browser } from './support/browser.js';
 import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { readConnection, seedConnection } from './support/seed.js';
@@ -251,6 +252,17 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     const r = await exchange('alice', {}, { authorization: basic(TRACKER.id, BOT.secret) });
     assert.equal(r.status, 401);
     assert.equal(r.json.error, 'invalid_client');
+  });
+
+  it('keeps a used jti past the last instant its assertion could still be accepted, so a late replay finds it', async () => {
+    await seedGitHub('tara', 'octocat', ['public_repo']);
+    const exp = Math.floor(Date.now() / 1000) + 60;
+    const jti = randomUUID();
+    const ok = await trackerExchange('tara', await assertion({ exp, jti }), { scope: 'public_repo' });
+    assert.equal(ok.status, 200, JSON.stringify(ok.json));
+    // A replay jose accepted just before exp + its 5 s leeway, stored a moment after that.
+    const lateReplay = await stack.broker.broker.store.clientAssertions.use(sha256Hex(`${TRACKER.id}\n${jti}`), 0, (exp + 5) * 1000 + 1);
+    assert.equal(lateReplay, false, 'the row still guards the jti');
   });
 
   it('private_key_jwt: a valid assertion works; a wrong signature, an expired, an over-long or a reused one is invalid_client', async () => {

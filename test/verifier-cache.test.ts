@@ -53,6 +53,12 @@ describe('verifyForAudiences remembers what it verified', () => {
     assert.equal(verifications, n + 2);
   });
 
+  it('keys both callers the same way: a "token" spelled like a service cache key is verified afresh and refused', async () => {
+    const token = await idp.mintAccessToken({ sub: 'dora', aud: BOT[0], expiresInSeconds: 600 });
+    await verifier.verifyForAudiences(token, BOT);
+    await assert.rejects(verifier.verifyAccessToken(`${JSON.stringify(BOT)}\n${token}`));
+  });
+
   it('does not cross from the broker’s own cache to a service’s audiences', async () => {
     const token = await idp.mintAccessToken({ sub: 'carol', aud: BROKER, expiresInSeconds: 600 });
     await verifier.verifyAccessToken(token);

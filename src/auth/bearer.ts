@@ -22,6 +22,9 @@ export function normalizeTokenType(typ: string): string {
   return lower.startsWith('application/') ? lower.slice('application/'.length) : lower;
 }
 
+/** The verified-token cache's key: the audience list and the token, one shape for every caller. */
+const rememberKey = (audiences: readonly string[], token: string) => `${JSON.stringify(audiences)}\n${token}`;
+
 /**
  * Verifies MCP access tokens: JWTs signed by a key in the IdP's JWKS, issued by exactly that IdP,
  * for this resource, unexpired. The principal is (`iss`, `sub`) of the verified token.
@@ -72,7 +75,7 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
   }
 
   async verifyAccessToken(token: string): Promise<AuthInfo> {
-    return this.#remembered(token, token, [this.audience]);
+    return this.#remembered(rememberKey([this.audience], token), token, [this.audience]);
   }
 
   /**
@@ -81,11 +84,10 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
    * Remembered like an MCP token (bench/README.md, the exchange phase: re-verifying cost a third of
    * the exchange's CPU), keyed by the audience list *and* the token: a token accepted for one
    * service's audiences is looked up afresh for any other list, and never answers for the broker's
-   * own audience (whose key is the bare token; this key starts with the JSON of the list, so the two
-   * cannot meet: a JWT never starts with `[`).
+   * own audience (both keys name their audience list the same way).
    */
   verifyForAudiences(token: string, audiences: readonly string[]): Promise<AuthInfo> {
-    return this.#remembered(`${JSON.stringify(audiences)}\n${token}`, token, audiences);
+    return this.#remembered(rememberKey(audiences, token), token, audiences);
   }
 
   /** A success kept under `key` until the token's `exp` (without the leeway), or a fresh {@link #verify}. */

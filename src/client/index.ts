@@ -128,6 +128,8 @@ export function connectBroker(options: BrokerOptions): Broker {
     throw new TypeError('The broker url must be https:// (http:// only on a loopback host)');
   const brokerRoot = new URL(base.pathname.endsWith('/') ? base.href : `${base.href}/`);
   const tokenEndpoint = new URL(options.tokenEndpoint ?? new URL('oauth/token', brokerRoot));
+  // The client secret and the user's token go here: never to another origin than the broker's.
+  if (tokenEndpoint.origin !== base.origin) throw new TypeError("The tokenEndpoint must be on the broker url's origin");
   const connectionsUrl = new URL('connections', brokerRoot).href;
   const waitSeconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.waitSeconds ?? 20));
   const ttlSeconds = options.stateTtlSeconds ?? 900;
@@ -166,20 +168,23 @@ export function connectBroker(options: BrokerOptions): Broker {
 
   async function openState(raw: unknown, caller: Caller, request: TokenRequest): Promise<SealedPayload> {
     const expect = { tool: request.tool, args: await argsDigest(request.args) };
+    let payload: SealedPayload;
     if (raw instanceof OpenedState) {
       if (raw.payload.tool !== expect.tool) return refuseState('tool');
       if (raw.payload.args !== expect.args) return refuseState('args');
-      return raw.payload;
+      payload = raw.payload;
+    } else {
+      if (typeof raw !== 'string') return refuseState('malformed');
+      try {
+        payload = await open(await keyPromise, caller.principal, raw, expect);
+      } catch (err) {
+        if (err instanceof StateError) return refuseState(err.reason);
+        throw err;
+      }
     }
-    if (typeof raw !== 'string') return refuseState('malformed');
-    try {
-      const payload = await open(await keyPromise, caller.principal, raw, expect);
-      if (payload.provider !== request.provider) return refuseState('tool');
-      return payload;
-    } catch (err) {
-      if (err instanceof StateError) return refuseState(err.reason);
-      throw err;
-    }
+    // Both ways in: a state made for another provider's connection does not belong to this call.
+    if (payload.provider !== request.provider) return refuseState('tool');
+    return payload;
   }
 
   async function withToken(

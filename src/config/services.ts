@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
+import { isLoopbackHostname } from '../net/loopback.js';
 import { envPrefix, readConfigFile } from './providers.js';
 
 export type ServiceAuthMethod = 'client_secret_basic' | 'private_key_jwt';
@@ -21,14 +22,12 @@ export interface ConfiguredService {
   allow: Record<string, string[]>;
 }
 
-const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/;
-
 const httpsUrl = z
   .string()
   .url()
   .refine((v) => {
     const u = new URL(v);
-    return u.protocol === 'https:' || (u.protocol === 'http:' && LOOPBACK.test(u.hostname));
+    return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHostname(u.hostname));
   }, 'must use https:// (http:// is accepted only for loopback hosts)');
 
 const serviceSchema = z

@@ -10,6 +10,8 @@ export const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type
 /** The longest a client assertion may live (exp − now, and exp − iat when present). */
 export const MAX_ASSERTION_LIFETIME_SECONDS = 300;
 const CLOCK_TOLERANCE_SECONDS = 5;
+/** How long a used jti is kept beyond the last instant its assertion could be accepted. */
+const USED_ASSERTION_MARGIN_SECONDS = 60;
 
 export interface ClientAuthContext {
   services: ReadonlyMap<string, ConfiguredService>;
@@ -110,8 +112,13 @@ export class ClientAuthenticator {
     const now = Date.now() / 1000;
     const limit = MAX_ASSERTION_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS;
     if (exp - now > limit || (iat !== undefined && exp - iat > limit)) throw refuse(M.assertionTooLong, false);
-    // Kept until it expires (plus the leeway it was accepted with), in the store every instance shares.
-    const fresh = await this.ctx.store.clientAssertions.use(sha256Hex(`${service.id}\n${jti}`), (exp + CLOCK_TOLERANCE_SECONDS) * 1000);
+    // Kept in the store every instance shares until well past the last instant jose would accept it
+    // (exp + leeway): a replay verified just before that instant but stored just after must still
+    // find the row, not an expired one it may take over.
+    const fresh = await this.ctx.store.clientAssertions.use(
+      sha256Hex(`${service.id}\n${jti}`),
+      (exp + CLOCK_TOLERANCE_SECONDS + USED_ASSERTION_MARGIN_SECONDS) * 1000,
+    );
     if (!fresh) throw refuse(M.assertionReused, false);
     return service;
   }

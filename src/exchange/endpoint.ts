@@ -1,6 +1,6 @@
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { OAuthError } from '@modelcontextprotocol/server';
-import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
+import { ASYMMETRIC_ALGORITHMS, IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import { samePrincipal, type Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connect/completion-watcher.js';
 import type { ConnectionService, OpenConnection } from '../connections/index.js';
@@ -88,18 +88,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
         token_endpoint: tokenEndpoint,
         grant_types_supported: [TOKEN_EXCHANGE_GRANT],
         token_endpoint_auth_methods_supported: ['client_secret_basic', 'private_key_jwt'],
-        token_endpoint_auth_signing_alg_values_supported: [
-          'RS256',
-          'RS384',
-          'RS512',
-          'PS256',
-          'PS384',
-          'PS512',
-          'ES256',
-          'ES384',
-          'ES512',
-          'EdDSA',
-        ],
+        token_endpoint_auth_signing_alg_values_supported: [...ASYMMETRIC_ALGORITHMS],
         response_types_supported: [],
       });
   });

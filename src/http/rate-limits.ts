@@ -160,10 +160,7 @@ export function serviceRateLimit(
     legacyHeaders: false,
     store: new SharedCounters(store, hashKey, 'service'),
     handler: (req, res, _next, options) => {
-      const resetAt = (req as AugmentedRequest).rateLimit?.resetTime?.getTime();
-      const retryAfter = resetAt
-        ? Math.min(Math.ceil(options.windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000)))
-        : Math.ceil(options.windowMs / 1000);
+      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
       res.setHeader('Retry-After', String(retryAfter));
       res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
     },
