@@ -121,6 +121,7 @@ export function createApp(deps: AppDeps): express.Express {
       links: deps.links,
       brokerSecret: config.brokerSecret,
       rateLimitPerMinute: config.serviceRateLimitPerMinute,
+      authFailuresPerMinute: config.rateLimitPerMinute,
       log,
     }),
   );

@@ -449,6 +449,7 @@ describe('token exchange with expiring GitHub App tokens: refresh, reauth_requir
         PROVIDERS_FILE: file,
         SERVICE_ISSUE_BOT_SECRET: BOT.secret,
         SERVICE_RATE_LIMIT_PER_MINUTE: '6',
+        RATE_LIMIT_PER_MINUTE: '4',
       },
     });
   });
@@ -505,5 +506,22 @@ describe('token exchange with expiring GitHub App tokens: refresh, reauth_requir
     assert.ok(limited, 'a 429 within the budget plus two');
     assert.ok(Number(limited.headers.get('retry-after')) >= 1);
     assert.equal(typeof limited.json.error, 'string');
+  });
+
+  it('bounds failed client authentications per client address (RATE_LIMIT_PER_MINUTE): 429 with Retry-After once they are spent', async () => {
+    const wrong = `Basic ${Buffer.from(`${BOT.id}:not-the-secret-at-all`).toString('base64')}`;
+    const attempt = () =>
+      fetch(`${stack.publicUrl}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: wrong },
+        body: new URLSearchParams({ grant_type: GRANT, subject_token: 'x', subject_token_type: AT, audience: 'github' }).toString(),
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await attempt()).status);
+    assert.deepEqual(statuses, [401, 401, 401, 401, 429], 'four guesses, then refused before authentication');
+    const limited = await attempt();
+    assert.equal(limited.status, 429);
+    assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+    assert.equal(((await limited.json()) as { error: string }).error, 'rate_limited');
   });
 });

@@ -7,7 +7,7 @@ import type { ConnectionService, OpenConnection } from '../connections/index.js'
 import type { ConnectLinks } from '../connect/links.js';
 import { resolveConnection, type AskReason, type Resolution } from '../connect/resolve.js';
 import { deriveKey } from '../crypto/index.js';
-import { serviceRateLimit } from '../http/rate-limits.js';
+import { clientAuthFailureLimit, serviceRateLimit } from '../http/rate-limits.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { StoreUnavailableError, type PendingConnection, type Store } from '../store/index.js';
@@ -35,6 +35,8 @@ export interface ExchangeDeps {
   links: ConnectLinks;
   brokerSecret: Buffer;
   rateLimitPerMinute: number;
+  /** Failed client authentications per minute and client address (the page limit, RATE_LIMIT_PER_MINUTE); 0 = off. */
+  authFailuresPerMinute: number;
   log: Logger;
 }
 
@@ -114,6 +116,17 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     res.locals.service = await clients.authenticate(req.headers.authorization, form);
     next();
   };
+
+  // Before anything: a bound on guessing, per client address.
+  const failures = clientAuthFailureLimit(
+    deps.authFailuresPerMinute,
+    deps.store,
+    deriveKey(deps.brokerSecret, 'rate-limit'),
+    (retryAfter) => ({
+      error: 'rate_limited',
+      error_description: `${M.authFailuresLimited} Retry after ${retryAfter} s.`,
+    }),
+  );
 
   // Step 3: the per-service budget.
   const limit = serviceRateLimit(
@@ -283,7 +296,15 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     ]);
   }
 
-  router.post(TOKEN_PATH, express.text({ type: () => true, limit: '64kb' }), wrap(readForm), wrap(authenticate), limit, wrap(exchange));
+  router.post(
+    TOKEN_PATH,
+    failures,
+    express.text({ type: () => true, limit: '64kb' }),
+    wrap(readForm),
+    wrap(authenticate),
+    limit,
+    wrap(exchange),
+  );
   router.use(TOKEN_PATH, oauthErrors(deps.log));
   return router;
 }

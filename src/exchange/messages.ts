@@ -29,6 +29,7 @@ export const M = {
   idpDown: 'The identity provider cannot be reached to check the subject token; try again shortly.',
   storeDown: 'The broker cannot reach its database right now; try again shortly.',
   providerDown: (provider: string) => `${provider} cannot be reached to renew the token; try again shortly.`,
+  authFailuresLimited: 'Too many failed client authentications from this address in a minute.',
   rateLimited: (perMinute: number) => `Too many token requests: at most ${perMinute} a minute per client.`,
   interaction: {
     not_connected: (provider: string) =>

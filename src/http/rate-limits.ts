@@ -166,3 +166,31 @@ export function serviceRateLimit(
     },
   });
 }
+
+/**
+ * Failed client authentications at the token exchange, per client address: a 401 counts, anything
+ * else is taken back, so guessing secrets or assertions is bounded while working services are not
+ * slowed. Shared counters; 429 with `Retry-After` and an OAuth-style JSON error body.
+ */
+export function clientAuthFailureLimit(
+  limitPerMinute: number,
+  store: CounterStore,
+  hashKey: Buffer,
+  body: (retryAfterSeconds: number) => object,
+): RateLimitRequestHandler {
+  return rateLimit({
+    windowMs: 60_000,
+    limit: limitPerMinute,
+    skip: () => limitPerMinute === 0,
+    skipSuccessfulRequests: true,
+    requestWasSuccessful: (_req, res) => res.statusCode !== 401,
+    standardHeaders: 'draft-7',
+    legacyHeaders: false,
+    store: new SharedCounters(store, hashKey, 'client-auth-failures'),
+    handler: (req, res, _next, options) => {
+      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
+      res.setHeader('Retry-After', String(retryAfter));
+      res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
+    },
+  });
+}
