@@ -27,6 +27,7 @@ interface Service {
   ports?: string[];
   expose?: string[];
   volumes?: string[];
+  stop_grace_period?: string;
 }
 
 interface Compose {
@@ -150,6 +151,13 @@ function composeProblems({ compose, caddyfile, dotenv }: Files): string[] {
   try {
     const config = loadConfig(env);
     if (config.host !== '0.0.0.0') problems.push(`${brokerName} listens on ${config.host}, unreachable from the proxy`);
+    // Compose's default is 10 s; the shutdown lets callbacks and refreshes in flight finish first.
+    const grace = /^(\d+)s$/.exec(broker.stop_grace_period ?? '10s')?.[1];
+    const needed = config.providerTimeoutMs / 1000 + 2;
+    if (grace === undefined || Number(grace) < needed)
+      problems.push(
+        `${brokerName}'s stop_grace_period (${broker.stop_grace_period ?? 'default 10s'}) is shorter than its shutdown (${needed} s)`,
+      );
     if (config.trustProxy !== 1) problems.push(`${brokerName} trusts ${String(config.trustProxy)} proxy hops; there is one (the proxy)`);
     const db = config.database.url ? new URL(config.database.url) : undefined;
     if (!db) problems.push(`${brokerName} has no DATABASE_URL: two instances on SQLite files of their own share nothing`);
@@ -269,6 +277,12 @@ describe('compose.yaml and deploy/Caddyfile', () => {
     assert.deepEqual(
       broken((f) => (f.compose.services.proxy!.env_file = '.env')),
       ['proxy reads an env_file: the proxy needs no broker secret'],
+    );
+    assert.deepEqual(
+      broken((f) => {
+        for (const name of ['broker-1', 'broker-2']) delete f.compose.services[name]!.stop_grace_period;
+      }),
+      ["broker-1's stop_grace_period (default 10s) is shorter than its shutdown (12 s)"],
     );
     assert.deepEqual(
       broken((f) => delete f.dotenv.OIDC_ISSUER),
