@@ -1,0 +1,55 @@
+# The broker's image: `docker build -t mcp-connect-broker .`, then run it with the environment the
+# README's configuration table describes (compose.yaml runs two of them on PostgreSQL behind Caddy).
+#
+# Three stages on one Debian release (bookworm) and one Node major, so the better-sqlite3 addon
+# compiled in the full image loads in the slim one (same glibc, same Node ABI):
+#   build    the dev dependencies and `npm run build` (TypeScript → dist/)
+#   deps     the production dependencies alone; better-sqlite3 compiles here with the python3, make
+#            and g++ the full node image ships, so the runtime image needs no compiler
+#   runtime  the slim image: node_modules from deps, dist/ from build, the files the broker reads
+#
+# test/system/production-install.test.ts runs these stages' COPY and npm steps in temporary folders
+# (no container engine there), starts CMD and runs HEALTHCHECK against it; the rest of this file
+# (base images, user, ownership) it checks as text.
+
+FROM node:20-bookworm AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json tsconfig.client.json ./
+COPY src ./src
+RUN npm run build
+
+FROM node:20-bookworm AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+
+FROM node:20-bookworm-slim AS runtime
+# HOST=0.0.0.0: inside a container the loopback default would be unreachable from outside it.
+# The SQLite file lives in /data (mount a volume there); set DATABASE_URL for PostgreSQL instead.
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=3000 \
+    DATABASE_PATH=/data/broker.db
+WORKDIR /app
+# The application stays root-owned and read-only to the user it runs as; only /data is writable.
+COPY package.json package-lock.json ./
+COPY scripts ./scripts
+COPY views ./views
+COPY public ./public
+COPY migrations ./migrations
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# 1000 is the `node` user of the official image, numeric so that a platform can check it is not root
+# (Kubernetes runAsNonRoot). A named volume mounted on /data starts with this ownership.
+RUN mkdir -p /data && chown 1000:1000 /data && chmod 0700 /data
+USER 1000:1000
+EXPOSE 3000
+# No curl in the slim image: Node's own fetch. /healthz answers whatever the Host header says.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# Exec form, node itself as PID 1: the runtime's SIGTERM reaches the broker's shutdown handler
+# (held calls answered, callbacks in flight finished, database closed) with no shell or npm between.
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/main.js"]
