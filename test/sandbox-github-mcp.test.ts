@@ -448,6 +448,9 @@ describe('the sandbox GitHub MCP endpoint', () => {
     const { tools } = await c.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), ['create_issue', 'get_me', 'list_issues']);
     assert.equal(json(await call(c, 'get_me', {})).login, 'hubot');
+  });
+
+  it('answers a malformed, too deeply nested or too large body with a JSON-RPC 4xx, never a 5xx', async () => {
     const refused = await fetch(sb.gh.mcpUrl, {
       method: 'POST',
       headers: { authorization: `Bearer ${hubot}`, 'content-type': 'application/json' },
@@ -455,6 +458,20 @@ describe('the sandbox GitHub MCP endpoint', () => {
     });
     assert.equal(refused.status, 400);
     assert.equal(((await refused.json()) as { error: { code: number } }).error.code, -32700);
+    const deep = await fetch(sb.gh.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${hubot}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_me","arguments":{"n":${'['.repeat(50_000)}${']'.repeat(50_000)}}}}`,
+    });
+    assert.equal(deep.status, 400, 'bad input is a 4xx, never a 5xx');
+    assert.equal(((await deep.json()) as { error: { code: number } }).error.code, -32600);
+    const huge = await rawTool(sb.gh, hubot, 'create_issue', {
+      owner: 'hubot',
+      repo: 'log',
+      title: 'x',
+      body: 'y'.repeat(2 * 1024 * 1024),
+    });
+    assert.equal(huge.status, 413);
   });
 
   it('gives development mode its upstreams: entry, whose URL is this endpoint and whose prefix keeps clear of the built-in tools', async () => {

@@ -103,6 +103,20 @@ function messagesOf(parsed: unknown): Array<{ method: string; params: Record<str
   });
 }
 
+const MAX_JSON_DEPTH = 64;
+
+/** Whether arrays/objects in `value` nest deeper than `max` (found without recursion: the argument digest recurses). */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const todo: Array<[unknown, number]> = [[value, 1]];
+  for (let item = todo.pop(); item; item = todo.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
+  }
+  return false;
+}
+
 const quoted = (value: string): string => `"${value.replace(/[\\"]/g, '\\$&')}"`;
 
 export function createSandboxMcp(options: SandboxMcpOptions): SandboxMcp {
@@ -201,20 +215,31 @@ export function createSandboxMcp(options: SandboxMcpOptions): SandboxMcp {
       } catch {
         return jsonRpcError(res, 400, -32700, M.parseError);
       }
+      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return jsonRpcError(res, 400, -32600, M.tooDeep(MAX_JSON_DEPTH));
     }
-    const messages = messagesOf(parsed);
-    const toolOf = (m: { method: string; params: Record<string, unknown> }) =>
-      m.method === 'tools/call' && typeof m.params.name === 'string' ? m.params.name : undefined;
+    const messages = messagesOf(parsed).map((m) => ({
+      ...m,
+      tool: m.method === 'tools/call' && typeof m.params.name === 'string' ? m.params.name : undefined,
+    }));
+    const recordAll = (outcome: SandboxMcpCall['outcome']) => {
+      for (const m of messages)
+        record({
+          ...who,
+          method: m.method.slice(0, MAX_RECORDED_NAME),
+          ...(m.tool === undefined ? {} : { tool: m.tool.slice(0, MAX_RECORDED_NAME) }),
+          outcome,
+        });
+    };
 
     // GitHub's scope challenge: before the tool runs, for OAuth App tokens only.
     for (const m of messages) {
-      const needed = TOOL_SCOPES.get(toolOf(m) ?? '');
+      const needed = TOOL_SCOPES.get(m.tool ?? '');
       if (!needed) continue;
       const oauthApp = options.isOAuthApp(auth.token.clientId);
       const missing = needed.filter((s) => !options.hasScope(auth.token.scopes, s));
       if (fault !== 403 && (!oauthApp || missing.length === 0)) continue;
       const lacking = missing.length ? missing : [...needed];
-      for (const each of messages) record({ ...who, method: each.method.slice(0, MAX_RECORDED_NAME), outcome: 'insufficient_scope' });
+      recordAll('insufficient_scope');
       // As GitHub's does: the scopes to ask for are the token's plus the tool's.
       const recommended = [...new Set([...auth.token.scopes, ...needed])];
       return challenge(
@@ -228,21 +253,13 @@ export function createSandboxMcp(options: SandboxMcpOptions): SandboxMcp {
         M.insufficientScope(lacking),
       );
     }
-    for (const m of messages) {
-      const tool = toolOf(m);
-      record({
-        ...who,
-        method: m.method.slice(0, MAX_RECORDED_NAME),
-        ...(tool === undefined ? {} : { tool: tool.slice(0, MAX_RECORDED_NAME) }),
-        outcome: 'served',
-      });
-    }
+    recordAll('served');
 
     const first = messages[0];
     const info: CallerInfo = {
       caller,
       method: first?.method ?? '',
-      name: first ? (toolOf(first) ?? '') : '',
+      name: first?.tool ?? '',
       argsDigest: sha256Base64url(canonicalJson(first?.params.arguments ?? {})),
     };
     // The tools need to know only who called; the token itself goes no further than the check above.

@@ -53,4 +53,5 @@ export const M = {
   notJson: 'Unsupported Media Type: Content-Type must be application/json',
   tooLarge: (limit: number) => `Request body too large: the limit is ${limit} bytes`,
   parseError: 'Parse error: the body is not valid JSON',
+  tooDeep: (depth: number) => `Invalid Request: the JSON nests deeper than ${depth} levels`,
 } as const;
