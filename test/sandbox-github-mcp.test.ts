@@ -9,14 +9,20 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import express from 'express';
+import { startDevBroker, SANDBOX_GITHUB_CLIENT_ID } from '../src/dev/dev-broker.js';
+import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
+import { loadOrCreateDevSecrets } from '../src/dev/secrets.js';
+import { createLogger } from '../src/log.js';
 import { parse as parseYaml } from 'yaml';
 import { createSandboxGitHub, type SandboxClient, type SandboxFaults, type SandboxGitHub } from '../src/dev/sandbox-github/index.js';
 import { sandboxGitHubUpstream, sandboxGitHubUpstreamYaml } from '../src/dev/sandbox-github/upstream.js';
 import { openDevTables, type SandboxGitHubStore } from '../src/dev/store/index.js';
 import { openSqliteStore, type Store } from '../src/store/index.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
+import { Browser } from './support/browser.js';
+import { freePort } from './support/idp.js';
 import { envelope, legacyClient, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
 
 const MOUNT = '/sandbox/github';
@@ -65,11 +71,16 @@ async function startSandbox(dbPath: string, mcpStateKey?: string): Promise<Sandb
 }
 
 /** A token from the sandbox's OAuth web flow at the OAuth App: authorize page as a browser, then the code exchange. */
-async function webFlowToken(gh: SandboxGitHub, login: string, scope: string): Promise<string> {
+async function webFlowToken(
+  gh: Pick<SandboxGitHub, 'webUrl'>,
+  login: string,
+  scope: string,
+  app: { clientId: string; clientSecret: string } = OAUTH_APP,
+): Promise<string> {
   const verifier = randomBytes(32).toString('base64url');
   const challenge = createHash('sha256').update(verifier).digest('base64url');
   const page = await fetch(
-    `${gh.webUrl}/login/oauth/authorize?${authorizeQuery({ clientId: OAUTH_APP.clientId, redirectUri: REDIRECT, scope, challenge })}`,
+    `${gh.webUrl}/login/oauth/authorize?${authorizeQuery({ clientId: app.clientId, redirectUri: REDIRECT, scope, challenge })}`,
   );
   const html = await page.text();
   const fields = formFields(html);
@@ -81,7 +92,7 @@ async function webFlowToken(gh: SandboxGitHub, login: string, scope: string): Pr
   const answer = await fetch(`${gh.webUrl}/login/oauth/access_token`, {
     method: 'POST',
     headers: { accept: 'application/json' },
-    body: new URLSearchParams({ client_id: OAUTH_APP.clientId, client_secret: OAUTH_APP.clientSecret, code, code_verifier: verifier }),
+    body: new URLSearchParams({ client_id: app.clientId, client_secret: app.clientSecret, code, code_verifier: verifier }),
   });
   const token = ((await answer.json()) as { access_token?: string }).access_token;
   assert.match(token ?? '', /^gho_/);
@@ -493,5 +504,62 @@ describe('the sandbox GitHub MCP endpoint', () => {
     );
     // The token the broker would inject for that upstream is a sandbox token of the `github` connection.
     assert.equal(json(await call(c, 'get_me', {})).login, 'hubot');
+  });
+});
+
+describe('the sandbox GitHub MCP endpoint in npm run dev', () => {
+  let dir: string;
+  let dev: Awaited<ReturnType<typeof startDevBroker>>;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sandbox-github-mcp-dev-'));
+    dev = await startDevBroker(
+      { PATH: process.env.PATH, PORT: String(await freePort()), DATABASE_PATH: join(dir, 'data', 'broker.db') },
+      createLogger('error', () => {}),
+    );
+  });
+  after(async () => {
+    await dev.running.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is served on the broker’s server at /sandbox/github/mcp: a sandbox token works there, the broker’s own MCP access token does not', async () => {
+    const sandbox = { webUrl: `${dev.publicUrl}/sandbox/github` };
+    const mcpUrl = `${sandbox.webUrl}/mcp`;
+    const { secrets } = await loadOrCreateDevSecrets(dev.secretsPath);
+    const token = await webFlowToken(sandbox, 'mona-dev', 'repo', {
+      clientId: SANDBOX_GITHUB_CLIENT_ID,
+      clientSecret: secrets.sandboxGitHubClientSecret,
+    });
+    const c = await modernClient({ url: mcpUrl, token });
+    try {
+      assert.equal(json(await c.callTool({ name: 'get_me', arguments: {} })).login, 'mona-dev');
+      const created = json(
+        await c.callTool({ name: 'create_issue', arguments: { owner: 'mona-dev', repo: 'notes', title: 'Through the broker’s server' } }),
+      );
+      assert.equal((await fetch(created.url)).status, 200, 'the issue page exists on the same sandbox');
+    } finally {
+      await c.close();
+    }
+
+    // The access token an assistant holds for the broker's /mcp is no GitHub token.
+    const callback = 'http://127.0.0.1:9/oauth/callback';
+    const oauth = new InMemoryOAuthClient(callback, 'Sandbox MCP test assistant');
+    await assert.rejects(
+      new Client({ name: 'sign-in', version: '1.0.0' }).connect(
+        new StreamableHTTPClientTransport(new URL(dev.mcpUrl), { authProvider: oauth }),
+      ),
+      UnauthorizedError,
+    );
+    await new StreamableHTTPClientTransport(new URL(dev.mcpUrl), { authProvider: oauth }).finishAuth(
+      await authorizeInBrowser(new Browser(), oauth.authorizationUrl!, callback, 'mona'),
+    );
+    const mcpAccessToken = (await oauth.tokens())?.access_token;
+    assert.ok(mcpAccessToken, 'signed in to the broker');
+    const refused = await rawCall(mcpUrl, mcpAccessToken, {
+      method: 'tools/call',
+      params: { name: 'get_me', arguments: {}, _meta: envelope() },
+    });
+    assert.equal(refused.status, 401);
+    assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer error="invalid_token"/);
   });
 });
