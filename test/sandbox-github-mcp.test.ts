@@ -1,6 +1,7 @@
 // The sandbox GitHub's MCP endpoint (src/dev/sandbox-github/mcp/): a stand-in for GitHub's remote
 // MCP server over the sandbox store, driven with the official SDK client in 2026-07-28 mode (and
-// once in 2025-11-25 mode), with tokens from the sandbox's own OAuth endpoints or its store.
+// once in 2025-11-25 mode), with tokens from the sandbox's own OAuth endpoints or its store; then
+// once more as `npm run dev` serves it, on the broker's own server.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
