@@ -155,8 +155,8 @@ describe('development tables out of the production schema', () => {
       );
       assert.deepEqual(
         ledger(db).map((m) => m.name),
-        releaseLedger(),
-        'the previous release’s ledger (plus the broker’s newer migrations): either release opens the other one’s database',
+        [...new Set([...releaseLedger(), ...sqlFiles(DEV_MIGRATIONS_DIR)])].sort(),
+        'the previous release’s ledger (plus the broker’s and development mode’s newer migrations): either release opens the other one’s database',
       );
       assert.equal(sandboxGitHub.findUser('octocat')?.id, 583231, 'seeded as before');
       const before = ledger(db);
@@ -174,8 +174,8 @@ describe('development tables out of the production schema', () => {
     const dev = sqlFiles(DEV_MIGRATIONS_DIR);
     assert.deepEqual(
       dev,
-      ['002_sandbox_github.sql', '003_dev_identity_provider.sql', '005_sandbox_github_app.sql'],
-      'src/dev/migrations/ holds the moved files under their old names',
+      ['002_sandbox_github.sql', '003_dev_identity_provider.sql', '005_sandbox_github_app.sql', '008_sandbox_github_repositories.sql'],
+      'src/dev/migrations/ holds the moved files under their old names, and the ones added since',
     );
     assert.deepEqual(
       broker.filter((name) => dev.includes(name)),
@@ -270,6 +270,12 @@ describe('development tables out of the production schema', () => {
             .number,
           2,
         );
+        const old = sandboxGitHub.findRepository('octo', 'old');
+        assert.ok(old && Number.isSafeInteger(old.id), 'a repository made before repositories had ids has one now');
+        assert.equal(old.createdAt, sandboxGitHub.getIssue('octo', 'old', 1)!.createdAt, 'created when its first issue was');
+        const fresh = sandboxGitHub.ensureRepository('octo', 'new', 5);
+        assert.ok(fresh.id > old.id, 'and new ones are numbered after it');
+        assert.ok(sandboxGitHub.findRepository('octocat', 'Hello-World'), 'seeded');
         assert.equal(identityProvider.find('Client', 'legacy-assistant')?.payload.client_name, 'Legacy assistant');
         assert.equal(identityProvider.find('Session', 'legacy-session')?.payload.accountId, 'legacy');
       } finally {

@@ -4,8 +4,10 @@
 // REST API documentation describe: token-endpoint errors come back as HTTP 200 with an `error`
 // field, the token answer is form-encoded unless `Accept: application/json`, PKCE is S256-only and optional, codes are single
 // use and live 10 minutes, and the REST API lives under /api/v3 (GitHub Enterprise Server layout).
-// Its state (users, codes, tokens, grants, issues) lives in SQLite through SandboxGitHubStore;
-// codes and tokens are stored hashed. It never logs, and every response says `X-Sandbox: github`.
+// Its state (users, codes, tokens, grants, repositories, issues) lives in SQLite through
+// SandboxGitHubStore; codes and tokens are stored hashed. It never logs, and every response says
+// `X-Sandbox: github`. At /mcp it also plays GitHub's remote MCP server (./mcp/), over the same
+// store and behind the same bearer check as the REST API.
 //
 // Each registered client is either an OAuth App (the default: non-expiring `gho_` tokens with
 // scopes that accumulate per user/app grant, see `grantScopesAfter`) or a GitHub App (user-to-server
@@ -17,8 +19,10 @@ import type { NextFunction, Request, Response } from 'express';
 import { constantTimeEqual, randomBelow, randomText, sha256Base64url } from '../../crypto/index.js';
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../store/index.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
+import { createSandboxMcp, type SandboxMcpCall, type SandboxMcpFault } from './mcp/index.js';
 
 export { SANDBOX_LABEL } from './html.js';
+export { CONFIRM_FIELD, CONFIRM_KEY, MAX_RECORDED_CALLS, TOOL_SCOPES, type SandboxMcpCall, type SandboxMcpFault } from './mcp/index.js';
 
 /** Faults are sticky: they apply to every matching request until cleared (set the field to undefined). */
 export interface SandboxFaults {
@@ -31,6 +35,8 @@ export interface SandboxFaults {
   refreshDelayMs?: number;
   /** The same for the code exchange (grant_type=authorization_code): the code is spent on arrival. */
   exchangeDelayMs?: number;
+  /** The MCP endpoint's faults (see {@link SandboxMcpFault}): 401, a 403 scope challenge on every scoped tool, 500, 'timeout'. */
+  mcp?: SandboxMcpFault;
 }
 
 /** 'oauth-app': gho_ tokens that never expire, with scopes. 'github-app': user-to-server tokens. */
@@ -74,6 +80,11 @@ export interface SandboxGitHubOptions {
   now?: () => number;
   /** Name in page titles and headings (default 'Sandbox GitHub'); every page also carries SANDBOX_LABEL. */
   siteName?: string;
+  /**
+   * The HMAC key (at least 32 bytes) of the MCP endpoint's own requestState (delete_repository's
+   * confirmation); never the broker's. Default: a random key per process.
+   */
+  mcpStateKey?: string | Uint8Array;
 }
 
 export interface SandboxGitHub {
@@ -82,6 +93,13 @@ export interface SandboxGitHub {
   webUrl: string;
   /** = publicBase + '/api/v3'. */
   apiUrl: string;
+  /** = publicBase + '/mcp': the stand-in for GitHub's remote MCP server (see ./mcp/). */
+  mcpUrl: string;
+  /**
+   * The last requests to the MCP endpoint, oldest first, each with the sandbox user whose token
+   * came in (never the token): for isolation tests.
+   */
+  mcpCalls(): SandboxMcpCall[];
   /**
    * Mints a token for `login` (created if new) as if the user had just authorized the app
    * `clientId`: github-app → ghu_ + ghr_ pair expiring after `expiresInSeconds` (default: the
@@ -155,6 +173,16 @@ export function normalizeScopes(scopes: string[]): string[] {
  */
 export const grantScopesAfter = (previous: string[] | undefined, granted: string[]): string[] =>
   normalizeScopes([...(previous ?? []), ...granted]);
+
+/**
+ * Where the sandbox refuses new issues, as GitHub would: an organisation the user cannot see (404)
+ * and a repository whose issues are switched off (410). The REST API and the MCP endpoint both ask.
+ */
+function issueRefusal(owner: string, repo: string): { status: number; message: string } | undefined {
+  if (owner === 'private-org') return { status: 404, message: 'Not Found' };
+  if (repo === 'disabled-issues') return { status: 410, message: 'Issues are disabled for this repo' };
+  return undefined;
+}
 
 function randomAlnum(length: number): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -246,6 +274,13 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
     };
   };
   const expired = (token: { expiresAt?: number | undefined }): boolean => token.expiresAt !== undefined && token.expiresAt <= now();
+  /** The one bearer check, of the REST API and the MCP endpoint: `Bearer` (or `token`) + a working token of an existing user. */
+  const authenticate = (authorization: string | undefined): { token: SandboxToken; user: SandboxUser } | undefined => {
+    const m = /^(?:Bearer|token)\s+(\S+)$/i.exec(authorization ?? '');
+    const token = m ? store.findToken(m[1]!) : undefined;
+    const user = token && !expired(token) ? store.findUser(token.login) : undefined;
+    return token && user ? { token, user } : undefined;
+  };
   const authenticClient = (id: string | undefined, secret: string | undefined): boolean => {
     const expected = clientSecret(id);
     return expected !== undefined && secret !== undefined && constantTimeEqual(secret, expected);
@@ -266,6 +301,19 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
       .set('Referrer-Policy', 'no-referrer');
     next();
   });
+  // Before the body parsers: the MCP endpoint reads (and bounds) its own bodies.
+  const mcp = createSandboxMcp({
+    store,
+    webUrl,
+    now,
+    faults,
+    stateKey: options.mcpStateKey,
+    authenticate,
+    isOAuthApp: (clientId) => kindOf(findClient(clientId)) === 'oauth-app',
+    hasScope: (granted, scope) => granted.includes(scope) || (IMPLIED_BY[scope] !== undefined && granted.includes(IMPLIED_BY[scope]!)),
+    issueRefusal,
+  });
+  router.use(mcp.router);
   router.use(express.urlencoded({ extended: false, limit: '64kb' }), express.json({ limit: '1mb' }));
 
   router.get('/style.css', (_req, res) => {
@@ -519,13 +567,11 @@ ${hidden}  <label for="login">Sign in as</label>
 
   // Everything else needs a user token.
   api.use((req, res, next) => {
-    const m = /^(?:Bearer|token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
-    const record = m ? store.findToken(m[1]!) : undefined;
-    const user = record && !expired(record) ? store.findUser(record.login) : undefined;
-    if (!record || !user) return void res.status(401).json(BAD_CREDENTIALS);
-    res.locals.user = user;
-    rateHeaders(res, user.login, true);
-    res.set('X-OAuth-Scopes', record.scopes.join(', '));
+    const auth = authenticate(req.get('authorization'));
+    if (!auth) return void res.status(401).json(BAD_CREDENTIALS);
+    res.locals.user = auth.user;
+    rateHeaders(res, auth.user.login, true);
+    res.set('X-OAuth-Scopes', auth.token.scopes.join(', '));
     next();
   });
 
@@ -545,12 +591,12 @@ ${hidden}  <label for="login">Sign in as</label>
     const owner = String(req.params.owner);
     const repo = String(req.params.repo);
     const user = res.locals.user as SandboxUser;
-    if (owner === 'private-org') return void res.status(404).json(NOT_FOUND);
-    if (repo === 'disabled-issues') {
+    const refused = issueRefusal(owner, repo);
+    if (refused?.status === 404) return void res.status(404).json(NOT_FOUND);
+    if (refused)
       return void res
-        .status(410)
-        .json({ message: 'Issues are disabled for this repo', documentation_url: `${DOCS}/rest/issues/issues#create-an-issue` });
-    }
+        .status(refused.status)
+        .json({ message: refused.message, documentation_url: `${DOCS}/rest/issues/issues#create-an-issue` });
     const body = (req.body ?? {}) as Record<string, unknown>;
     const invalid = (field: string, code: string) =>
       res.status(422).json({
@@ -670,6 +716,8 @@ ${
     router,
     webUrl,
     apiUrl,
+    mcpUrl: mcp.url,
+    mcpCalls: () => mcp.calls(),
     issueToken(clientId, login, opts = {}) {
       const client = findClient(clientId);
       if (!client) throw new Error(`No client ${clientId} is registered at the sandbox GitHub.`);

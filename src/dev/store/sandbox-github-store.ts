@@ -76,6 +76,15 @@ export interface SandboxIssue {
   createdAt: number;
 }
 
+/** A repository: created by its first issue (or {@link SandboxGitHubStore.ensureRepository}), gone when deleted. */
+export interface SandboxRepository {
+  /** Like GitHub's repository ids: a repository created again under the same name gets a new one. */
+  id: number;
+  owner: string;
+  name: string;
+  createdAt: number;
+}
+
 interface CodeRow {
   client_id: string;
   redirect_uri: string;
@@ -106,6 +115,12 @@ interface GrantRow {
   created_at: number;
   updated_at: number;
 }
+interface RepoRow {
+  id: number;
+  owner: string;
+  repo: string;
+  created_at: number;
+}
 interface IssueRow {
   id: number;
   owner: string;
@@ -123,6 +138,8 @@ const joinScopes = (scopes: string[]): string => scopes.join(' ');
 const splitScopes = (raw: string): string[] => raw.split(' ').filter(Boolean);
 const unionScopes = (a: string[], b: string[]): string[] => [...new Set([...a, ...b])];
 
+const toRepository = (r: RepoRow): SandboxRepository => ({ id: r.id, owner: r.owner, name: r.repo, createdAt: r.created_at });
+
 const toIssue = (r: IssueRow): SandboxIssue => ({
   id: r.id,
   owner: r.owner,
@@ -135,7 +152,7 @@ const toIssue = (r: IssueRow): SandboxIssue => ({
   createdAt: r.created_at,
 });
 
-/** The sandbox GitHub's users, codes, tokens, grants and issues (tables `sandbox_github_*`). */
+/** The sandbox GitHub's users, codes, tokens, grants, repositories and issues (tables `sandbox_github_*`). */
 export class SandboxGitHubStore {
   constructor(private readonly db: Db) {}
 
@@ -429,10 +446,10 @@ export class SandboxGitHubStore {
       .transaction(() => {
         const { last_number: number } = this.db
           .prepare(
-            `INSERT INTO sandbox_github_repos (owner, repo, last_number) VALUES (?, ?, 1)
+            `INSERT INTO sandbox_github_repos (owner, repo, last_number, created_at) VALUES (?, ?, 1, ?)
            ON CONFLICT (owner, repo) DO UPDATE SET last_number = last_number + 1 RETURNING last_number`,
           )
-          .get(issue.owner, issue.repo) as { last_number: number };
+          .get(issue.owner, issue.repo, issue.createdAt) as { last_number: number };
         const row = this.db
           .prepare(
             'INSERT INTO sandbox_github_issues (owner, repo, number, title, body, labels, author, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *',
@@ -463,5 +480,65 @@ export class SandboxGitHubStore {
   /** Every issue, in creation order. */
   listIssues(): SandboxIssue[] {
     return (this.db.prepare('SELECT * FROM sandbox_github_issues ORDER BY id').all() as IssueRow[]).map(toIssue);
+  }
+
+  /** The issues of owner/repo (names compared case-insensitively), in creation order. */
+  listRepositoryIssues(owner: string, repo: string): SandboxIssue[] {
+    return (
+      this.db
+        .prepare('SELECT * FROM sandbox_github_issues WHERE owner = ? COLLATE NOCASE AND repo = ? COLLATE NOCASE ORDER BY number')
+        .all(owner, repo) as IssueRow[]
+    ).map(toIssue);
+  }
+
+  // ------------------------------------------------------------------ repositories
+
+  /** The repository owner/repo (names compared case-insensitively), if it exists. */
+  findRepository(owner: string, repo: string): SandboxRepository | undefined {
+    const row = this.db
+      .prepare('SELECT id, owner, repo, created_at FROM sandbox_github_repos WHERE owner = ? AND repo = ?')
+      .get(owner, repo) as RepoRow | undefined;
+    return row && toRepository(row);
+  }
+
+  /** The repository owner/repo, created (without issues, with the next id) when there is none. */
+  ensureRepository(owner: string, repo: string, createdAt: number): SandboxRepository {
+    return this.db
+      .transaction(() => {
+        this.db
+          .prepare(
+            'INSERT INTO sandbox_github_repos (owner, repo, last_number, created_at) VALUES (?, ?, 0, ?) ON CONFLICT (owner, repo) DO NOTHING',
+          )
+          .run(owner, repo, createdAt);
+        return this.findRepository(owner, repo)!;
+      })
+      .immediate();
+  }
+
+  /** The repositories of one owner (case-insensitive), or every one, oldest first. */
+  listRepositories(owner?: string): SandboxRepository[] {
+    return (
+      this.db
+        .prepare(
+          'SELECT id, owner, repo, created_at FROM sandbox_github_repos WHERE @owner IS NULL OR owner = @owner ORDER BY created_at, id',
+        )
+        .all({ owner: owner ?? null }) as RepoRow[]
+    ).map(toRepository);
+  }
+
+  /**
+   * Deletes the repository owner/repo with its issues, but only while it is still the repository
+   * `id` (not one created again under that name since). Returns whether it deleted it.
+   */
+  deleteRepository(owner: string, repo: string, id: number): boolean {
+    return this.db
+      .transaction(() => {
+        const gone =
+          this.db.prepare('DELETE FROM sandbox_github_repos WHERE owner = ? AND repo = ? AND id = ?').run(owner, repo, id).changes > 0;
+        if (gone)
+          this.db.prepare('DELETE FROM sandbox_github_issues WHERE owner = ? COLLATE NOCASE AND repo = ? COLLATE NOCASE').run(owner, repo);
+        return gone;
+      })
+      .immediate();
   }
 }
