@@ -9,6 +9,7 @@ import { ConnectLinks } from './connect/links.js';
 import { Sealer } from './crypto/index.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
+import { UpstreamStates, verifyToolState } from './gateway/relay/upstream-state.js';
 import { createToolStateCodec } from './mcp/request-state.js';
 import { createMcpEndpointHandler } from './mcp/server.js';
 import { GitHubApi } from './providers/github/api.js';
@@ -67,6 +68,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   });
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
+  // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
+  const upstreamStates = new UpstreamStates(config.brokerSecret);
   const mcpHandler = createMcpEndpointHandler({
     publicUrl: config.publicUrl,
     repeatHoldMs: config.repeatHoldMs,
@@ -75,6 +78,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     connections,
     watcher,
     codec,
+    verifyRequestState: verifyToolState({ codec, upstreamStates }),
     log,
     github,
     providers,
