@@ -10,6 +10,7 @@ import { Sealer } from './crypto/index.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
 import { UpstreamStates, verifyToolState } from './gateway/relay/upstream-state.js';
+import type { ToolDeps } from './mcp/context.js';
 import { createToolStateCodec } from './mcp/request-state.js';
 import { createMcpEndpointHandler } from './mcp/server.js';
 import { GitHubApi } from './providers/github/api.js';
@@ -24,6 +25,8 @@ export interface Broker {
   watcher: CompletionWatcher;
   /** The IdP's reachability; `startBroker` starts its checks once the server listens (the dev IdP is served by it). */
   idpHealth: IdentityProviderHealth;
+  /** What the MCP tools are built with (the gateway's forwarder takes the same). */
+  toolDeps: ToolDeps;
   close(): Promise<void>;
 }
 
@@ -70,7 +73,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
   const upstreamStates = new UpstreamStates(config.brokerSecret);
-  const mcpHandler = createMcpEndpointHandler({
+  const toolDeps: ToolDeps = {
     publicUrl: config.publicUrl,
     repeatHoldMs: config.repeatHoldMs,
     store,
@@ -82,7 +85,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     log,
     github,
     providers,
-  });
+  };
+  const mcpHandler = createMcpEndpointHandler(toolDeps);
   const app = createApp({
     config,
     store,
@@ -115,6 +119,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     store,
     watcher,
     idpHealth,
+    toolDeps,
     async close() {
       clearInterval(pruneTimer);
       idpHealth.close();

@@ -7,5 +7,4 @@ export const M = {
   upstreamAskedNothing: (upstream: string) => `${upstream} asked for input but sent no input requests, so the call was not continued.`,
   insufficientScopeNamedNothing: (upstream: string) =>
     `${upstream} refused the call with insufficient_scope but named no scope the connection lacks, so nothing was done.`,
-  undescribedScope: (provider: string) => `A permission ${provider} did not describe to us:`,
 };
