@@ -47,6 +47,19 @@ const CONFIRM_REQUESTS = {
   }),
 } satisfies InputRequests;
 
+/** The second round's request: a form with a vendor `_meta` key, relayed like everything else. */
+const OTP_REQUESTS = {
+  otp: {
+    method: 'elicitation/create',
+    params: {
+      mode: 'form',
+      message: 'Enter the one-time code from your authenticator.',
+      requestedSchema: { type: 'object', properties: { code: { type: 'string', minLength: 6, maxLength: 6 } }, required: ['code'] },
+      _meta: { 'example.com/step': 2 },
+    },
+  },
+} satisfies InputRequests;
+
 interface UpstreamRecord {
   /** requestState strings the upstream minted, in order. */
   minted: string[];
@@ -62,6 +75,7 @@ interface UpstreamRecord {
 async function startUpstream(): Promise<{ url: string; record: UpstreamRecord; close(): Promise<void> }> {
   const record: UpstreamRecord = { minted: [], received: [], responses: [], calls: 0 };
   const codec = createRequestStateCodec<{ nonce: string; repo: string }>({ key: randomBytes(32) });
+  const twoRounds = createRequestStateCodec<{ round: number }>({ key: randomBytes(32) });
   const handler = createMcpHandler(() => {
     const server = new McpServer(
       { name: 'upstream', version: '1.0.0' },
@@ -69,7 +83,7 @@ async function startUpstream(): Promise<{ url: string; record: UpstreamRecord; c
         requestState: {
           verify: async (state, ctx) => {
             record.received.push(state);
-            return codec.verify(state, ctx);
+            return codec.verify(state, ctx).catch(() => twoRounds.verify(state, ctx));
           },
         },
       },
@@ -98,6 +112,17 @@ async function startUpstream(): Promise<{ url: string; record: UpstreamRecord; c
       { description: 'Asks with a state over the bound', inputSchema: z.object({ bytes: z.number().int() }) },
       async ({ bytes }) => inputRequired({ inputRequests: CONFIRM_REQUESTS, requestState: 'x'.repeat(bytes) }),
     );
+    // Two rounds (a confirmation, then a one-time code), each with a state of its own; the second
+    // request carries a vendor `_meta` key, which must reach the client as well.
+    server.registerTool('two_rounds', { description: 'Asks twice', inputSchema: z.object({}) }, async (_args, ctx) => {
+      const state = ctx.mcpReq.requestState<{ round?: number; nonce?: string }>();
+      const round = state?.round ?? (state?.nonce === 'r1' ? 1 : 0);
+      if (round > 0) record.responses.push(ctx.mcpReq.inputResponses);
+      if (round === 0)
+        return inputRequired({ inputRequests: CONFIRM_REQUESTS, requestState: await codec.mint({ nonce: 'r1', repo: 'r' }) });
+      if (round === 1) return inputRequired({ inputRequests: OTP_REQUESTS, requestState: await twoRounds.mint({ round: 2 }) });
+      return { content: [{ type: 'text', text: `done after ${round} rounds` }] };
+    });
     return server;
   });
   const { url, server } = await serveHandler(handler);
@@ -196,6 +221,7 @@ describe('relaying an upstream input_required', () => {
         ['vcs_delete_repository', 'delete_repository'],
         ['vcs_delete_repository_too', 'delete_repository'],
         ['vcs_huge_state', 'huge_state'],
+        ['vcs_two_rounds', 'two_rounds'],
       ]);
       server.server.setRequestHandler('tools/list', () => ({
         tools: [...tools.keys()].map((name) => ({ name, inputSchema: { type: 'object' as const } })),
@@ -296,6 +322,32 @@ describe('relaying an upstream input_required', () => {
       assert.equal(upstream.record.received.at(-1), upstream.record.minted.at(-1));
     });
   }
+
+  it('relays a second round with the upstream’s new state, its own _meta keys included, and finishes', async () => {
+    const alice = await clientAs('alice');
+    const first = await call(alice, { name: 'vcs_two_rounds', arguments: {} });
+    assert.equal(first.resultType, 'input_required');
+    const second = await call(alice, {
+      name: 'vcs_two_rounds',
+      arguments: {},
+      inputResponses: { confirm: { action: 'accept', content: { name: 'r' } } },
+      requestState: first.requestState!,
+    });
+    assert.equal(second.resultType, 'input_required');
+    assert.equal(JSON.stringify(second.inputRequests), JSON.stringify(OTP_REQUESTS), 'the second round’s requests, _meta included');
+    assert.notEqual(second.requestState, first.requestState);
+    const done = await call(alice, {
+      name: 'vcs_two_rounds',
+      arguments: {},
+      inputResponses: { otp: { action: 'accept', content: { code: '123456' } } },
+      requestState: second.requestState!,
+    });
+    assert.deepEqual(done.content, [{ type: 'text', text: 'done after 2 rounds' }]);
+    assert.deepEqual(upstream.record.responses.slice(-2), [
+      { confirm: { action: 'accept', content: { name: 'r' } } },
+      { otp: { action: 'accept', content: { code: '123456' } } },
+    ]);
+  });
 
   it('gives the client nothing of the upstream’s state to read: not in our state, nor in its decoded payload', async () => {
     const alice = await clientAs('alice');
