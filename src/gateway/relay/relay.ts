@@ -1,3 +1,17 @@
+/**
+ * Nested MRTR: an upstream's `input_required` relayed to our client, and the client's answers
+ * relayed back. How a forwarder's tools/call uses it (`tool` is the name the client called):
+ *
+ *   const repeat = readRelayedRepeat(ctx, deps, { upstream: id, tool });       // may throw -32602
+ *   const result = await upstreamClient.callTool(
+ *     { name, arguments: args, ...(repeat && { inputResponses: repeat.inputResponses, requestState: repeat.requestState }) },
+ *     { allowInputRequired: true });
+ *   if (isInputRequiredResult(result))
+ *     return relayInputRequired(ctx, deps, { upstream: id, tool, inputRequests: result.inputRequests, requestState: result.requestState });
+ *
+ * The McpServer's `requestState.verify` must be `verifyToolState` (src/broker.ts passes it through
+ * ToolDeps.verifyRequestState), so a state that does not open is refused before any tool runs.
+ */
 import {
   inputRequired,
   ProtocolError,
