@@ -9,6 +9,8 @@ import { ConnectLinks } from './connect/links.js';
 import { Sealer } from './crypto/index.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
+import { UpstreamStates, verifyToolState } from './gateway/relay/upstream-state.js';
+import type { ToolDeps } from './mcp/context.js';
 import { createToolStateCodec } from './mcp/request-state.js';
 import { createMcpEndpointHandler } from './mcp/server.js';
 import { GitHubApi } from './providers/github/api.js';
@@ -23,6 +25,8 @@ export interface Broker {
   watcher: CompletionWatcher;
   /** The IdP's reachability; `startBroker` starts its checks once the server listens (the dev IdP is served by it). */
   idpHealth: IdentityProviderHealth;
+  /** What the MCP tools are built with (the gateway's forwarder takes the same). */
+  toolDeps: ToolDeps;
   close(): Promise<void>;
 }
 
@@ -67,7 +71,9 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   });
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
-  const mcpHandler = createMcpEndpointHandler({
+  // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
+  const upstreamStates = new UpstreamStates(config.brokerSecret);
+  const toolDeps: ToolDeps = {
     publicUrl: config.publicUrl,
     repeatHoldMs: config.repeatHoldMs,
     store,
@@ -75,10 +81,12 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     connections,
     watcher,
     codec,
+    verifyRequestState: verifyToolState({ codec, upstreamStates }),
     log,
     github,
     providers,
-  });
+  };
+  const mcpHandler = createMcpEndpointHandler(toolDeps);
   const app = createApp({
     config,
     store,
@@ -111,6 +119,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     store,
     watcher,
     idpHealth,
+    toolDeps,
     async close() {
       clearInterval(pruneTimer);
       idpHealth.close();

@@ -157,7 +157,11 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     renderPage(res, page, 'consent', {
       title: `Connect ${provider.displayName}`,
       provider: { id: provider.id, displayName: provider.displayName },
-      scopes: asked.map((name) => ({ name, description: provider.scopes.find((s) => s.name === name)?.description ?? name })),
+      // A scope the provider's definition does not describe (one an upstream's challenge named) is shown by its raw name, and said to be so.
+      scopes: asked.map((name) => ({
+        name,
+        description: provider.scopes.find((s) => s.name === name)?.description ?? M.undescribedScope(provider.displayName),
+      })),
       purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
       existingLogin: existing?.account_login,
       // A token exchange's link names the operator's service (from the configuration), not a client's self-chosen name.

@@ -26,6 +26,11 @@ export interface ToolDeps {
   connections: ConnectionService;
   watcher: CompletionWatcher;
   codec: RequestStateCodec<ToolState>;
+  /**
+   * The McpServer's `requestState.verify` hook; `codec.verify` when absent. The broker passes
+   * src/gateway/relay's `verifyToolState`, which also opens an upstream's state sealed inside ours.
+   */
+  verifyRequestState?: (state: string, ctx: ServerContext) => Promise<unknown>;
   log: Logger;
   /** GitHub's connection side (any Provider) and the REST calls our GitHub tools make. */
   github: { provider: Provider; api: GitHubApi };

@@ -3,8 +3,14 @@ import { principalFromAuthInfo } from '../auth/bearer.js';
 import { deriveKey } from '../crypto/index.js';
 import { callScopeOf } from './call-scope.js';
 
-/** What our tools carry across a round trip. Signed, not encrypted: nothing secret goes in here. */
-export type ToolState = { kind: 'connect'; pid: string } | { kind: 'confirm_disconnect'; provider: string };
+/**
+ * What our tools carry across a round trip. Signed, not encrypted: nothing secret goes in here in
+ * the clear (an upstream's own state travels sealed, see src/gateway/relay/upstream-state.ts).
+ */
+export type ToolState =
+  | { kind: 'connect'; pid: string }
+  | { kind: 'confirm_disconnect'; provider: string }
+  | { kind: 'upstream'; upstream: string; sealed: string };
 
 /**
  * The SDK's HMAC codec, bound to the principal (iss + sub of the verified token), the method, the

@@ -32,7 +32,7 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
   const server = new McpServer(SERVER_INFO, {
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
-    requestState: { verify: (state, ctx) => deps.codec.verify(state, ctx) },
+    requestState: { verify: deps.verifyRequestState ?? ((state, ctx) => deps.codec.verify(state, ctx)) },
     instructions: M.instructions,
   });
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
