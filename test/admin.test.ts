@@ -3,6 +3,7 @@
 // store writing while the command runs), on SQLite and on PostgreSQL (where initdb exists).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -472,6 +473,45 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
       assert.match(text.stdout, /^Connections\n {2}PROVIDER\s+STATUS\s+COUNT\n {2}github\s+active\s+4\n {2}github\s+reauth_required\s+1\n/);
       assert.match(text.stdout, new RegExp(`\\nPending connections: ${open} open, ${expected.pending.authorizing} authorizing\\n`));
       assert.match(text.stdout, new RegExp(`\\nRefresh failures in the last 24 hours: ${failures} \\(github ${failures}\\)\\n$`));
+    });
+
+    it('connections revoke deletes locally what the keys cannot open, and changes nothing for a provider not configured here', async () => {
+      const hank = { issuer: alice.issuer, subject: 'hank' };
+      await seed('hank', 'hank-gh');
+      // The operator lost the key that sealed it: nothing can be sent to GitHub, the row still goes.
+      const run = await admin(['connections', 'revoke', hank.issuer, 'hank', 'github'], {
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+        ADMIN_ACTOR: 'ops',
+      });
+      assert.equal(run.code, 0, run.stderr);
+      assert.match(
+        run.stdout,
+        /^Deleted GitHub account @hank-gh of .* hank, but the provider did not confirm the revocation \(its tokens could not be opened/,
+      );
+      assert.equal(await store.connections.find(hank, 'github'), undefined);
+      assert.deepEqual(
+        (await store.audit.list({ ...hank, event: 'connection_revoked_by_admin' })).map((r) => r.detail),
+        ['by ops: local delete only: tokens unreadable'],
+      );
+      assert.equal(stack.github.activeTokenCount('hank-gh'), 1, 'the grant is still live at GitHub, as the output says');
+
+      await store.connections.save({
+        ...hank,
+        provider: 'linear',
+        account_id: 'l-1',
+        account_login: 'hank',
+        scopes: 'read',
+        key_id: 'k',
+        sealed_tokens: 'x',
+      });
+      const unconfigured = await admin(['connections', 'revoke', hank.issuer, 'hank', 'linear']);
+      assert.equal(unconfigured.code, 1);
+      assert.equal(
+        unconfigured.stderr,
+        'The provider "linear" is not configured in this environment, so its grant cannot be revoked upstream: nothing was changed.\n',
+      );
+      assert.ok(await store.connections.find(hank, 'linear'), 'the row stays');
+      await store.connections.delete(hank, 'linear');
     });
 
     it('prints no token and no sealed token in any output', () => {

@@ -211,7 +211,7 @@ export class ConnectionService {
       return true;
     });
     if (deleted) {
-      const outcome = revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`;
+      const outcome = revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? (connection ? '' : 'tokens unreadable')}`;
       if (by.kind === 'admin') await this.#audit('connection_revoked_by_admin', owner, provider.id, `by ${by.actor}: ${outcome}`);
       else await this.#audit('connection_revoked', owner, provider.id, outcome);
     }

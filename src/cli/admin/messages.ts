@@ -101,6 +101,7 @@ export const OUT = {
     `Revoked ${provider} account @${login} of ${who} at the provider, and deleted it.`,
   deletedOnly: (who: string, provider: string, login: string, why: string) =>
     `Deleted ${provider} account @${login} of ${who}, but the provider did not confirm the revocation (${why}): revoke it there too.`,
+  unreadableTokens: 'its tokens could not be opened with the keys in TOKEN_ENCRYPTION_KEYS, so nothing could be sent to the provider',
   pruned: (n: number) =>
     `Pruned ${n} row(s): settled or expired pending connections, expired flows, sign-ins, sessions and rate-limit windows.`,
   statsConnections: 'Connections',

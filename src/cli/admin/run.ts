@@ -181,7 +181,7 @@ async function revoke(command: Extract<AdminCommand, { kind: 'connections revoke
         }) + '\n'
       : (outcome.revoked
           ? OUT.revoked(who, provider.displayName, existing.account_login)
-          : OUT.deletedOnly(who, provider.displayName, existing.account_login, outcome.revokeError ?? '')) + '\n',
+          : OUT.deletedOnly(who, provider.displayName, existing.account_login, outcome.revokeError ?? OUT.unreadableTokens)) + '\n',
   );
   return EXIT.ok;
 }
