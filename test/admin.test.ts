@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { userInfo } from 'node:os';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -615,6 +617,37 @@ describe('npm run admin: usage', () => {
       assert.equal(out.text(), '');
       assert.match(err.text(), /^admin: [^\n]+ \(see "npm run admin -- --help"\)\n$/);
       assert.ok(err.text().startsWith(`admin: ${message}`), `${args.join(' ')}: ${err.text()}`);
+    }
+  });
+
+  it('exits 1, creating nothing, when DATABASE_PATH names no database (a mistyped path is not "no connections")', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'broker-admin-'));
+    try {
+      const path = join(dir, 'nope', 'broker.db');
+      const run = await spawnAdmin(
+        {
+          ...env,
+          PUBLIC_URL: 'https://broker.example.com',
+          OIDC_ISSUER: 'https://idp.example.com',
+          OIDC_CLIENT_ID: 'connect-broker',
+          OIDC_CLIENT_SECRET: 'oidc-client-secret',
+          GITHUB_CLIENT_ID: 'Iv1.0123456789abcdef',
+          GITHUB_CLIENT_SECRET: 'github-client-secret',
+          BROKER_SECRET: randomBytes(32).toString('base64url'),
+          TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+          DATABASE_PATH: path,
+        },
+        ['connections', 'list'],
+      );
+      assert.equal(run.code, 1);
+      assert.equal(run.stdout, '');
+      assert.equal(
+        run.stderr,
+        `admin: there is no database at DATABASE_PATH (${path}): run this with the service's environment, from its working directory\n`,
+      );
+      assert.equal(existsSync(join(dir, 'nope')), false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

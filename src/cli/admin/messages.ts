@@ -110,5 +110,7 @@ export const OUT = {
   statsRefreshFailures: (total: number, byProvider: string) =>
     `Refresh failures in the last 24 hours: ${total}${byProvider ? ` (${byProvider})` : ''}`,
   failed: (message: string) => `admin: ${message}`,
+  noDatabase: (path: string) =>
+    `there is no database at DATABASE_PATH (${path}): run this with the service's environment, from its working directory`,
   storeUnavailable: 'the database cannot be reached; nothing was changed',
 };

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { principalFromVerifiedClaims } from '../../auth/principal.js';
 import { ConfigError, loadConfig, type Config } from '../../config/env.js';
@@ -50,6 +51,11 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     return EXIT.notFound;
   }
 
+  // Opening would create an empty database: a mistyped path must not read as "no connections".
+  if (!config.database.url && !existsSync(config.database.path)) {
+    io.stderr.write(OUT.failed(OUT.noDatabase(config.database.path)) + '\n');
+    return EXIT.notFound;
+  }
   let store: Store | undefined;
   try {
     store = await openStore(config.database, (event) => io.stderr.write(OUT.failed(event) + '\n'));
