@@ -435,6 +435,20 @@ async function runMain(env: NodeJS.ProcessEnv): Promise<{ code: number | null; s
   return { code, stdout, stderr };
 }
 
+describe('ADMIN_ACTOR', () => {
+  it('is unset by default (npm run admin then names the OS user), and taken trimmed when given', () => {
+    assert.equal(loadConfig(validEnv()).adminActor, undefined);
+    assert.equal(loadConfig(validEnv({ ADMIN_ACTOR: '  ' })).adminActor, undefined);
+    assert.equal(loadConfig(validEnv({ ADMIN_ACTOR: ' ops@example.com ' })).adminActor, 'ops@example.com');
+    assert.equal(loadConfig(validEnv({ ADMIN_ACTOR: 'Zoë Ops (on call)' })).adminActor, 'Zoë Ops (on call)');
+  });
+
+  it('refuses a name with control or invisible characters, or longer than 64 characters', () => {
+    const message = 'ADMIN_ACTOR must be at most 64 letters, digits, spaces and punctuation (a login or an email address)';
+    for (const bad of ['ops\nforged line', 'ops\u202Egro', 'ops\u200Bx', 'o'.repeat(65)]) refuses(validEnv({ ADMIN_ACTOR: bad }), message);
+  });
+});
+
 describe('starting the service with a bad environment', () => {
   it('exits with code 1 and one stderr line naming the missing variable, without a stack trace', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'broker-config-'));

@@ -1032,6 +1032,157 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       });
     });
 
+    describe('admin queries', () => {
+      after(closeOpened);
+
+      test('connections pages across every principal in seq order, filtered by owner, provider and status, without tokens', async () => {
+        const [a, b] = await fresh();
+        await a.connections.save(connection(ALICE, 'github'));
+        await b.connections.save(connection(ALICE, 'linear', { scopes: 'read write' }));
+        await a.connections.save(connection(BOB, 'github'));
+        await b.connections.save(connection(CAROL, 'github'));
+        await a.connections.markReauthRequired(BOB, 'github', 'refresh_rejected');
+        await a.connections.touch(CAROL, 'github', 1_700_000_000_000);
+
+        const pages: string[][] = [];
+        let after = 0;
+        for (;;) {
+          const page = await b.admin.connections({}, after, 3);
+          if (page.length === 0) break;
+          pages.push(page.map((r) => `${r.subject}/${r.provider}`));
+          after = page[page.length - 1]!.seq;
+        }
+        assert.deepEqual(
+          pages,
+          [['alice/github', 'alice/linear', 'bob/github'], ['carol/github']],
+          'in the order they were made, by pages',
+        );
+
+        const all = await a.admin.connections({}, 0, 100);
+        for (const row of all) {
+          assert.equal('sealed_tokens' in row, false, 'no sealed tokens');
+          assert.equal('key_id' in row, false, 'no key id');
+          assert.ok(Number.isSafeInteger(row.seq));
+        }
+        assert.deepEqual(Object.keys(all[0]!).sort(), [
+          'account_id',
+          'account_login',
+          'created_at',
+          'issuer',
+          'last_used_at',
+          'provider',
+          'scopes',
+          'seq',
+          'status',
+          'status_reason',
+          'subject',
+          'updated_at',
+        ]);
+        const carol = all.find((r) => r.subject === 'carol')!;
+        assert.equal(carol.last_used_at, 1_700_000_000_000);
+        assert.equal(all.find((r) => r.provider === 'linear')!.scopes, 'read write');
+
+        const names = async (filter: Parameters<Store['admin']['connections']>[0]) =>
+          (await a.admin.connections(filter, 0, 100)).map((r) => `${r.subject}/${r.provider}`);
+        assert.deepEqual(await names({ owner: ALICE }), ['alice/github', 'alice/linear']);
+        assert.deepEqual(await names({ owner: { issuer: 'https://other.example', subject: 'alice' } }), []);
+        assert.deepEqual(await names({ provider: 'github' }), ['alice/github', 'bob/github', 'carol/github']);
+        assert.deepEqual(await names({ status: 'reauth_required' }), ['bob/github']);
+        assert.deepEqual(await names({ provider: 'github', status: 'active' }), ['alice/github', 'carol/github']);
+        assert.deepEqual(await names({ owner: BOB, provider: 'linear' }), []);
+      });
+
+      test('audit pages oldest first by (at, id) after a cursor, from since, for one owner, and keeps connection_revoked_by_admin', async () => {
+        const [a, b] = await fresh();
+        const other: Owner = { issuer: 'https://other.example', subject: 'alice' };
+        await a.audit.record('connection_created', ALICE, 'github');
+        await b.audit.record('connection_created', BOB, 'github');
+        await sleep(5);
+        const since = Date.now();
+        await sleep(2);
+        await a.audit.record('refresh_failed', ALICE, 'github', 'unavailable');
+        await b.audit.record('connection_revoked_by_admin', BOB, 'github', 'by ops@example.com: revoked upstream');
+        await a.audit.record('keys_rotated', undefined, undefined, '3');
+        await b.audit.record('connection_created', other, 'github');
+        const all = await a.audit.list();
+
+        const pageThrough = async (filter: Parameters<Store['admin']['audit']>[0], limit: number) => {
+          const rows: number[] = [];
+          let cursor: { at: number; id: number } | undefined;
+          for (;;) {
+            const page = await b.admin.audit(filter, cursor, limit);
+            rows.push(...page.map((r) => r.id));
+            if (page.length < limit) return rows;
+            cursor = { at: page[page.length - 1]!.at, id: page[page.length - 1]!.id };
+          }
+        };
+        assert.deepEqual(
+          await pageThrough({}, 2),
+          all.map((r) => r.id),
+          'every row, in pages of 2',
+        );
+        assert.deepEqual((await b.admin.audit({}, undefined, 100))[3], all[3], 'the same rows as list');
+        assert.equal(all[3]!.event, 'connection_revoked_by_admin');
+        assert.deepEqual(
+          (await pageThrough({ since }, 1)).map((id) => all.find((r) => r.id === id)!.event),
+          ['refresh_failed', 'connection_revoked_by_admin', 'keys_rotated', 'connection_created'],
+          'from since on',
+        );
+        assert.deepEqual(
+          (await pageThrough({ owner: ALICE }, 1)).map((id) => all.find((r) => r.id === id)!.event),
+          ['connection_created', 'refresh_failed'],
+          'one owner: the issuer counts, not only the subject',
+        );
+        assert.deepEqual(
+          (await pageThrough({ owner: BOB, since }, 5)).map((id) => all.find((r) => r.id === id)!.event),
+          ['connection_revoked_by_admin'],
+        );
+        assert.deepEqual(await b.admin.audit({ since: Date.now() + HOUR }, undefined, 10), []);
+      });
+
+      test('stats counts connections by provider and status, open and authorizing links, and refresh failures since a time', async () => {
+        const [a, b] = await fresh();
+        await a.connections.save(connection(ALICE, 'github'));
+        await a.connections.save(connection(BOB, 'github'));
+        await a.connections.save(connection(CAROL, 'github'));
+        await b.connections.save(connection(ALICE, 'linear'));
+        await b.connections.markReauthRequired(CAROL, 'github', 'refresh_rejected');
+        const open = pendingRow(ALICE);
+        const claimed = pendingRow(BOB);
+        const done = pendingRow(CAROL);
+        await a.pending.create(open);
+        await a.pending.create(claimed);
+        await a.pending.create(done);
+        await a.pending.create(pendingRow(CAROL, { provider: 'linear', expires_at: Date.now() - 1 }));
+        assert.equal(await b.pending.claim(claimed.id), true);
+        assert.equal(await b.pending.settle(done.id, 'completed'), true);
+        await a.audit.record('refresh_failed', ALICE, 'github', 'unavailable');
+        await sleep(5);
+        const since = Date.now();
+        await sleep(2);
+        await a.audit.record('refresh_failed', ALICE, 'github', 'invalid_grant');
+        await b.audit.record('refresh_failed', BOB, 'github', 'unavailable');
+        await b.audit.record('refresh_failed', ALICE, 'linear', 'unavailable');
+        await b.audit.record('reauth_required', ALICE, 'github', 'refresh_rejected');
+
+        assert.deepEqual(await b.admin.stats(since), {
+          connections: [
+            { provider: 'github', status: 'active', n: 2 },
+            { provider: 'github', status: 'reauth_required', n: 1 },
+            { provider: 'linear', status: 'active', n: 1 },
+          ],
+          pending: { open: 1, authorizing: 1 },
+          refreshFailures: [
+            { provider: 'github', n: 2 },
+            { provider: 'linear', n: 1 },
+          ],
+        });
+        const later = await a.admin.stats(Date.now() + HOUR, Date.now() + 2 * HOUR);
+        assert.deepEqual(later.pending, { open: 0, authorizing: 0 }, 'the open link expired, the authorization too');
+        assert.deepEqual(later.refreshFailures, []);
+      });
+    });
+
     describe('rate limits', () => {
       after(closeOpened);
       let a: Store;

@@ -32,6 +32,8 @@ export interface Config {
   serviceRateLimitPerMinute: number;
   /** When one upstream account is already linked to another principal: refuse (default) or allow. */
   sharedAccountPolicy: 'refuse' | 'allow';
+  /** Who `npm run admin` audits an operator's action as; unset = the OS user running it. */
+  adminActor: string | undefined;
   brokerSecret: Buffer;
   /** Ordered key ring: the first key seals, every key opens. */
   tokenKeys: Array<{ id: string; key: Buffer }>;
@@ -103,6 +105,7 @@ const rawSchema = z.object({
   GITHUB_APP_TYPE: z.string().optional(),
   PROVIDERS_FILE: z.string().optional(),
   SHARED_ACCOUNT_POLICY: z.string().optional(),
+  ADMIN_ACTOR: z.string().optional(),
   BROKER_SECRET: z.string(),
   TOKEN_ENCRYPTION_KEY: z.string().optional(),
   TOKEN_ENCRYPTION_KEYS: z.string().optional(),
@@ -230,6 +233,15 @@ function parseOrigins(value: string | undefined): string[] {
   return origins;
 }
 
+/** ADMIN_ACTOR: a name for the audit trail (an operator's login or email), visible characters only. */
+function adminActor(value: string | undefined): string | undefined {
+  const name = value?.trim();
+  if (!name) return undefined;
+  if (!/^[\p{L}\p{N}\p{P}\p{S} ]{1,64}$/u.test(name))
+    throw new ConfigError('ADMIN_ACTOR must be at most 64 letters, digits, spaces and punctuation (a login or an email address)');
+  return name;
+}
+
 function authMethod(value: string | undefined): 'client_secret_basic' | 'client_secret_post' {
   if (value === undefined || value === '' || value === 'client_secret_basic') return 'client_secret_basic';
   if (value === 'client_secret_post') return value;
@@ -320,6 +332,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     services,
     serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
+    adminActor: take(() => adminActor(e.ADMIN_ACTOR)),
     brokerSecret,
     tokenKeys,
     repeatHoldMs: take(() => Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000)),

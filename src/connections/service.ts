@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { SealError, type Sealer } from '../crypto/index.js';
+import { noEvents, type EventSink } from '../events/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
 import type { AuditEvent, ConnectionRow, Store } from '../store/index.js';
@@ -19,7 +20,13 @@ export interface DisconnectOutcome {
   revokeError?: string;
 }
 
-export type ConnectionServiceOptions = RefreshOptions;
+export type ConnectionServiceOptions = RefreshOptions & {
+  /** Told of each revocation in the transaction that deletes the row (default: nowhere). */
+  events?: EventSink;
+};
+
+/** Who asked for a disconnect: the connection's own user, or an operator (`npm run admin`), named. */
+export type DisconnectActor = { kind: 'user' } | { kind: 'admin'; actor: string };
 
 /**
  * The only way tokens go in and out of the store: sealed on the way in (bound to the principal and
@@ -29,6 +36,7 @@ export type ConnectionServiceOptions = RefreshOptions;
  */
 export class ConnectionService {
   readonly #refresher: TokenRefresher;
+  readonly #events: EventSink;
 
   constructor(
     private readonly store: Store,
@@ -42,7 +50,9 @@ export class ConnectionService {
       markReauthRequired: (owner: Owner, provider: string, reason: string) => this.markReauthRequired(owner, provider, reason),
       audit: (event: AuditEvent, owner: Owner, provider: string, detail?: string) => this.#audit(event, owner, provider, detail),
     };
-    this.#refresher = new TokenRefresher(store, vault, log, options);
+    const { events = noEvents, ...refreshOptions } = options;
+    this.#events = events;
+    this.#refresher = new TokenRefresher(store, vault, log, refreshOptions);
   }
 
   #seal(owner: Owner, provider: string, tokens: ProviderTokens) {
@@ -157,8 +167,11 @@ export class ConnectionService {
       .catch((err: unknown) => this.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
   }
 
-  /** Revokes upstream where the provider allows it, then deletes locally whatever the provider said. */
-  async disconnect(owner: Owner, provider: Provider): Promise<DisconnectOutcome> {
+  /**
+   * Revokes upstream where the provider allows it, then deletes locally whatever the provider said,
+   * telling the event sink in the deleting transaction. `by` an operator is audited as such.
+   */
+  async disconnect(owner: Owner, provider: Provider, by: DisconnectActor = { kind: 'user' }): Promise<DisconnectOutcome> {
     // Revocation needs a live token (GitHub refuses expired ones): refresh first if we can.
     const usable = await this.usable(owner, provider).catch(() => undefined);
     const connection = usable?.kind === 'ok' ? usable.connection : await this.open(owner, provider.id);
@@ -177,9 +190,31 @@ export class ConnectionService {
         });
       }
     }
-    const deleted = await this.store.connections.delete(owner, provider.id);
-    if (deleted)
-      await this.#audit('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
+    // The row as it was, for the event: the open one, or (sealed under a key no longer in the ring) the bare row.
+    const row = connection?.row ?? (await this.store.connections.find(owner, provider.id));
+    const deleted = await this.store.transaction(async (tx) => {
+      if (!(await tx.connections.delete(owner, provider.id))) return false;
+      if (row)
+        await this.#events.emit(
+          'connection.revoked',
+          {
+            issuer: owner.issuer,
+            subject: owner.subject,
+            provider: provider.id,
+            login: row.account_login,
+            scopes: row.scopes.split(' ').filter(Boolean),
+            revokedUpstream: revoked,
+            by,
+          },
+          tx,
+        );
+      return true;
+    });
+    if (deleted) {
+      const outcome = revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? (connection ? '' : 'tokens unreadable')}`;
+      if (by.kind === 'admin') await this.#audit('connection_revoked_by_admin', owner, provider.id, `by ${by.actor}: ${outcome}`);
+      else await this.#audit('connection_revoked', owner, provider.id, outcome);
+    }
     return { deleted, revoked, ...(revokeError ? { revokeError } : {}) };
   }
 }

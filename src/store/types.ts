@@ -91,6 +91,7 @@ export type AuditEvent =
   | 'refresh_failed'
   | 'reauth_required'
   | 'connection_revoked'
+  | 'connection_revoked_by_admin'
   | 'binding_refused'
   | 'keys_rotated'
   | 'token_exchanged'
@@ -268,6 +269,46 @@ export interface ServiceUsageRepository {
   list(owner: Owner): Promise<ServiceUsageRow[]>;
 }
 
+/** A connection as the operator's tools see it: everything but the sealed tokens and their key. */
+export type ConnectionListing = Omit<ConnectionRow, 'key_id' | 'sealed_tokens'> & { seq: number };
+
+export interface ConnectionListFilter {
+  owner?: Owner;
+  provider?: string;
+  status?: ConnectionStatus;
+}
+
+export interface AuditExportFilter {
+  owner?: Owner;
+  /** Only rows recorded at or after this instant (epoch ms). */
+  since?: number;
+}
+
+/** Where an audit export stopped: the last row handed out, by (`at`, `id`). */
+export type AuditCursor = Pick<AuditRow, 'at' | 'id'>;
+
+export interface StoreStats {
+  /** Every (provider, status) with at least one connection, in byte order of provider then status. */
+  connections: Array<{ provider: string; status: ConnectionStatus; n: number }>;
+  /** Unexpired links nobody opened yet, and links opened whose authorization may still come back. */
+  pending: { open: number; authorizing: number };
+  /** `refresh_failed` audit rows at or after `since`, per provider (byte order). */
+  refreshFailures: Array<{ provider: string; n: number }>;
+}
+
+/**
+ * Queries across every principal, for the operator's `npm run admin`: each one a short statement
+ * (pages by a keyset cursor, never an open transaction), so they run beside a live service.
+ */
+export interface AdminRepository {
+  /** The next page of connections matching `filter`, in `seq` order after `afterSeq` (0 = from the start). */
+  connections(filter: ConnectionListFilter, afterSeq: number, limit: number): Promise<ConnectionListing[]>;
+  /** The next page of audit rows matching `filter`, oldest first by (`at`, `id`), after `after` (undefined = from the start). */
+  audit(filter: AuditExportFilter, after: AuditCursor | undefined, limit: number): Promise<AuditRow[]>;
+  /** Counts for `npm run admin -- stats`; refresh failures are counted from `refreshFailuresSince` (epoch ms). */
+  stats(refreshFailuresSince: number, now?: number): Promise<StoreStats>;
+}
+
 export interface Repositories {
   sessions: SessionRepository;
   loginTransactions: LoginTransactionRepository;
@@ -279,6 +320,7 @@ export interface Repositories {
   rateLimits: RateLimitRepository;
   clientAssertions: ClientAssertionRepository;
   serviceUsage: ServiceUsageRepository;
+  admin: AdminRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

@@ -1,4 +1,5 @@
 import type { Repositories } from '../types.js';
+import { PgAdminRepository } from './admin.js';
 import { PgAuditRepository } from './audit.js';
 import { PgConnectionRepository } from './connections.js';
 import { PgClientAssertionRepository, PgServiceUsageRepository } from './exchange.js';
@@ -24,5 +25,6 @@ export function repositoriesOver(q: Queryable): Repositories {
     rateLimits: guarded(new PgRateLimitRepository(q)),
     clientAssertions: guarded(new PgClientAssertionRepository(q)),
     serviceUsage: guarded(new PgServiceUsageRepository(q)),
+    admin: guarded(new PgAdminRepository(q)),
   };
 }

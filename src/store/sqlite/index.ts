@@ -1,4 +1,5 @@
 import type { Repositories, Store } from '../types.js';
+import { SqliteAdminRepository } from './admin.js';
 import { SqliteAuditRepository } from './audit.js';
 import { SqliteConnectionRepository } from './connections.js';
 import { migrate, openDatabase, type Db } from './database.js';
@@ -29,6 +30,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     rateLimits: new SqliteRateLimitRepository(db, runner),
     clientAssertions: new SqliteClientAssertionRepository(db, runner),
     serviceUsage: new SqliteServiceUsageRepository(db, runner),
+    admin: new SqliteAdminRepository(db, runner),
   };
 }
 

@@ -1,0 +1,17 @@
+-- The operator's admin command (`npm run admin`): revocations made by an operator are audited as
+-- such (SQLite cannot change a CHECK in place: the table is rebuilt), and `audit export` pages the
+-- trail oldest first by (at, id), `--since` included, through an index.
+CREATE TABLE audit_events_014 (
+  id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  at       INTEGER NOT NULL,
+  event    TEXT NOT NULL CHECK (event IN ('connection_created', 'connection_refreshed', 'refresh_failed', 'reauth_required', 'connection_revoked', 'connection_revoked_by_admin', 'binding_refused', 'keys_rotated', 'token_exchanged', 'token_exchange_refused')),
+  issuer   TEXT,
+  subject  TEXT,
+  provider TEXT,
+  detail   TEXT
+);
+INSERT INTO audit_events_014 (id, at, event, issuer, subject, provider, detail) SELECT id, at, event, issuer, subject, provider, detail FROM audit_events;
+DROP TABLE audit_events;
+ALTER TABLE audit_events_014 RENAME TO audit_events;
+CREATE INDEX audit_events_owner ON audit_events (issuer, subject, at);
+CREATE INDEX audit_events_at ON audit_events (at, id);

@@ -1,0 +1,170 @@
+import { parseArgs } from 'node:util';
+import type { ConnectionStatus, Owner } from '../../store/index.js';
+import { USAGE, type HelpTopic } from './messages.js';
+
+export type AdminCommand =
+  | { kind: 'help'; topic: HelpTopic }
+  | { kind: 'connections list'; owner?: Owner; provider?: string; status?: ConnectionStatus; json: boolean }
+  | { kind: 'connections revoke'; owner: Owner; provider: string; json: boolean }
+  | { kind: 'audit export'; owner?: Owner; since?: number }
+  | { kind: 'pending prune'; json: boolean }
+  | { kind: 'stats'; json: boolean };
+
+/** Bad usage: exit 2 with this one line. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+type OptionSpec = Record<string, { type: 'string' | 'boolean' }>;
+
+const GROUPS: Record<string, readonly string[]> = { connections: ['list', 'revoke'], audit: ['export'], pending: ['prune'] };
+const JSON_FLAG: OptionSpec = { json: { type: 'boolean' } };
+const USER: OptionSpec = { user: { type: 'string' } };
+const DURATION = /^(\d{1,9})(s|m|h|d|w)$/;
+const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+// A calendar date (UTC midnight), or an instant with its offset: a time without a zone would be read in the machine's.
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+/** What the arguments ask for; `now` anchors `--since` durations. */
+export function parseAdminArgs(argv: readonly string[], now = Date.now()): AdminCommand {
+  const [group, ...afterGroup] = argv;
+  if (group === undefined) throw new UsageError(USAGE.noCommand);
+  if (group === '--help' || group === '-h' || group === 'help') return helpFor(afterGroup);
+  if (group === 'stats') return stats(afterGroup);
+  const subcommands = GROUPS[group];
+  if (!subcommands) throw new UsageError(USAGE.unknownCommand(group));
+  const [sub, ...rest] = afterGroup;
+  if (sub === undefined || sub === '--help' || sub === '-h') {
+    if (sub === undefined) throw new UsageError(USAGE.missingArguments(subcommands.map((s) => `"${s}"`).join(' or '), group));
+    return { kind: 'help', topic: group as HelpTopic };
+  }
+  const name = `${group} ${sub}`;
+  if (!subcommands.includes(sub)) throw new UsageError(USAGE.unknownCommand(name));
+  switch (name) {
+    case 'connections list': {
+      const a = parse(name, rest, { ...USER, provider: { type: 'string' }, status: { type: 'string' }, ...JSON_FLAG }, []);
+      if (a.help) return { kind: 'help', topic: name };
+      const status = a.strings.status;
+      if (status !== undefined && status !== 'active' && status !== 'reauth_required') throw new UsageError(USAGE.status(status));
+      return {
+        kind: name,
+        ...(a.owner ? { owner: a.owner } : {}),
+        ...(a.strings.provider !== undefined ? { provider: nonEmpty('--provider', a.strings.provider) } : {}),
+        ...(status ? { status } : {}),
+        json: a.json,
+      };
+    }
+    case 'connections revoke': {
+      const a = parse(name, rest, JSON_FLAG, ['<iss>', '<sub>', '<provider>']);
+      if (a.help) return { kind: 'help', topic: name };
+      const [issuer, subject, provider] = a.positionals as [string, string, string];
+      return {
+        kind: name,
+        owner: { issuer: nonEmpty('<iss>', issuer), subject: nonEmpty('<sub>', subject) },
+        provider: nonEmpty('<provider>', provider),
+        json: a.json,
+      };
+    }
+    case 'audit export': {
+      const a = parse(name, rest, { ...USER, since: { type: 'string' } }, []);
+      if (a.help) return { kind: 'help', topic: name };
+      return {
+        kind: name,
+        ...(a.owner ? { owner: a.owner } : {}),
+        ...(a.strings.since !== undefined ? { since: parseSince(a.strings.since, now) } : {}),
+      };
+    }
+    default: {
+      const a = parse(name, rest, JSON_FLAG, []);
+      if (a.help) return { kind: 'help', topic: 'pending prune' };
+      return { kind: 'pending prune', json: a.json };
+    }
+  }
+}
+
+function helpFor(rest: readonly string[]): AdminCommand {
+  const topic = rest.filter((x) => !x.startsWith('-')).join(' ');
+  if (!topic) return { kind: 'help', topic: 'top' };
+  if (!isTopic(topic)) throw new UsageError(USAGE.unknownCommand(topic));
+  return { kind: 'help', topic };
+}
+
+function isTopic(value: string): value is HelpTopic {
+  return ['connections', 'connections list', 'connections revoke', 'audit', 'audit export', 'pending', 'pending prune', 'stats'].includes(
+    value,
+  );
+}
+
+function stats(rest: readonly string[]): AdminCommand {
+  const a = parse('stats', rest, JSON_FLAG, []);
+  return a.help ? { kind: 'help', topic: 'stats' } : { kind: 'stats', json: a.json };
+}
+
+interface Parsed {
+  help: boolean;
+  json: boolean;
+  strings: Record<string, string>;
+  owner?: Owner;
+  positionals: string[];
+}
+
+/**
+ * parseArgs in its lenient mode, for its tokens: the checks are ours, so each refusal names the
+ * option or argument at fault in one line. `--user` takes two values, the issuer and the next
+ * positional (the subject).
+ */
+function parse(command: string, args: readonly string[], spec: OptionSpec, required: readonly string[]): Parsed {
+  const options = { ...spec, help: { type: 'boolean' as const, short: 'h' } };
+  const { tokens } = parseArgs({ args: [...args], options, allowPositionals: true, strict: false, tokens: true });
+  const out: Parsed = { help: false, json: false, strings: {}, positionals: [] };
+  const seen = new Set<string>();
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    if (token.kind === 'option-terminator') continue;
+    if (token.kind === 'positional') {
+      out.positionals.push(token.value);
+      continue;
+    }
+    const type = (options as OptionSpec)[token.name]?.type;
+    if (!type) throw new UsageError(USAGE.unknownOption(token.rawName, command));
+    if (seen.has(token.name)) throw new UsageError(USAGE.twice(token.rawName));
+    seen.add(token.name);
+    if (type === 'boolean') {
+      if (token.value !== undefined) throw new UsageError(USAGE.takesNoValue(token.rawName));
+      if (token.name === 'help') out.help = true;
+      else if (token.name === 'json') out.json = true;
+      continue;
+    }
+    // `--provider --json` is a forgotten value, not a provider named "--json".
+    if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--')))
+      throw new UsageError(USAGE.needsValue(token.rawName));
+    if (token.name !== 'user') {
+      out.strings[token.name] = token.value;
+      continue;
+    }
+    let next = tokens[i + 1];
+    if (next?.kind === 'option-terminator') next = tokens[++i + 1];
+    if (next?.kind !== 'positional') throw new UsageError(USAGE.userNeedsTwo);
+    i++;
+    out.owner = { issuer: nonEmpty('--user <iss>', token.value), subject: nonEmpty('--user <sub>', next.value) };
+  }
+  if (out.help) return out;
+  if (out.positionals.length > required.length) throw new UsageError(USAGE.extraArgument(out.positionals[required.length]!, command));
+  if (out.positionals.length < required.length)
+    throw new UsageError(USAGE.missingArguments(required.slice(out.positionals.length).join(' '), command));
+  return out;
+}
+
+function nonEmpty(name: string, value: string): string {
+  if (value.trim() === '') throw new UsageError(USAGE.empty(name));
+  return value;
+}
+
+/** `--since`: an ISO 8601 date or instant, or a duration back from `now`; epoch ms. */
+export function parseSince(value: string, now: number): number {
+  const duration = DURATION.exec(value);
+  if (duration) return now - Number(duration[1]) * UNIT_MS[duration[2]!]!;
+  const at = ISO_DATE.test(value) ? Date.parse(value) : NaN;
+  if (!Number.isFinite(at)) throw new UsageError(USAGE.since(value));
+  return at;
+}

@@ -1,0 +1,116 @@
+/** Every line `npm run admin` shows a person: help, usage errors and outcomes. */
+
+const RUN = 'npm run admin --';
+
+export const HELP = {
+  top: `Usage: ${RUN} <command> [options]
+
+Works on the broker's database (DATABASE_URL, else DATABASE_PATH) with the service's own
+environment, while the service runs. Never prints a token.
+
+Commands:
+  connections list [--user <iss> <sub>] [--provider <p>] [--status <s>] [--json]
+                                    every linked account, or those matching
+  connections revoke <iss> <sub> <provider> [--json]
+                                    revoke upstream (as the user's disconnect does) and delete
+  audit export [--since <when>] [--user <iss> <sub>]
+                                    the audit trail as JSON lines, oldest first
+  pending prune [--json]            remove settled and expired pending connections now
+  stats [--json]                    connections by provider and status, open links, refresh failures
+
+Run "${RUN} <command> --help" for one command.
+Exit status: 0 done, 1 the connection named does not exist (or the database cannot be used), 2 bad usage.
+`,
+  connections: `Usage: ${RUN} connections <list|revoke> …
+
+  connections list [--user <iss> <sub>] [--provider <p>] [--status active|reauth_required] [--json]
+  connections revoke <iss> <sub> <provider> [--json]
+`,
+  'connections list': `Usage: ${RUN} connections list [--user <iss> <sub>] [--provider <p>] [--status <s>] [--json]
+
+Lists linked accounts across every user, oldest first: issuer, subject, provider, upstream login,
+granted scopes, status, when connected and when last used. Never a token.
+
+  --user <iss> <sub>   only this user's (the identity provider's issuer and subject)
+  --provider <p>       only this provider's (github, …)
+  --status <s>         active or reauth_required
+  --json               a JSON array of {issuer, subject, provider, login, scopes, status, createdAt, lastUsedAt}
+
+Example: ${RUN} connections list --provider github --status reauth_required
+`,
+  'connections revoke': `Usage: ${RUN} connections revoke <iss> <sub> <provider> [--json]
+
+Revokes the user's grant at the provider (as their own disconnect does), deletes the stored tokens,
+and records it in the audit trail as an admin action by ADMIN_ACTOR (else the OS user).
+Exits 1 when that user has no connection to that provider.
+
+Example: ${RUN} connections revoke https://idp.example.com 248289761001 github
+`,
+  audit: `Usage: ${RUN} audit export [--since <when>] [--user <iss> <sub>]
+`,
+  'audit export': `Usage: ${RUN} audit export [--since <when>] [--user <iss> <sub>]
+
+Writes the audit trail to stdout as JSON lines, oldest first, one
+{id, at, event, issuer, subject, provider, detail} per line. Details are codes and counts, never secrets.
+
+  --since <when>       an ISO 8601 date or instant (2026-12-01, 2026-12-01T09:30:00Z)
+                       or a duration back from now (90s, 30m, 24h, 7d, 2w)
+  --user <iss> <sub>   only this user's events
+
+Example: ${RUN} audit export --since 24h > audit.jsonl
+`,
+  pending: `Usage: ${RUN} pending prune [--json]
+`,
+  'pending prune': `Usage: ${RUN} pending prune [--json]
+
+Removes now what the service prunes every minute: pending connections settled or expired more than
+five minutes ago, and expired OAuth flows, sign-ins, sessions and rate-limit windows. Prints how many rows went.
+`,
+  stats: `Usage: ${RUN} stats [--json]
+
+Connections by provider and status, pending connections still open, and refresh failures
+(audit event refresh_failed) in the last 24 hours.
+`,
+} as const;
+
+export type HelpTopic = keyof typeof HELP;
+
+export const USAGE = {
+  seeHelp: `see "${RUN} --help"`,
+  noCommand: 'no command given',
+  unknownCommand: (name: string) => `unknown command "${name}"`,
+  unknownOption: (raw: string, command: string) => `unknown option ${raw} for "${command}"`,
+  needsValue: (raw: string) => `${raw} needs a value`,
+  takesNoValue: (raw: string) => `${raw} takes no value`,
+  twice: (raw: string) => `${raw} is given twice`,
+  userNeedsTwo: '--user needs two values: <iss> <sub>',
+  extraArgument: (value: string, command: string) => `unexpected argument "${value}" for "${command}"`,
+  missingArguments: (names: string, command: string) => `"${command}" needs ${names}`,
+  empty: (name: string) => `${name} must not be empty`,
+  status: (value: string) => `--status must be active or reauth_required (got "${value}")`,
+  since: (value: string) =>
+    `--since must be an ISO 8601 date or instant (2026-12-01, 2026-12-01T09:30:00Z) or a duration such as 30m, 24h or 7d (got "${value}")`,
+};
+
+export const OUT = {
+  noConnections: 'No connections match.',
+  notFound: (iss: string, sub: string, provider: string) => `No ${provider} connection for ${iss} ${sub}: nothing was revoked.`,
+  providerNotConfigured: (provider: string) =>
+    `The provider "${provider}" is not configured in this environment, so its grant cannot be revoked upstream: nothing was changed.`,
+  revoked: (who: string, provider: string, login: string) =>
+    `Revoked ${provider} account @${login} of ${who} at the provider, and deleted it.`,
+  deletedOnly: (who: string, provider: string, login: string, why: string) =>
+    `Deleted ${provider} account @${login} of ${who}, but the provider did not confirm the revocation (${why}): revoke it there too.`,
+  unreadableTokens: 'its tokens could not be opened with the keys in TOKEN_ENCRYPTION_KEYS, so nothing could be sent to the provider',
+  pruned: (n: number) =>
+    `Pruned ${n} row(s): settled or expired pending connections, expired flows, sign-ins, sessions and rate-limit windows.`,
+  statsConnections: 'Connections',
+  statsNoConnections: '  none',
+  statsPending: (open: number, authorizing: number) => `Pending connections: ${open} open, ${authorizing} authorizing`,
+  statsRefreshFailures: (total: number, byProvider: string) =>
+    `Refresh failures in the last 24 hours: ${total}${byProvider ? ` (${byProvider})` : ''}`,
+  failed: (message: string) => `admin: ${message}`,
+  noDatabase: (path: string) =>
+    `there is no database at DATABASE_PATH (${path}): run this with the service's environment, from its working directory`,
+  storeUnavailable: 'the database cannot be reached; nothing was changed',
+};

@@ -1,0 +1,213 @@
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { principalFromVerifiedClaims } from '../../auth/principal.js';
+import { ConfigError, loadConfig, type Config } from '../../config/env.js';
+import { ConnectionService } from '../../connections/index.js';
+import { Sealer } from '../../crypto/index.js';
+import { noEvents, type EventSink } from '../../events/index.js';
+import type { Logger } from '../../log.js';
+import { OAuthProvider } from '../../providers/oauth-provider.js';
+import { openStore, StoreUnavailableError, type AuditCursor, type Store } from '../../store/index.js';
+import { parseAdminArgs, UsageError, type AdminCommand } from './args.js';
+import { auditLine, connectionJson, connectionsTable, statsJson, statsText } from './format.js';
+import { HELP, OUT, USAGE } from './messages.js';
+
+export interface AdminIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env?: NodeJS.ProcessEnv;
+  /** Where `connections revoke` tells of the revocation (the webhooks' outbox once configured). */
+  events?: EventSink;
+  /** Rows per page of `connections list` and `audit export` (each page one short query). */
+  pageSize?: number;
+}
+
+export const EXIT = { ok: 0, notFound: 1, usage: 2 } as const;
+
+const DAY_MS = 86_400_000;
+
+/** Runs one admin command and returns its exit status: 0 done, 1 not found (or could not run), 2 bad usage. */
+export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<number> {
+  let command: AdminCommand;
+  try {
+    command = parseAdminArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.stderr.write(`admin: ${err.message} (${USAGE.seeHelp})\n`);
+    return EXIT.usage;
+  }
+  if (command.kind === 'help') {
+    io.stdout.write(HELP[command.topic]);
+    return EXIT.ok;
+  }
+
+  let config: Config;
+  try {
+    config = loadConfig(io.env ?? process.env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    io.stderr.write(err.problems.map((p) => `Configuration error: ${p}\n`).join(''));
+    return EXIT.notFound;
+  }
+
+  // Opening would create an empty database: a mistyped path must not read as "no connections".
+  if (!config.database.url && !existsSync(config.database.path)) {
+    io.stderr.write(OUT.failed(OUT.noDatabase(config.database.path)) + '\n');
+    return EXIT.notFound;
+  }
+  let store: Store | undefined;
+  try {
+    store = await openStore(config.database, (event) => io.stderr.write(OUT.failed(event) + '\n'));
+    return await execute(command, { store, config, io, write: writer(io.stdout), pageSize: io.pageSize ?? 500 });
+  } catch (err) {
+    // One line a person can act on, never a stack (pg's messages name host and user, never the password).
+    const message = err instanceof StoreUnavailableError ? OUT.storeUnavailable : err instanceof Error ? err.message : String(err);
+    io.stderr.write(OUT.failed(message) + '\n');
+    return EXIT.notFound;
+  } finally {
+    await store?.close();
+  }
+}
+
+interface Context {
+  store: Store;
+  config: Config;
+  io: AdminIo;
+  write: (text: string) => Promise<void>;
+  pageSize: number;
+}
+
+/** Writes with backpressure: a million audit rows piped to a slow consumer stay out of memory. */
+function writer(stream: NodeJS.WritableStream): (text: string) => Promise<void> {
+  return async (text) => {
+    if (!stream.write(text)) await once(stream, 'drain');
+  };
+}
+
+async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Context): Promise<number> {
+  const { store, write } = ctx;
+  switch (command.kind) {
+    case 'connections list': {
+      const filter = {
+        ...(command.owner ? { owner: command.owner } : {}),
+        ...(command.provider ? { provider: command.provider } : {}),
+        ...(command.status ? { status: command.status } : {}),
+      };
+      const table = command.json ? undefined : connectionsTable();
+      let after = 0;
+      let n = 0;
+      if (command.json) await write('[');
+      for (;;) {
+        const page = await store.admin.connections(filter, after, ctx.pageSize);
+        for (const row of page) {
+          await write(command.json ? `${n === 0 ? '\n' : ',\n'}  ${JSON.stringify(connectionJson(row))}` : table!.rows([row]));
+          n++;
+        }
+        if (page.length < ctx.pageSize) break;
+        after = page[page.length - 1]!.seq;
+      }
+      if (command.json) await write(n === 0 ? ']\n' : '\n]\n');
+      else if (n === 0) await write(OUT.noConnections + '\n');
+      return EXIT.ok;
+    }
+    case 'connections revoke':
+      return revoke(command, ctx);
+    case 'audit export': {
+      const filter = {
+        ...(command.owner ? { owner: command.owner } : {}),
+        ...(command.since !== undefined ? { since: command.since } : {}),
+      };
+      let after: AuditCursor | undefined;
+      for (;;) {
+        const page = await store.admin.audit(filter, after, ctx.pageSize);
+        if (page.length > 0) await write(page.map((row) => auditLine(row) + '\n').join(''));
+        if (page.length < ctx.pageSize) break;
+        const last = page[page.length - 1]!;
+        after = { at: last.at, id: last.id };
+      }
+      return EXIT.ok;
+    }
+    case 'pending prune': {
+      const n = await store.pending.prune();
+      await write(command.json ? JSON.stringify({ pruned: n }) + '\n' : OUT.pruned(n) + '\n');
+      return EXIT.ok;
+    }
+    case 'stats': {
+      const stats = await store.admin.stats(Date.now() - DAY_MS);
+      await write(command.json ? JSON.stringify(statsJson(stats), null, 2) + '\n' : statsText(stats));
+      return EXIT.ok;
+    }
+  }
+}
+
+async function revoke(command: Extract<AdminCommand, { kind: 'connections revoke' }>, ctx: Context): Promise<number> {
+  const { store, config, io } = ctx;
+  const { owner, provider: providerId } = command;
+  const existing = await store.connections.find(owner, providerId);
+  if (!existing) {
+    io.stderr.write(OUT.notFound(owner.issuer, owner.subject, providerId) + '\n');
+    return EXIT.notFound;
+  }
+  const configured = config.providers.find((p) => p.definition.id === providerId);
+  if (!configured) {
+    io.stderr.write(OUT.providerNotConfigured(providerId) + '\n');
+    return EXIT.notFound;
+  }
+  const provider = new OAuthProvider({
+    definition: configured.definition,
+    clientId: configured.clientId,
+    clientSecret: configured.clientSecret,
+    timeoutMs: config.providerTimeoutMs,
+    ...(configured.scopes ? { scopes: configured.scopes } : {}),
+  });
+  const connections = new ConnectionService(store, new Sealer(config.tokenKeys), stderrLogger(io.stderr), {
+    providerTimeoutMs: config.providerTimeoutMs,
+    events: io.events ?? noEvents,
+  });
+  // The identity is the one the store holds for this row, which the IdP vouched for when it was connected.
+  const principal = principalFromVerifiedClaims(existing.issuer, existing.subject);
+  const outcome = await connections.disconnect(principal, provider, { kind: 'admin', actor: actorName(config) });
+  await connections.drain();
+  if (!outcome.deleted) {
+    io.stderr.write(OUT.notFound(owner.issuer, owner.subject, providerId) + '\n');
+    return EXIT.notFound;
+  }
+  const who = `${owner.issuer} ${owner.subject}`;
+  await ctx.write(
+    command.json
+      ? JSON.stringify({
+          issuer: owner.issuer,
+          subject: owner.subject,
+          provider: providerId,
+          login: existing.account_login,
+          deleted: true,
+          revokedUpstream: outcome.revoked,
+          ...(outcome.revokeError ? { revokeError: outcome.revokeError } : {}),
+        }) + '\n'
+      : (outcome.revoked
+          ? OUT.revoked(who, provider.displayName, existing.account_login)
+          : OUT.deletedOnly(who, provider.displayName, existing.account_login, outcome.revokeError ?? OUT.unreadableTokens)) + '\n',
+  );
+  return EXIT.ok;
+}
+
+/** ADMIN_ACTOR, else the OS user running the command: who the audit trail names. */
+function actorName(config: Config): string {
+  if (config.adminActor) return config.adminActor;
+  try {
+    const name = userInfo()
+      .username.replace(/[^\p{L}\p{N}\p{P}\p{S} ]/gu, '')
+      .slice(0, 64);
+    return name ? `os:${name}` : 'os:unknown';
+  } catch {
+    return 'os:unknown'; // a uid without a passwd entry (some containers)
+  }
+}
+
+/** The service's log events (a failed upstream revocation…) as JSON lines on stderr, warnings and up. */
+function stderrLogger(stderr: NodeJS.WritableStream): Logger {
+  const line = (level: string) => (event: string, fields?: Record<string, unknown>) =>
+    void stderr.write(JSON.stringify({ time: new Date().toISOString(), level, event, ...fields }) + '\n');
+  return { debug: () => {}, info: () => {}, warn: line('warn'), error: line('error') };
+}
