@@ -202,7 +202,7 @@ async function authorizationServerMetadata(
       first ??= err;
       // An issuer mismatch is an answer, not an absence: never fall back past it.
       if (err instanceof oidc.ClientError && err.code === 'OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED') {
-        const said = (err.cause as { cause?: { body?: { issuer?: unknown } } } | undefined)?.cause?.body?.issuer;
+        const said = (err.cause as { body?: { issuer?: unknown } } | undefined)?.body?.issuer;
         throw new ProviderError('misconfigured', M.wrongIssuer(name, String(said ?? 'another issuer'), issuer.href), err.message);
       }
     }

@@ -15,7 +15,7 @@ export const M = {
     `${name}'s authorization server does not support PKCE with S256, which this service requires. Tell the operator.`,
   noMetadata: (name: string) => `${name}'s authorization server publishes no OAuth authorization server metadata. Tell the operator.`,
   noRegistration: (name: string, variable: string, documentNeedsHttps: boolean) =>
-    `This service cannot sign in to ${name}: its authorization server accepts ${documentNeedsHttps ? 'client ID metadata documents, which need this service on an https PUBLIC_URL, and' : 'neither client ID metadata documents nor'} no dynamic registration. Tell the operator: register a client there and set ${variable}.`,
+    `This service cannot sign in to ${name}: its authorization server ${documentNeedsHttps ? 'accepts client ID metadata documents, which need this service on an https PUBLIC_URL, and offers no dynamic registration' : 'offers neither client ID metadata documents nor dynamic registration'}. Tell the operator: register a client there and set ${variable}.`,
   registrationFailed: (name: string) =>
     `${name}'s authorization server refused to register this service. Please try again later, or tell the operator.`,
   cancelled: (name: string) => `You cancelled at ${name}.`,
