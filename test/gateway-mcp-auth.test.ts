@@ -22,6 +22,7 @@ import { Sealer } from '../src/crypto/index.js';
 import {
   clientDocumentRoutes,
   createMcpAuthProvider,
+  preRegisteredClient,
   type McpAuthProvider,
   type McpAuthProviderOptions,
 } from '../src/gateway/mcp-auth/index.js';
@@ -217,11 +218,12 @@ describe('auth: mcp upstreams through the connect flow', () => {
     }
   });
 
-  test('refreshes with the resource indicator, and the refreshed token still works at the upstream', async () => {
+  test('refreshes with the resource indicator, the refreshed token still works at the upstream, and disconnecting revokes (RFC 7009)', async () => {
     // Every use counts as "about to expire", so usable() refreshes through the lease.
     const w = await world({ provider: { refreshSkewMs: 24 * 3600_000 } });
     try {
-      await connect(new Browser(), w, 'carol', 'carol-at-tracker');
+      const browser = new Browser();
+      await connect(browser, w, 'carol', 'carol-at-tracker');
       const service = serviceOf(w);
       const before = (await service.open(principal(w, 'carol'), 'tracker'))!.tokens;
       const usable = await service.usable(principal(w, 'carol'), w.provider());
@@ -234,6 +236,15 @@ describe('auth: mcp upstreams through the connect flow', () => {
       assert.equal(decodeJwt(after.accessToken).aud, w.upstream.url);
       assert.equal(await callUpstream(w.upstream.url, after.accessToken), 'you are carol-at-tracker');
       assert.ok(after.refreshToken, 'a refresh token is kept');
+
+      // Disconnecting revokes at the AS (RFC 7009, advertised there): the refresh token, and with it the grant.
+      const list = await browser.open(`${w.stack.publicUrl}/connections`);
+      const gone = await browser.submit(list, { match: /^\/connections\/tracker\/disconnect$/ });
+      assert.match(textOf(gone.html), /Your Tracker account is disconnected and the access was revoked at Tracker\./);
+      const revocation = w.upstream.asRequests.filter((r) => r.path === '/token/revocation');
+      assert.equal(revocation.length, 1);
+      assert.equal(revocation[0]!.body.get('token'), after.refreshToken);
+      assert.equal(await w.stack.broker.broker.store.connections.find(principal(w, 'carol'), 'tracker'), undefined);
     } finally {
       await w.close();
     }
@@ -591,6 +602,17 @@ describe('auth: mcp client ID metadata documents', () => {
       }
     },
   );
+});
+
+describe('auth: mcp pre-registered credentials', () => {
+  test('come from <ID>_CLIENT_ID and <ID>_CLIENT_SECRET, the id upper-cased with - as _', () => {
+    assert.deepEqual(preRegisteredClient({ TRACKER_TWO_CLIENT_ID: 'cid', TRACKER_TWO_CLIENT_SECRET: 'sec' }, 'tracker-two'), {
+      clientId: 'cid',
+      clientSecret: 'sec',
+    });
+    assert.deepEqual(preRegisteredClient({ TRACKER_CLIENT_ID: 'public-client' }, 'tracker'), { clientId: 'public-client' });
+    assert.deepEqual(preRegisteredClient({ TRACKER_CLIENT_SECRET: 'orphan' }, 'tracker'), {}, 'a secret alone is no client');
+  });
 });
 
 describe('auth: mcp accounts the upstream cannot name', () => {

@@ -51,6 +51,17 @@ export function variablePrefix(id: string): string {
   return id.toUpperCase().replace(/-/g, '_');
 }
 
+/** The operator's client for upstream `id` at its authorization server, from `<ID>_CLIENT_ID` / `<ID>_CLIENT_SECRET` in `env`. */
+export function preRegisteredClient(
+  env: Readonly<Record<string, string | undefined>>,
+  id: string,
+): { clientId?: string; clientSecret?: string } {
+  const prefix = variablePrefix(id);
+  const clientId = env[`${prefix}_CLIENT_ID`]?.trim();
+  const clientSecret = env[`${prefix}_CLIENT_SECRET`]?.trim();
+  return clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {};
+}
+
 /** The path of the client ID metadata document the broker serves for an upstream. */
 export function clientDocumentPath(id: string): string {
   return `/oauth/clients/${encodeURIComponent(id)}.json`;
