@@ -94,7 +94,7 @@ export class McpAuthProvider implements Provider {
     this.id = options.id;
     this.upstreamUrl = new URL(options.upstreamUrl);
     this.refreshSkewMs = options.refreshSkewMs ?? 60_000;
-    this.displayName = options.displayName ?? this.upstreamUrl.host;
+    this.displayName = options.displayName ?? options.id;
     this.redirectUri = new URL(`/connect/${options.id}/callback`, options.publicUrl).href;
     this.documentUrl =
       options.publicUrl.protocol === 'https:' ? new URL(clientDocumentPath(options.id), options.publicUrl).href : undefined;
