@@ -519,6 +519,46 @@ describe('auth: mcp discovery and registration', () => {
     }
   });
 
+  test('a registration the AS refuses (invalid_client) or whose secret can no longer be opened is forgotten, and the next connect registers anew', async () => {
+    const b = bench();
+    const upstream = await startProtectedUpstream();
+    try {
+      const store = b.store();
+      await b.provider(upstream.url, { store }).prepare();
+      const key = 'http://127.0.0.1:9/connect/tracker/callback';
+      const first = (await store.upstreamClients.find(upstream.issuer, key))!;
+      // The stored secret no longer matches what the AS holds (e.g. it rotated it): the code exchange gets invalid_client.
+      await store.upstreamClients.delete(upstream.issuer, key, first.client_id);
+      const wrong = b.sealer.seal('not-the-secret', { issuer: upstream.issuer, subject: key, provider: 'upstream-client-secret' });
+      await store.upstreamClients.putIfAbsent({ ...first, client_secret_sealed: wrong.value, key_id: wrong.keyId });
+      const provider = b.provider(upstream.url, { store });
+      const { callbackUrl, state, codeVerifier } = await authorizeAt(provider, 'judy');
+      const refused = await refusal(
+        provider.completeAuthorization({ callbackUrl, expectedState: state, codeVerifier, requestedScopes: [] }),
+      );
+      assert.equal(refused.code, 'misconfigured', `${refused.message} ${refused.detail}`);
+      assert.equal(refused.message, 'This service is not set up correctly with Tracker. Tell the operator.');
+      assert.equal(await store.upstreamClients.find(upstream.issuer, key), undefined, 'the refused registration is forgotten');
+      const again = await authorizeAt(provider, 'judy');
+      const second = (await store.upstreamClients.find(upstream.issuer, key))!;
+      assert.notEqual(second.client_id, first.client_id, 'registered anew');
+      assert.equal(again.authorizationUrl.searchParams.get('client_id'), second.client_id);
+      const done = await provider.completeAuthorization({ ...again, expectedState: again.state, requestedScopes: [] });
+      assert.equal(done.account.id, 'judy');
+
+      // A secret sealed under a key the broker no longer has: registered anew too, without an error.
+      await store.upstreamClients.delete(upstream.issuer, key, second.client_id);
+      await store.upstreamClients.putIfAbsent({ ...second, key_id: 'k-retired' });
+      const registrations = upstream.asRequests.filter((r) => r.path === '/reg').length;
+      await b.provider(upstream.url, { store }).prepare();
+      assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, registrations + 1);
+      assert.notEqual((await store.upstreamClients.find(upstream.issuer, key))!.client_id, second.client_id);
+    } finally {
+      await upstream.close();
+      await b.close();
+    }
+  });
+
   test('checks RFC 9207 iss on the callback: a missing or foreign iss is refused, the genuine one completes', async () => {
     const b = bench();
     const upstream = await startProtectedUpstream();

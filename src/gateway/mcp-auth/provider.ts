@@ -336,16 +336,17 @@ export class McpAuthProvider implements Provider {
   async #grantError(err: unknown, grant: 'code' | 'refresh', setup: Setup): Promise<ProviderError> {
     const name = this.displayName;
     if (err instanceof ProviderError) return err;
-    if (err instanceof oidc.ResponseBodyError || err instanceof oidc.AuthorizationResponseError) {
-      const detail = `${err.error}: ${err.error_description ?? ''}`;
-      if (err.error === 'access_denied') return new ProviderError('access_denied', M.cancelled(name), detail);
-      if (err.error === 'invalid_grant')
+    const oauth = oauthError(err);
+    if (oauth) {
+      const detail = `${oauth.error}: ${oauth.description ?? ''}`;
+      if (oauth.error === 'access_denied') return new ProviderError('access_denied', M.cancelled(name), detail);
+      if (oauth.error === 'invalid_grant')
         return grant === 'refresh'
           ? new ProviderError('invalid_grant', M.refreshRefused(name), detail)
           : new ProviderError('bad_verification_code', M.codeRefused(name), detail);
-      if (['invalid_client', 'unauthorized_client', 'unsupported_grant_type'].includes(err.error)) {
+      if (['invalid_client', 'unauthorized_client', 'unsupported_grant_type'].includes(oauth.error)) {
         // A registration the server no longer knows: forget it, so the next connect registers anew.
-        if (err.error === 'invalid_client' && setup.client.via === 'dynamic-registration') {
+        if (oauth.error === 'invalid_client' && setup.client.via === 'dynamic-registration') {
           this.#setup = undefined;
           await forgetRegistration(setup.auth, this.#registration(), setup.client.clientId).catch(() => undefined);
         }
@@ -355,6 +356,17 @@ export class McpAuthProvider implements Provider {
     }
     return new ProviderError('unavailable', M.garbled(name), describe(err).detail);
   }
+}
+
+/** The OAuth error code of a failed request: from the JSON body, the redirect, or (client authentication over Basic) a 401 challenge. */
+function oauthError(err: unknown): { error: string; description?: string } | undefined {
+  if (err instanceof oidc.ResponseBodyError || err instanceof oidc.AuthorizationResponseError)
+    return { error: err.error, ...(err.error_description ? { description: err.error_description } : {}) };
+  if (err instanceof oidc.WWWAuthenticateChallengeError) {
+    const params = err.cause[0]?.parameters;
+    if (params?.error) return { error: params.error, ...(params.error_description ? { description: params.error_description } : {}) };
+  }
+  return undefined;
 }
 
 function describe(err: unknown): { code?: string; detail: string } {
