@@ -55,12 +55,14 @@ async function world(
     /** Clients the upstream's AS knows beforehand, given the broker's callback. */
     preRegistered?: (callback: string) => IdpClient[];
     provider?: { clientId?: string; clientSecret?: string; refreshSkewMs?: number; scopes?: string[] };
+    env?: Record<string, string>;
   } = {},
 ): Promise<World> {
   const mcpPort = await freePort();
   const upstreamUrl = `http://127.0.0.1:${mcpPort}/mcp`;
   let provider: McpAuthProvider | undefined;
   const stack = await startStack({
+    ...(opts.env ? { env: opts.env } : {}),
     brokerOptions: (publicUrl) => ({
       moreProviders: ({ store, sealer }) => [
         (provider = createMcpAuthProvider({
@@ -656,6 +658,45 @@ describe('auth: mcp pre-registered credentials', () => {
 });
 
 describe('auth: mcp accounts the upstream cannot name', () => {
+  test('without OpenID Connect the account is "account at <AS host>", and two users both connect under SHARED_ACCOUNT_POLICY=refuse', async () => {
+    const w = await world({
+      upstream: {
+        rewriteAsMetadata: (m) => ({ ...m, scopes_supported: ['mcp', 'offline_access'] }),
+      },
+      env: { SHARED_ACCOUNT_POLICY: 'refuse' },
+    });
+    try {
+      const kim = await connect(new Browser(), w, 'kim', 'kim-at-tracker');
+      const host = new URL(w.upstream.issuer).host;
+      assert.equal(kim.status, 200, kim.html);
+      assert.match(textOf(kim.html), new RegExp(`Connected as @account at ${host.replace(/\./g, '\\.')}`));
+      const authorize = new URL(kim.trail.find((u) => u.startsWith(`${w.upstream.issuer}/auth?`))!);
+      assert.deepEqual((authorize.searchParams.get('scope') ?? '').split(' ').sort(), ['mcp', 'offline_access'], 'no openid asked');
+      const leo = await connect(new Browser(), w, 'leo', 'leo-at-tracker');
+      assert.equal(leo.status, 200, 'not refused as an account linked to another user');
+      const rows = connectionRows(w.stack.broker.broker.store);
+      assert.deepEqual(
+        rows.map((r) => [r.subject, r.account_login]),
+        [
+          ['kim', `account at ${host}`],
+          ['leo', `account at ${host}`],
+        ],
+      );
+      // Each user's token is still their own at the upstream.
+      for (const [user, login] of [
+        ['kim', 'kim-at-tracker'],
+        ['leo', 'leo-at-tracker'],
+      ] as const) {
+        const usable = await serviceOf(w).usable(principal(w, user), w.provider());
+        assert.equal(usable.kind, 'ok');
+        if (usable.kind === 'ok')
+          assert.equal(await callUpstream(w.upstream.url, usable.connection.tokens.accessToken), `you are ${login}`);
+      }
+    } finally {
+      await w.close();
+    }
+  });
+
   test('an unverified account is neither refused as shared nor as a different account (the checks cannot apply)', async () => {
     const b = bench();
     try {

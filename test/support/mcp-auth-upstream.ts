@@ -19,6 +19,8 @@ export interface UpstreamOptions {
   prmResource?: (upstreamUrl: string) => string;
   /** What it names as its authorization server (default: the AS issuer). */
   authorizationServer?: (issuer: string) => string;
+  /** Changes the AS's discovery documents as the broker reads them (e.g. to hide its OpenID Connect support). */
+  rewriteAsMetadata?: (metadata: Record<string, unknown>) => Record<string, unknown>;
   /** Leave `resource_metadata` out of the 401 (clients must then try the well-known URLs). */
   noChallengeMetadata?: boolean;
 }
@@ -104,8 +106,18 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
       const upstreamReq = httpRequest(
         { host: '127.0.0.1', port: innerPort, method: req.method ?? 'GET', path: req.url ?? '/', headers: req.headers },
         (upstreamRes) => {
-          res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.headers);
-          upstreamRes.pipe(res);
+          const rewrite = options.rewriteAsMetadata;
+          if (!rewrite || !/^\/\.well-known\/(oauth-authorization-server|openid-configuration)$/.test(path)) {
+            res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.headers);
+            return void upstreamRes.pipe(res);
+          }
+          void readBody(upstreamRes).then((raw) => {
+            const json = JSON.stringify(rewrite(JSON.parse(raw.toString('utf8')) as Record<string, unknown>));
+            const { 'content-length': _length, ...headers } = upstreamRes.headers;
+            void _length;
+            res.writeHead(upstreamRes.statusCode ?? 502, headers);
+            res.end(json);
+          });
         },
       );
       upstreamReq.on('error', (err) => {
