@@ -35,14 +35,16 @@ export interface BrokerOptions {
   mount?: (app: Express, store: Store) => void;
   /** The GitHub the broker talks to is the built-in sandbox: say so on pages and in tool results. */
   sandboxGitHub?: boolean;
+  /** Providers built over the broker's store and sealer beside the configured ones (tests of `auth: mcp` upstreams, src/gateway/mcp-auth/). */
+  moreProviders?: (deps: { store: Store; sealer: Sealer }) => Provider[];
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
 export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
   const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
   const sealer = new Sealer(config.tokenKeys);
-  const providers: ReadonlyMap<string, Provider> = new Map(
-    config.providers.map((p) => [
+  const providers: ReadonlyMap<string, Provider> = new Map([
+    ...config.providers.map((p): [string, Provider] => [
       p.definition.id,
       new OAuthProvider({
         definition: p.definition,
@@ -53,7 +55,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
         sandbox: p.definition.id === 'github' && (options.sandboxGitHub ?? false),
       }),
     ]),
-  );
+    ...(options.moreProviders?.({ store, sealer }) ?? []).map((p): [string, Provider] => [p.id, p]),
+  ]);
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({
     issuer: config.oidc.issuer,

@@ -22,6 +22,7 @@ import {
   type Owner,
   type PendingConnection,
   type Store,
+  type UpstreamClientRow,
 } from '../src/store/types.js';
 import { postgresSkipReason, startPostgres } from './support/postgres.js';
 import { pendingRow, connection } from './support/store-rows.js';
@@ -1310,6 +1311,54 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           (await b.audit.list()).filter((r) => r.event.startsWith('token_')).map((r) => r.event),
           ['token_exchanged', 'token_exchange_refused'],
         );
+      });
+    });
+
+    describe('upstream clients', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+      const ISSUER = 'https://as.tracker.example';
+      const KEY = 'https://broker.example/connect/tracker/callback';
+      const registration = (clientId: string, overrides: Partial<UpstreamClientRow> = {}): UpstreamClientRow => ({
+        issuer: ISSUER,
+        client_key: KEY,
+        client_id: clientId,
+        client_secret_sealed: null,
+        key_id: null,
+        registered_at: 1_000,
+        metadata_json: JSON.stringify({ client_id: clientId }),
+        ...overrides,
+      });
+
+      test('a registration is kept per (issuer, client key); of concurrent ones from two instances, all read the first written', async () => {
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) =>
+            (i % 2 ? a : b).upstreamClients.putIfAbsent(
+              registration(`client-${i}`, { client_secret_sealed: `sealed-${i}`, key_id: 'k1', registered_at: 1_000 + i }),
+            ),
+          ),
+        );
+        const winner = results[0]!;
+        for (const r of results) assert.deepEqual(r, winner, 'every instance uses the one stored');
+        assert.deepEqual(await a.upstreamClients.find(ISSUER, KEY), winner);
+        assert.match(winner.client_id, /^client-\d$/);
+        assert.equal(winner.client_secret_sealed, `sealed-${winner.client_id.slice(7)}`);
+        assert.equal(typeof winner.registered_at, 'number');
+        assert.equal(await b.upstreamClients.find(ISSUER, 'https://broker.example/connect/other/callback'), undefined);
+        assert.equal(await b.upstreamClients.find('https://as.other.example', KEY), undefined);
+        const other = await b.upstreamClients.putIfAbsent(registration('client-other', { issuer: 'https://as.other.example' }));
+        assert.equal(other.client_id, 'client-other', 'another issuer has its own registration');
+        assert.equal(other.client_secret_sealed, null);
+      });
+
+      test('delete removes a registration only while it is still the named client', async () => {
+        await a.upstreamClients.putIfAbsent(registration('c-1', { client_key: 'key-delete' }));
+        assert.equal(await b.upstreamClients.delete(ISSUER, 'key-delete', 'c-2'), false, 'another client id deletes nothing');
+        assert.equal((await a.upstreamClients.find(ISSUER, 'key-delete'))?.client_id, 'c-1');
+        assert.equal(await b.upstreamClients.delete(ISSUER, 'key-delete', 'c-1'), true);
+        assert.equal(await a.upstreamClients.find(ISSUER, 'key-delete'), undefined);
+        assert.equal((await a.upstreamClients.putIfAbsent(registration('c-3', { client_key: 'key-delete' }))).client_id, 'c-3');
       });
     });
 

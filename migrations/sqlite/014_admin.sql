@@ -4,7 +4,7 @@
 CREATE TABLE audit_events_014 (
   id       INTEGER PRIMARY KEY AUTOINCREMENT,
   at       INTEGER NOT NULL,
-  event    TEXT NOT NULL CHECK (event IN ('connection_created', 'connection_refreshed', 'refresh_failed', 'reauth_required', 'connection_revoked', 'connection_revoked_by_admin', 'binding_refused', 'keys_rotated', 'token_exchanged', 'token_exchange_refused')),
+  event    TEXT NOT NULL CHECK (event IN ('connection_created', 'connection_refreshed', 'refresh_failed', 'reauth_required', 'connection_revoked', 'connection_revoked_by_admin', 'upstream_call', 'binding_refused', 'keys_rotated', 'token_exchanged', 'token_exchange_refused')),
   issuer   TEXT,
   subject  TEXT,
   provider TEXT,

@@ -74,14 +74,15 @@ export class ConnectionService {
   ): Promise<'saved' | 'refused_shared_account' | 'refused_different_account'> {
     const sealed = this.#seal(principal, provider, tokens);
     return this.store.transaction(async (tx) => {
-      if (refuseShared && (await tx.connections.othersWithAccount(principal, provider, account.id)).length > 0) {
+      // An account the provider cannot name (ProviderAccount.unverified) cannot be compared: neither check applies.
+      if (refuseShared && !account.unverified && (await tx.connections.othersWithAccount(principal, provider, account.id)).length > 0) {
         await tx.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
         if (pendingId) await tx.pending.settle(pendingId, 'denied', 'refused_shared_account');
         return 'refused_shared_account';
       }
       // "More access" and "reconnect" come back through the same callback as a first connect: an
       // account switch there would silently move every tool call to another upstream identity.
-      const existing = refuseAccountChange ? await tx.connections.find(principal, provider) : undefined;
+      const existing = refuseAccountChange && !account.unverified ? await tx.connections.find(principal, provider) : undefined;
       if (existing && existing.account_id !== account.id) {
         await tx.audit.record('binding_refused', principal, provider, 'a different upstream account than the linked one');
         if (pendingId) await tx.pending.settle(pendingId, 'denied', 'refused_different_account');

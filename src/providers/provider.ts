@@ -8,6 +8,11 @@ export interface ProviderScope {
 export interface ProviderAccount {
   id: string;
   login: string;
+  /**
+   * The provider could not say which account this is (an `auth: mcp` upstream without OpenID
+   * Connect): the shared-account and different-account checks cannot apply to it.
+   */
+  unverified?: boolean;
 }
 
 /** Tokens as they are sealed in the store. Never rendered, logged or returned to a client. */

@@ -309,6 +309,34 @@ export interface AdminRepository {
   stats(refreshFailuresSince: number, now?: number): Promise<StoreStats>;
 }
 
+/**
+ * The broker's client registration at an upstream's authorization server (`auth: mcp` upstreams):
+ * one per (issuer, client_key), where `client_key` is the redirect URI it was registered for.
+ */
+export interface UpstreamClientRow {
+  issuer: string;
+  client_key: string;
+  client_id: string;
+  /** Sealed by the caller (the store never sees a client secret in the clear); null for public clients. */
+  client_secret_sealed: string | null;
+  key_id: string | null;
+  registered_at: number;
+  /** What the server answered at registration (RFC 7591 §3.2.1), without the secret. */
+  metadata_json: string;
+}
+
+/** Client registrations at upstream authorization servers, shared by every instance. */
+export interface UpstreamClientRepository {
+  /**
+   * Stores `row` unless a registration for its (issuer, client_key) exists, and returns the one
+   * stored: of two instances registering at once, both end up using the first one written.
+   */
+  putIfAbsent(row: UpstreamClientRow): Promise<UpstreamClientRow>;
+  find(issuer: string, clientKey: string): Promise<UpstreamClientRow | undefined>;
+  /** Forgets a registration the server no longer knows, only if it is still `clientId` (a newer one stays). */
+  delete(issuer: string, clientKey: string, clientId: string): Promise<boolean>;
+}
+
 export interface Repositories {
   sessions: SessionRepository;
   loginTransactions: LoginTransactionRepository;
@@ -321,6 +349,7 @@ export interface Repositories {
   clientAssertions: ClientAssertionRepository;
   serviceUsage: ServiceUsageRepository;
   admin: AdminRepository;
+  upstreamClients: UpstreamClientRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

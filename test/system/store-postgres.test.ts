@@ -116,6 +116,7 @@ describe('migrations', () => {
         'rate_limit_windows',
         'refresh_leases',
         'schema_migrations',
+        'upstream_clients',
         'used_client_assertions',
       ],
     );

@@ -10,6 +10,7 @@ import { PgRateLimitRepository } from './rate-limits.js';
 import type { Queryable } from './queryable.js';
 import { PgRefreshLeaseRepository } from './refresh-leases.js';
 import { PgSessionRepository } from './sessions.js';
+import { PgUpstreamClientRepository } from './upstream-clients.js';
 import { guarded } from './unavailable.js';
 
 /** Every repository over one queryable: the pool for the store, a client for a transaction. */
@@ -26,5 +27,6 @@ export function repositoriesOver(q: Queryable): Repositories {
     clientAssertions: guarded(new PgClientAssertionRepository(q)),
     serviceUsage: guarded(new PgServiceUsageRepository(q)),
     admin: guarded(new PgAdminRepository(q)),
+    upstreamClients: guarded(new PgUpstreamClientRepository(q)),
   };
 }

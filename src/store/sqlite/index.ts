@@ -11,6 +11,7 @@ import { SqlitePendingConnectionRepository } from './pending-connections.js';
 import { SqliteRateLimitRepository } from './rate-limits.js';
 import { SqliteRefreshLeaseRepository } from './refresh-leases.js';
 import { SqliteSessionRepository } from './sessions.js';
+import { SqliteUpstreamClientRepository } from './upstream-clients.js';
 
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
@@ -31,6 +32,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     clientAssertions: new SqliteClientAssertionRepository(db, runner),
     serviceUsage: new SqliteServiceUsageRepository(db, runner),
     admin: new SqliteAdminRepository(db, runner),
+    upstreamClients: new SqliteUpstreamClientRepository(db, runner),
   };
 }
 

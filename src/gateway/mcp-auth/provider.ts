@@ -1,0 +1,383 @@
+import * as oidc from 'openid-client';
+import type { Sealer } from '../../crypto/index.js';
+import { displayText, hasInvisibleCharacters } from '../../http/display-text.js';
+import type { Logger } from '../../log.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../../providers/provider.js';
+import type { Store } from '../../store/index.js';
+import { discoverUpstreamAuthorization, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
+import { M } from './messages.js';
+import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
+
+export interface McpAuthProviderOptions {
+  /** The upstream's id: the provider id, the `/connect/<id>` path and the `<ID>_CLIENT_ID` prefix. */
+  id: string;
+  displayName?: string;
+  /** The upstream MCP server's URL, from the configuration (never from a request). */
+  upstreamUrl: URL | string;
+  /** What to ask for; by default the upstream's challenge `scope`, else its metadata's `scopes_supported`. */
+  scopes?: string[];
+  publicUrl: URL;
+  store: Store;
+  /** Seals the client secrets of dynamic registrations in the store (the token sealer). */
+  sealer: Sealer;
+  /** A client the operator registered at the upstream's authorization server (`<ID>_CLIENT_ID` / `<ID>_CLIENT_SECRET`). */
+  clientId?: string;
+  clientSecret?: string;
+  /** The name the broker registers under (its PRODUCT_NAME). */
+  clientName?: string;
+  timeoutMs: number;
+  log: Logger;
+  /** Refresh this long before an access token expires (default 60 s). */
+  refreshSkewMs?: number;
+}
+
+/** Scopes the broker adds for itself (who the account is, refresh tokens): not the upstream's, never shown as its. */
+const IDENTITY_SCOPES = ['openid', 'profile', 'offline_access'];
+
+interface Setup {
+  auth: UpstreamAuthorization;
+  client: UpstreamClient;
+  config: oidc.Configuration;
+  /** The server speaks OpenID Connect: the account comes from a verified ID token. */
+  openid: boolean;
+  /** The identity and refresh scopes this server lists, added to every authorization request. */
+  extraScopes: string[];
+}
+
+const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
+
+/** `<ID>` of the upstream's variables: `tracker-two` → `TRACKER_TWO`. */
+export function variablePrefix(id: string): string {
+  return id.toUpperCase().replace(/-/g, '_');
+}
+
+/** The operator's client for upstream `id` at its authorization server, from `<ID>_CLIENT_ID` / `<ID>_CLIENT_SECRET` in `env`. */
+export function preRegisteredClient(
+  env: Readonly<Record<string, string | undefined>>,
+  id: string,
+): { clientId?: string; clientSecret?: string } {
+  const prefix = variablePrefix(id);
+  const clientId = env[`${prefix}_CLIENT_ID`]?.trim();
+  const clientSecret = env[`${prefix}_CLIENT_SECRET`]?.trim();
+  return clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {};
+}
+
+/** The path of the client ID metadata document the broker serves for an upstream. */
+export function clientDocumentPath(id: string): string {
+  return `/oauth/clients/${encodeURIComponent(id)}.json`;
+}
+
+/**
+ * A provider whose authorization server is discovered from an MCP upstream (`auth: mcp`), so the
+ * connect flow (state, PKCE, sealed tokens, refresh under a lease, /connections, revocation) works
+ * for it as for any configured provider. Every authorization, code and refresh request names the
+ * upstream as its RFC 8707 `resource`, so the tokens are for that upstream alone.
+ */
+export class McpAuthProvider implements Provider {
+  readonly id: string;
+  readonly displayName: string;
+  readonly sandbox = false;
+  readonly scopesApply = true;
+  readonly refreshSkewMs: number;
+  readonly freshTokenRetryMs = 0;
+  readonly upstreamUrl: URL;
+  /** Where the broker serves its client ID metadata document for this upstream; undefined unless PUBLIC_URL is https. */
+  readonly documentUrl: string | undefined;
+  readonly redirectUri: string;
+  readonly #options: McpAuthProviderOptions;
+  #discovery: Promise<UpstreamAuthorization> | undefined;
+  #discovered: UpstreamAuthorization | undefined;
+  #setup: Promise<Setup> | undefined;
+
+  constructor(options: McpAuthProviderOptions) {
+    this.#options = options;
+    this.id = options.id;
+    this.upstreamUrl = new URL(options.upstreamUrl);
+    this.refreshSkewMs = options.refreshSkewMs ?? 60_000;
+    this.displayName = options.displayName ?? options.id;
+    this.redirectUri = new URL(`/connect/${options.id}/callback`, options.publicUrl).href;
+    this.documentUrl =
+      options.publicUrl.protocol === 'https:' ? new URL(clientDocumentPath(options.id), options.publicUrl).href : undefined;
+  }
+
+  /** No descriptions: the upstream's scopes are its own words, which the consent page shows as they are. */
+  get scopes(): ProviderScope[] {
+    return [];
+  }
+
+  get defaultScopes(): string[] {
+    if (this.#options.scopes) return this.#options.scopes;
+    const d = this.#discovered;
+    if (!d) return [];
+    return (d.challengeScopes.length ? d.challengeScopes : d.scopesSupported).filter((s) => !IDENTITY_SCOPES.includes(s));
+  }
+
+  get authorizationOrigin(): string {
+    const endpoint = this.#discovered?.server.authorization_endpoint;
+    return new URL(endpoint ?? this.upstreamUrl.href).origin;
+  }
+
+  /** The client ID metadata document (draft-ietf-oauth-client-id-metadata-document) the broker serves for this upstream. */
+  clientMetadataDocument(): Record<string, unknown> | undefined {
+    if (!this.documentUrl) return undefined;
+    return {
+      client_id: this.documentUrl,
+      client_name: this.#options.clientName ?? 'MCP Connect Broker',
+      client_uri: new URL('/', this.#options.publicUrl).href,
+      redirect_uris: [this.redirectUri],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      application_type: 'web',
+    };
+  }
+
+  #discover(): Promise<UpstreamAuthorization> {
+    this.#discovery ??= discoverUpstreamAuthorization(this.upstreamUrl, {
+      name: this.displayName,
+      timeoutMs: this.#options.timeoutMs,
+    }).then(
+      (d) => (this.#discovered = d),
+      (err: unknown) => {
+        this.#discovery = undefined;
+        this.#options.log.warn('upstream_discovery_failed', { upstream: this.id, ...describe(err) });
+        throw asProviderError(err, this.displayName);
+      },
+    );
+    return this.#discovery;
+  }
+
+  #registration(): RegistrationContext {
+    const o = this.#options;
+    return {
+      name: this.displayName,
+      variablePrefix: variablePrefix(o.id),
+      redirectUri: this.redirectUri,
+      documentUrl: this.documentUrl,
+      clientName: o.clientName ?? 'MCP Connect Broker',
+      ...(o.clientId ? { preRegistered: { clientId: o.clientId, ...(o.clientSecret ? { clientSecret: o.clientSecret } : {}) } } : {}),
+      store: o.store,
+      sealer: o.sealer,
+      timeoutMs: o.timeoutMs,
+      log: o.log,
+    };
+  }
+
+  #ready(): Promise<Setup> {
+    this.#setup ??= (async () => {
+      const auth = await this.#discover();
+      const client = await becomeClient(auth, this.#registration());
+      const { server } = auth;
+      const secret = client.clientSecret ?? '';
+      const clientAuth =
+        client.authMethod === 'client_secret_basic'
+          ? oidc.ClientSecretBasic(secret)
+          : client.authMethod === 'client_secret_post'
+            ? oidc.ClientSecretPost(secret)
+            : oidc.None();
+      const config = new oidc.Configuration(
+        server,
+        client.clientId,
+        client.clientSecret ? { client_secret: secret } : undefined,
+        clientAuth,
+      );
+      // Every endpoint was checked to be https or loopback http; the loopback ones need this switch.
+      if (
+        [server.issuer, server.authorization_endpoint, server.token_endpoint, server.revocation_endpoint].some(
+          (u) => u && isLoopbackHttp(u),
+        )
+      )
+        oidc.allowInsecureRequests(config);
+      config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
+      const listed = strings(server.scopes_supported);
+      const openid = listed.includes('openid');
+      const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
+      const extraScopes = [
+        ...(openid ? ['openid'] : []),
+        ...(openid && listed.includes('profile') ? ['profile'] : []),
+        ...(refreshes && listed.includes('offline_access') ? ['offline_access'] : []),
+      ];
+      this.#options.log.info('upstream_client_ready', { upstream: this.id, issuer: server.issuer, via: client.via, openid });
+      return { auth, client, config, openid, extraScopes };
+    })().catch((err: unknown) => {
+      this.#setup = undefined;
+      throw asProviderError(err, this.displayName);
+    });
+    return this.#setup;
+  }
+
+  async prepare(): Promise<void> {
+    await this.#ready();
+  }
+
+  missingScopes(granted: string[], required: string[]): string[] {
+    return required.filter((r) => !granted.includes(r));
+  }
+
+  withoutImplied(scopes: string[]): string[] {
+    return [...new Set(scopes)];
+  }
+
+  scopesToRequest(asked: string[], granted: string[]): string[] {
+    return [...new Set([...granted, ...asked])];
+  }
+
+  async buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
+    const setup = await this.#ready();
+    const scopes = params.scopes.length ? params.scopes : this.defaultScopes;
+    const scope = [...new Set([...scopes, ...setup.extraScopes])].join(' ');
+    return oidc.buildAuthorizationUrl(setup.config, {
+      redirect_uri: params.redirectUri,
+      state: params.state,
+      code_challenge: params.codeChallenge,
+      code_challenge_method: 'S256',
+      resource: setup.auth.resource,
+      ...(scope ? { scope } : {}),
+      // oidc-provider (and the OpenID spec) issue refresh tokens for offline_access only after consent.
+      ...(setup.extraScopes.includes('offline_access') ? { prompt: 'consent' } : {}),
+    });
+  }
+
+  async completeAuthorization(params: {
+    callbackUrl: URL;
+    expectedState: string;
+    codeVerifier: string;
+    requestedScopes: string[];
+  }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }> {
+    const setup = await this.#ready();
+    let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
+    try {
+      // openid-client checks state, and RFC 9207 `iss` whenever the server advertises it.
+      response = await oidc.authorizationCodeGrant(
+        setup.config,
+        params.callbackUrl,
+        { expectedState: params.expectedState, pkceCodeVerifier: params.codeVerifier, idTokenExpected: setup.openid },
+        { resource: setup.auth.resource },
+      );
+    } catch (err) {
+      throw await this.#grantError(err, 'code', setup);
+    }
+    const tokens = this.#tokens(response, params.requestedScopes.length ? params.requestedScopes : this.defaultScopes);
+    try {
+      return { tokens, account: this.#account(setup, response) };
+    } catch (err) {
+      void this.revoke(tokens, 'token').catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async refresh(tokens: ProviderTokens): Promise<ProviderTokens> {
+    if (!tokens.refreshToken) throw new ProviderError('invalid_grant', M.noRefreshToken(this.displayName), 'no refresh token');
+    const setup = await this.#ready();
+    let response: oidc.TokenEndpointResponse;
+    try {
+      response = await oidc.refreshTokenGrant(setup.config, tokens.refreshToken, { resource: setup.auth.resource });
+    } catch (err) {
+      throw await this.#grantError(err, 'refresh', setup);
+    }
+    const next = this.#tokens(response, tokens.scopes);
+    // A server that does not rotate answers without a refresh_token: the one we have stays valid.
+    if (!next.refreshToken) next.refreshToken = tokens.refreshToken;
+    return next;
+  }
+
+  async revoke(tokens: ProviderTokens, _what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
+    const setup = await this.#ready();
+    if (!setup.auth.server.revocation_endpoint) return { revoked: false };
+    try {
+      // RFC 7009 §2.1: revoking the refresh token revokes its access tokens too (the whole grant, where it has one).
+      await oidc.tokenRevocation(setup.config, tokens.refreshToken ?? tokens.accessToken, {
+        token_type_hint: tokens.refreshToken ? 'refresh_token' : 'access_token',
+      });
+      return { revoked: true };
+    } catch (err) {
+      throw new ProviderError('unavailable', M.revokeUnconfirmed(this.displayName), describe(err).detail);
+    }
+  }
+
+  #tokens(response: oidc.TokenEndpointResponse, requestedScopes: string[]): ProviderTokens {
+    const listed = typeof response.scope === 'string' ? response.scope.split(' ').filter(Boolean) : [];
+    const granted = (listed.length ? listed : requestedScopes).filter((s) => !IDENTITY_SCOPES.includes(s) || requestedScopes.includes(s));
+    return {
+      accessToken: response.access_token,
+      tokenType: response.token_type,
+      ...(response.refresh_token ? { refreshToken: response.refresh_token } : {}),
+      ...(typeof response.expires_in === 'number' && response.expires_in > 0 ? { expiresAt: Date.now() + response.expires_in * 1000 } : {}),
+      scopes: granted,
+    };
+  }
+
+  /**
+   * Who the tokens belong to: the ID token's `sub` (verified by openid-client: issuer, audience,
+   * expiry) when the server speaks OpenID Connect, else what the token response itself names. An
+   * access token's own claims are never read: the broker is not its audience and cannot verify it.
+   * With neither, the account is "account at <host>", marked unverified: the different-account
+   * and shared-account checks cannot apply to it.
+   */
+  #account(setup: Setup, response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): ProviderAccount {
+    const host = new URL(setup.auth.server.issuer).host;
+    let id: unknown;
+    let login: unknown;
+    if (setup.openid) {
+      const claims = response.claims();
+      id = claims?.sub;
+      login = claims?.preferred_username ?? claims?.email ?? claims?.name;
+    } else {
+      const named = ['sub', 'user_id', 'username'].map((k) => response[k]).find((v) => typeof v === 'string' && v !== '');
+      if (named === undefined) return { id: setup.auth.server.issuer, login: M.anonymousLogin(host), unverified: true };
+      id = named;
+    }
+    if (typeof id !== 'string' || id === '') throw new ProviderError('unavailable', M.garbled(this.displayName), 'no sub in the ID token');
+    if (hasInvisibleCharacters(id))
+      throw new ProviderError('unavailable', M.noAccountId(this.displayName), 'sub has control or invisible characters');
+    return { id, login: (typeof login === 'string' ? displayText(login) : undefined) ?? id };
+  }
+
+  async #grantError(err: unknown, grant: 'code' | 'refresh', setup: Setup): Promise<ProviderError> {
+    const name = this.displayName;
+    if (err instanceof ProviderError) return err;
+    const oauth = oauthError(err);
+    if (oauth) {
+      const detail = `${oauth.error}: ${oauth.description ?? ''}`;
+      if (oauth.error === 'access_denied') return new ProviderError('access_denied', M.cancelled(name), detail);
+      if (oauth.error === 'invalid_grant')
+        return grant === 'refresh'
+          ? new ProviderError('invalid_grant', M.refreshRefused(name), detail)
+          : new ProviderError('bad_verification_code', M.codeRefused(name), detail);
+      if (['invalid_client', 'unauthorized_client', 'unsupported_grant_type'].includes(oauth.error)) {
+        // A registration the server no longer knows: forget it, so the next connect registers anew.
+        if (oauth.error === 'invalid_client' && setup.client.via === 'dynamic-registration') {
+          this.#setup = undefined;
+          await forgetRegistration(setup.auth, this.#registration(), setup.client.clientId).catch(() => undefined);
+        }
+        return new ProviderError('misconfigured', M.clientRefused(name), detail);
+      }
+      return new ProviderError('unavailable', M.notCompleted(name), detail);
+    }
+    return new ProviderError('unavailable', M.garbled(name), describe(err).detail);
+  }
+}
+
+/** The OAuth error code of a failed request: from the JSON body, the redirect, or (client authentication over Basic) a 401 challenge. */
+function oauthError(err: unknown): { error: string; description?: string } | undefined {
+  if (err instanceof oidc.ResponseBodyError || err instanceof oidc.AuthorizationResponseError)
+    return { error: err.error, ...(err.error_description ? { description: err.error_description } : {}) };
+  if (err instanceof oidc.WWWAuthenticateChallengeError) {
+    const params = err.cause[0]?.parameters;
+    if (params?.error) return { error: params.error, ...(params.error_description ? { description: params.error_description } : {}) };
+  }
+  return undefined;
+}
+
+function describe(err: unknown): { code?: string; detail: string } {
+  if (err instanceof ProviderError) return { code: err.code, detail: err.detail ?? err.message };
+  return { detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
+}
+
+function asProviderError(err: unknown, name: string): ProviderError {
+  return err instanceof ProviderError ? err : new ProviderError('unavailable', M.unreachable(name), describe(err).detail);
+}
+
+export function createMcpAuthProvider(options: McpAuthProviderOptions): McpAuthProvider {
+  return new McpAuthProvider(options);
+}
