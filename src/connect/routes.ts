@@ -355,7 +355,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         });
       }
       if (!(err instanceof ProviderError)) throw err;
-      log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
+      log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, errorCode: err.code, detail: err.detail });
       throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, M.exchangeFailed(err.message), {
         heading: 'Connection not completed',
       });

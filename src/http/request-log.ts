@@ -1,0 +1,64 @@
+import type { Request, RequestHandler } from 'express';
+import { randomId } from '../crypto/index.js';
+import { runWithLogContext, type Logger } from '../log.js';
+
+/** An incoming `X-Request-Id` is kept only when it is a short token of safe characters. */
+const SANE_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const MAX_LOGGED_PATH = 256;
+
+/** The route label of a request: the Express route pattern it matched, never the raw path. */
+export function routeOf(req: Request, status: number): string {
+  const route = (req as { route?: { path?: unknown } }).route;
+  if (route && typeof route.path === 'string') return `${req.baseUrl}${route.path}`;
+  // Mounted middleware without a route (static files): its mount path, a literal of ours.
+  if (req.baseUrl) return req.baseUrl;
+  return status === 404 ? 'unmatched' : 'other';
+}
+
+export interface RequestLogOptions {
+  /** Called once per request when its response is finished (or its connection closed first). */
+  onDone?: (route: string, status: number, seconds: number) => void;
+}
+
+/**
+ * The first middleware: a request id (the caller's `X-Request-Id` when sane, else a fresh one) in
+ * the `X-Request-Id` response header and on every line logged while the request is served, and one
+ * access line at `info` when it ends. The logged path never carries the query string (callbacks
+ * carry `code` and `state`, connect links their handle).
+ */
+export function requestLog(log: Logger, options: RequestLogOptions = {}): RequestHandler {
+  return (req, res, next) => {
+    const incoming = req.headers['x-request-id'];
+    const reqId = typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomId();
+    res.setHeader('X-Request-Id', reqId);
+    const started = performance.now();
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      const seconds = (performance.now() - started) / 1000;
+      const status = res.statusCode;
+      const route = routeOf(req, status);
+      options.onDone?.(route, status, seconds);
+      log.info('http_request', {
+        reqId,
+        method: req.method,
+        path: pathOf(req),
+        route,
+        status,
+        durationMs: Math.round(seconds * 10_000) / 10,
+        ...(res.writableFinished ? {} : { aborted: true }),
+      });
+    };
+    res.once('finish', finish);
+    res.once('close', finish);
+    runWithLogContext({ reqId }, next);
+  };
+}
+
+function pathOf(req: Request): string {
+  const url = req.originalUrl;
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  return path.length > MAX_LOGGED_PATH ? `${path.slice(0, MAX_LOGGED_PATH)}…` : path;
+}
