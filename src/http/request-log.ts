@@ -6,10 +6,14 @@ import { runWithLogContext, type Logger } from '../log.js';
 const SANE_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const MAX_LOGGED_PATH = 256;
 
-/** The route label of a request: the Express route pattern it matched, never the raw path. */
+/**
+ * The route label of a request: the Express route pattern it matched, never the raw path. The
+ * pattern alone: our routers are mounted at the root, and `req.baseUrl` when the response finishes
+ * is that of whichever layer answered (an error handler mounted at a path), not the route's.
+ */
 export function routeOf(req: Request, status: number): string {
   const route = (req as { route?: { path?: unknown } }).route;
-  if (route && typeof route.path === 'string') return `${req.baseUrl}${route.path}`;
+  if (route && typeof route.path === 'string') return route.path;
   // Mounted middleware without a route (static files): its mount path, a literal of ours.
   if (req.baseUrl) return req.baseUrl;
   return status === 404 ? 'unmatched' : 'other';
