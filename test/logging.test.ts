@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { createLogger, REDACTED_FIELDS } from '../src/log.js';
+import { createLogger, REDACTED_FIELDS, REDACTED_HEADERS } from '../src/log.js';
 import { Browser, type BrowserRequestInit } from './support/browser.js';
 import { modernClient } from './support/mcp.js';
 import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
@@ -167,15 +167,15 @@ describe('logs', () => {
 });
 
 describe('the logger', () => {
-  it('censors every field that could hold a secret, at the top level and one level down', () => {
+  it('censors every field that could hold a secret, and credentials in a headers field', () => {
     const lines: string[] = [];
     const log = createLogger('debug', (l) => lines.push(l));
-    for (const name of REDACTED_FIELDS) log.warn('probe', { [name]: `secret-${name}-value`, nested: { [name]: `deep-${name}-value` } });
+    for (const name of REDACTED_FIELDS) log.warn('probe', { [name]: `secret-${name}-value`, kept: 'visible' });
     assert.equal(lines.length, REDACTED_FIELDS.length);
     for (const [i, name] of REDACTED_FIELDS.entries()) {
-      const line = JSON.parse(lines[i]!) as Record<string, unknown> & { nested: Record<string, unknown> };
+      const line = JSON.parse(lines[i]!) as Record<string, unknown>;
       assert.equal(line[name], '[redacted]', `${name} is censored`);
-      assert.equal(line.nested[name], '[redacted]', `nested ${name} is censored`);
+      assert.equal(line.kept, 'visible', 'other fields stay');
       assert.ok(!lines[i]!.includes('-value'), `no ${name} value`);
     }
     for (const name of [
@@ -190,6 +190,12 @@ describe('the logger', () => {
       'state',
     ])
       assert.ok(REDACTED_FIELDS.includes(name), `${name} is among the censored fields`);
+    log.info('probe', {
+      headers: Object.fromEntries(REDACTED_HEADERS.map((h) => [h, `secret-${h}-value`]).concat([['accept', 'text/html']])),
+    });
+    const headers = (JSON.parse(lines.at(-1)!) as { headers: Record<string, string> }).headers;
+    for (const h of REDACTED_HEADERS) assert.equal(headers[h], '[redacted]', `headers.${h} is censored`);
+    assert.equal(headers.accept, 'text/html');
   });
 
   it('writes one JSON line per event on stdout, at LOG_LEVEL, with the event first among its fields', () => {

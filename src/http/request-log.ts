@@ -1,4 +1,4 @@
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { randomId } from '../crypto/index.js';
 import { runWithLogContext, type Logger } from '../log.js';
 
@@ -22,6 +22,18 @@ export function routeOf(req: Request, status: number): string {
 export interface RequestLogOptions {
   /** Called once per request when its response is finished (or its connection closed first). */
   onDone?: (route: string, status: number, seconds: number) => void;
+  /**
+   * Requests served outside the log context, which then pass `requestIdOf(res)` along themselves.
+   * The context is an AsyncLocalStorage, whose promise hooks cost an MCP request ~13 % of its CPU
+   * (bench: list_connections at c=16; see bench/README.md on call-scope.ts): /mcp goes without.
+   */
+  outsideContext?: (req: Request) => boolean;
+}
+
+/** The request id `requestLog` gave this response. */
+export function requestIdOf(res: Response): string | undefined {
+  const id = res.locals.reqId;
+  return typeof id === 'string' ? id : undefined;
 }
 
 /**
@@ -35,6 +47,7 @@ export function requestLog(log: Logger, options: RequestLogOptions = {}): Reques
     const incoming = req.headers['x-request-id'];
     const reqId = typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomId();
     res.setHeader('X-Request-Id', reqId);
+    res.locals.reqId = reqId;
     const started = performance.now();
     let done = false;
     const finish = () => {
@@ -56,7 +69,8 @@ export function requestLog(log: Logger, options: RequestLogOptions = {}): Reques
     };
     res.once('finish', finish);
     res.once('close', finish);
-    runWithLogContext({ reqId }, next);
+    if (options.outsideContext?.(req)) next();
+    else runWithLogContext({ reqId }, next);
   };
 }
 
