@@ -2,10 +2,12 @@
 // a request id on every line of its request and in X-Request-Id, and no secret in any line.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createLogger, REDACTED_FIELDS, REDACTED_HEADERS } from '../src/log.js';
 import { Browser, type BrowserRequestInit } from './support/browser.js';
 import { modernClient } from './support/mcp.js';
+import { eventually } from './support/eventually.js';
 import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
 
 type Line = Record<string, unknown> & { level: string; time: string; event: string; reqId?: string };
@@ -152,6 +154,27 @@ describe('logs', () => {
       [sane, ...generated].map((id) => [id, '/healthz', '/healthz', 200]),
     );
     assert.ok(!stack.logs.slice(from).join('\n').includes('secret-query-value'), 'the query is never logged');
+  });
+
+  it('logs a request whose client went away before the answer once, marked aborted', async () => {
+    const from = stack.logs.length;
+    const { port } = new URL(stack.publicUrl);
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    // A form promised 1000 bytes long, of which 10 arrive: the body parser waits, the client leaves.
+    socket.write(
+      `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Request-Id: gone-early-1\r\n` +
+        'Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ngrant_type',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.destroy();
+    await eventually('the access line', () => stack.logs.slice(from).some((l) => l.includes('"gone-early-1"')));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const lines = parsed(stack.logs.slice(from)).filter((l) => l.reqId === 'gone-early-1');
+    assert.deepEqual(
+      lines.map((l) => [l.event, l.path, l.aborted]),
+      [['http_request', '/oauth/token', true]],
+    );
   });
 
   it('labels a request no route matched "unmatched" and keeps its path', async () => {

@@ -49,10 +49,7 @@ export function requestLog(log: Logger, options: RequestLogOptions = {}): Reques
     res.setHeader('X-Request-Id', reqId);
     res.locals.reqId = reqId;
     const started = performance.now();
-    let done = false;
     const finish = () => {
-      if (done) return;
-      done = true;
       const seconds = (performance.now() - started) / 1000;
       const status = res.statusCode;
       const route = routeOf(req, status);
@@ -67,7 +64,7 @@ export function requestLog(log: Logger, options: RequestLogOptions = {}): Reques
         ...(res.writableFinished ? {} : { aborted: true }),
       });
     };
-    res.once('finish', finish);
+    // 'close' follows 'finish' on every response, and comes alone when the client went away first.
     res.once('close', finish);
     if (options.outsideContext?.(req)) next();
     else runWithLogContext({ reqId }, next);
