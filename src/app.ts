@@ -21,6 +21,9 @@ import { mcpRateLimit, pageRateLimit } from './http/rate-limits.js';
 import { readiness } from './http/readiness.js';
 import { noStore, securityHeaders } from './http/security-headers.js';
 import { StoreUnavailableError } from './store/index.js';
+import { requestLog } from './http/request-log.js';
+import { metrics } from './observability/metrics.js';
+import { metricsHandler } from './observability/endpoint.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -78,9 +81,12 @@ export function createApp(deps: AppDeps): express.Express {
   const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
   const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
 
+  app.use(requestLog(log, { onDone: (route, status) => metrics.httpRequest(route, status), outsideContext: (req) => req.path === '/mcp' }));
   // Probes first: platforms send them by pod IP or to the bare port, with any Host; they reveal nothing.
   app.get('/healthz', (_req, res) => void res.set('Cache-Control', 'no-store').json({ status: 'ok' }));
   app.get('/readyz', readiness(deps.store, deps.idpHealth));
+  // Scraped by pod IP too; behind a bearer. With METRICS_PORT it is served on that port instead.
+  if (config.metrics.token !== undefined && config.metrics.port === undefined) app.get('/metrics', metricsHandler(config.metrics.token));
 
   app.use(hostGuard(hosts));
   app.use(

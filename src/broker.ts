@@ -18,6 +18,7 @@ import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
 import { openStore, type Store } from './store/index.js';
 import type { Express } from 'express';
+import { metrics } from './observability/metrics.js';
 
 export interface Broker {
   app: Express;
@@ -116,6 +117,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     store.pending.prune().catch((err: unknown) => log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) }));
   }, 60_000);
   pruneTimer.unref();
+  const stopCountingPending = metrics.countPendingFrom(() => store.pending.countInFlight());
 
   return {
     app,
@@ -125,6 +127,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     toolDeps,
     async close() {
       clearInterval(pruneTimer);
+      stopCountingPending();
       idpHealth.close();
       watcher.close();
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.

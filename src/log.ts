@@ -1,10 +1,17 @@
 /**
- * One JSON line per event on stderr. Callers pass codes and ids, never tokens, codes, cookies or
- * request bodies: nothing here redacts, so nothing secret may be handed in.
+ * One JSON line per event on stdout, through pino. Callers pass codes and ids, never tokens, codes,
+ * cookies or request bodies; the `redact` paths below are the second line of defence, censoring
+ * every field name that could ever hold a secret should one be handed in by mistake.
+ *
+ * Lines logged while a request is served carry its `reqId` (see {@link runWithLogContext}), so the
+ * `log.info(event, detail)` calls across the code need no logger passed down to them.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { pino, stdTimeFunctions, type DestinationStream } from 'pino';
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
-const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+const LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
 
 export interface Logger {
   debug(event: string, fields?: Record<string, unknown>): void;
@@ -13,13 +20,112 @@ export interface Logger {
   error(event: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(
-  level: LogLevel = (process.env.LOG_LEVEL as LogLevel) in ORDER ? (process.env.LOG_LEVEL as LogLevel) : 'info',
-  write: (line: string) => void = (l) => process.stderr.write(l + '\n'),
-): Logger {
+/**
+ * Field names censored wherever they appear at the top level of a line, where callers put their
+ * fields (OAuth and OIDC parameters, our own link handle `req`, the MCP `requestState`, HTTP
+ * credentials). `code` is among them: an authorization code is one, so error codes are logged as
+ * `errorCode`.
+ */
+export const REDACTED_FIELDS: readonly string[] = [
+  'token',
+  'tokens',
+  'accessToken',
+  'access_token',
+  'refreshToken',
+  'refresh_token',
+  'idToken',
+  'id_token',
+  'id_token_hint',
+  'subjectToken',
+  'subject_token',
+  'actorToken',
+  'actor_token',
+  'assertion',
+  'clientAssertion',
+  'client_assertion',
+  'secret',
+  'clientSecret',
+  'client_secret',
+  'password',
+  'code',
+  'codeVerifier',
+  'code_verifier',
+  'state',
+  'requestState',
+  'nonce',
+  'handle',
+  'req',
+  'link',
+  'authorization',
+  'Authorization',
+  'cookie',
+  'Cookie',
+  'set-cookie',
+  'Set-Cookie',
+  'sealed_tokens',
+  'key',
+];
+
+/** Header names censored inside a `headers` field (should request or response headers ever be logged). */
+export const REDACTED_HEADERS: readonly string[] = ['authorization', 'cookie', 'set-cookie', 'proxy-authorization'];
+
+/**
+ * Explicit paths only: pino's wildcard paths (`*.token`) cost ~100 µs a line, more than the rest of
+ * a request's logging together (bench: list_connections CPU per request).
+ */
+const redactPaths = [
+  ...REDACTED_FIELDS.map((name) => (/^[A-Za-z_$][\w$]*$/.test(name) ? name : `["${name}"]`)),
+  ...REDACTED_HEADERS.map((name) => `headers["${name}"]`),
+];
+
+export interface LogContext {
+  reqId: string;
+}
+
+const context = new AsyncLocalStorage<LogContext>();
+
+/** Runs `fn` (and everything it awaits or schedules) with `ctx` added to every line it logs. */
+export function runWithLogContext<T>(ctx: LogContext, fn: () => T): T {
+  return context.run(ctx, fn);
+}
+
+/**
+ * `log` with `fields` added to each line: for code that serves a request outside the log context
+ * (the MCP endpoint, see src/http/request-log.ts) and passes its logger along instead.
+ */
+export function withFields(log: Logger, fields: Record<string, unknown>): Logger {
+  const at = (lvl: LogLevel) => (event: string, more?: Record<string, unknown>) => log[lvl](event, { ...fields, ...more });
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+function levelFromEnv(): LogLevel {
+  const v = process.env.LOG_LEVEL;
+  return LEVELS.includes(v as LogLevel) ? (v as LogLevel) : 'info';
+}
+
+/**
+ * A logger at `level` (LOG_LEVEL by default; anything else is `info`) writing to stdout, or to
+ * `write` (one line at a time, without its newline: tests and the benchmark).
+ */
+export function createLogger(level: LogLevel = levelFromEnv(), write?: (line: string) => void): Logger {
+  const destination: DestinationStream | undefined = write ? { write: (line: string) => write(line.replace(/\n$/, '')) } : undefined;
+  const p = pino(
+    {
+      level,
+      timestamp: stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: redactPaths, censor: '[redacted]' },
+      // A fresh object each time: pino merges the line's fields into what this returns.
+      mixin: () => {
+        const ctx = context.getStore();
+        return ctx ? { reqId: ctx.reqId } : {};
+      },
+    },
+    destination,
+  );
+  // `event` first among the fields (collectors and tests look for `"event":"listening","url":…`).
   const at = (lvl: LogLevel) => (event: string, fields?: Record<string, unknown>) => {
-    if (ORDER[lvl] < ORDER[level]) return;
-    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, event, ...fields }));
+    if (p.isLevelEnabled(lvl)) p[lvl]({ event, ...fields });
   };
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }

@@ -4,12 +4,15 @@ import { createBroker, type Broker, type BrokerOptions } from './broker.js';
 import { jsonRpcErrorBody } from './http/json-rpc-error.js';
 import type { Config } from './config/env.js';
 import type { Logger } from './log.js';
+import { startMetricsListener, type MetricsListener } from './observability/endpoint.js';
 
 export interface RunningBroker {
   broker: Broker;
   server: Server;
   /** The actual listen URL (useful with PORT=0). */
   url: string;
+  /** Where METRICS_PORT serves /metrics (127.0.0.1 only), when it is set. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
@@ -45,12 +48,23 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
   server.headersTimeout = 66_000;
   server.requestTimeout = Math.max(120_000, config.repeatHoldMs + 30_000);
   const { port, address } = server.address() as AddressInfo;
+  let metricsListener: MetricsListener | undefined;
+  if (config.metrics.port !== undefined) {
+    metricsListener = await startMetricsListener(config.metrics.port, config.metrics.token).catch(async (err: unknown) => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await broker.close();
+      throw new Error(
+        `METRICS_PORT: cannot listen on 127.0.0.1:${config.metrics.port} (${err instanceof Error ? err.message : String(err)})`,
+      );
+    });
+  }
   const host = address.includes(':') ? `[${address}]` : address;
   let closing: Promise<void> | undefined;
   return {
     broker,
     server,
     url: `http://${host}:${port}`,
+    ...(metricsListener ? { metricsUrl: metricsListener.url } : {}),
     close() {
       closing ??= (async () => {
         // Answer held calls first ("ask again" with the same link), then stop taking requests.
@@ -67,6 +81,7 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
           // timeout to finish (their tokens must be stored), then whatever is left is cut.
           setTimeout(() => server.closeAllConnections(), config.providerTimeoutMs + 2000).unref();
         });
+        await metricsListener?.close();
         await broker.close();
       })();
       return closing;

@@ -405,6 +405,19 @@ describe('loadConfig: defaults', () => {
     refuses(validEnv({ MCP_RATE_LIMIT_PER_MINUTE: '-1' }), 'MCP_RATE_LIMIT_PER_MINUTE must be an integer between 0 and 1000000 (got "-1")');
   });
 
+  it('turns /metrics on only with METRICS_TOKEN (at least 16 printable characters) or METRICS_PORT (1–65535)', () => {
+    assert.deepEqual(loadConfig(validEnv()).metrics, { token: undefined, port: undefined });
+    assert.deepEqual(loadConfig(validEnv({ METRICS_TOKEN: '', METRICS_PORT: '' })).metrics, { token: undefined, port: undefined });
+    const token = 'a-metrics-bearer-0123456789';
+    assert.deepEqual(loadConfig(validEnv({ METRICS_TOKEN: token })).metrics, { token, port: undefined });
+    assert.deepEqual(loadConfig(validEnv({ METRICS_PORT: '9464' })).metrics, { token: undefined, port: 9464 });
+    assert.deepEqual(loadConfig(validEnv({ METRICS_PORT: '9464', METRICS_TOKEN: token })).metrics, { token, port: 9464 });
+    for (const bad of ['short-token', 'a token with spaces in it', 'ünïcode-token-0123456789'])
+      refuses(validEnv({ METRICS_TOKEN: bad }), 'METRICS_TOKEN must be at least 16 printable ASCII characters without spaces');
+    for (const bad of ['0', '65536', 'http'])
+      refuses(validEnv({ METRICS_PORT: bad }), `METRICS_PORT must be an integer between 1 and 65535 (got "${bad}")`);
+  });
+
   it('refuses out-of-range numbers, naming the variable', () => {
     refuses(validEnv({ REPEAT_HOLD_SECONDS: '51' }), 'REPEAT_HOLD_SECONDS must be a number between 0 and 50 (got "51")');
     refuses(validEnv({ PORT: 'http' }), 'PORT must be an integer between 0 and 65535 (got "http")');

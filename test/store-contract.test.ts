@@ -381,6 +381,20 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await a.pending.byLinkHash(`${row.link_hash}-other`), undefined);
       });
 
+      test('countInFlight counts every owner’s unexpired open and authorizing rows, and nothing settled or expired', async () => {
+        const [c, d] = await fresh();
+        assert.equal(await d.pending.countInFlight(), 0);
+        const open = pendingRow(ALICE);
+        const authorizing = pendingRow(BOB, { provider: 'gitlab' });
+        const settled = pendingRow(CAROL);
+        const expired = pendingRow(CAROL, { expires_at: Date.now() - 1 });
+        for (const row of [open, authorizing, settled, expired]) await c.pending.create(row);
+        assert.equal(await c.pending.claim(authorizing.id), true);
+        assert.equal(await c.pending.settle(settled.id, 'completed'), true);
+        assert.equal(await d.pending.countInFlight(), 2, 'the open and the authorizing row');
+        assert.equal(await d.pending.countInFlight(Date.now() + 2 * HOUR), 0, 'none once they expire');
+      });
+
       test('latestInFlight is the newest unexpired, unsettled row of that owner for that provider', async () => {
         const provider = 'linear';
         const older = pendingRow(BOB, { provider });

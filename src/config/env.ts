@@ -59,6 +59,11 @@ export interface Config {
   /** Express `trust proxy` setting, for deployments behind a reverse proxy. */
   trustProxy: boolean | number | string;
   secureCookies: boolean;
+  /**
+   * `/metrics`: off unless `token` (a bearer then required) or `port` (a separate listener on
+   * 127.0.0.1, which also asks for the bearer when `token` is set) is given.
+   */
+  metrics: { token: string | undefined; port: number | undefined };
 }
 
 function parseUrl(name: string, value: string, { allowPath }: { allowPath: boolean }): URL {
@@ -76,6 +81,14 @@ function parseUrl(name: string, value: string, { allowPath }: { allowPath: boole
   }
   if (!allowPath && url.pathname !== '/') throw new ConfigError(`${name} must not have a path`);
   return url;
+}
+
+/** A bearer for /metrics: long enough not to be guessed, and sendable in a header as it is. */
+function metricsToken(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value.length < 16 || !/^[\x21-\x7e]+$/.test(value))
+    throw new ConfigError('METRICS_TOKEN must be at least 16 printable ASCII characters without spaces');
+  return value;
 }
 
 /** Drops one trailing slash so `new URL('mcp', base)`-style joins and comparisons stay exact. */
@@ -121,6 +134,8 @@ const rawSchema = z.object({
   SERVICE_RATE_LIMIT_PER_MINUTE: z.string().optional(),
   PENDING_CONNECTIONS_PER_USER: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
+  METRICS_TOKEN: z.string().optional(),
+  METRICS_PORT: z.string().optional(),
 });
 
 /** Every variable the schema reads (the README's configuration table is checked against it). */
@@ -347,6 +362,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pendingConnectionsPerUser: take(() => integer('PENDING_CONNECTIONS_PER_USER', e.PENDING_CONNECTIONS_PER_USER, 20, 1, 1000)),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     secureCookies: take(() => publicUrl.protocol === 'https:'),
+    metrics: {
+      token: take(() => metricsToken(e.METRICS_TOKEN)),
+      port: take(() => (e.METRICS_PORT ? integer('METRICS_PORT', e.METRICS_PORT, 0, 1, 65535) : undefined)),
+    },
   };
   problems.throwIfAny();
   return config;

@@ -5,6 +5,7 @@ import type { PendingConnection, Store } from '../store/index.js';
 import type { Logger } from '../log.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import type { ConnectionService, OpenConnection, Usable } from '../connections/index.js';
+import { metrics } from '../observability/metrics.js';
 
 /** Why a usable token cannot be handed out: what the connect link will fix. */
 export type AskReason = 'not_connected' | 'reauth_required' | 'insufficient_scope';
@@ -71,7 +72,8 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
     // Tests wait on this line instead of sleeping to be sure a call is held (and an operator at
     // debug level sees which calls sit on which flow).
     deps.log.debug('repeat_held', { provider: provider.id, pending: pending.id, holdMs: req.holdMs });
-    const { outcome, row: current } = await deps.watcher.waitForRow(pending.id, req.holdMs, req.signal);
+    const held = metrics.holdStarted();
+    const { outcome, row: current } = await deps.watcher.waitForRow(pending.id, req.holdMs, req.signal).finally(held);
     if (outcome === 'completed') {
       ({ usable, missing } = await check());
       if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };

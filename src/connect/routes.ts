@@ -20,6 +20,7 @@ import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from '../connections/index.js';
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
 import { M } from './messages.js';
+import { metrics } from '../observability/metrics.js';
 
 export interface ConnectRouteDeps {
   publicUrl: URL;
@@ -120,6 +121,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
     if (!samePrincipal(viewer, pending)) {
       log.warn('connect_principal_mismatch', { provider: provider.id, pending: pending.id });
+      metrics.connectFlow(provider.id, 'refused');
       renderPage(
         res,
         page,
@@ -188,6 +190,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (decision === 'cancel') {
       await settle(pending, 'cancelled');
       log.info('connect_cancelled', { provider: provider.id, pending: pending.id });
+      metrics.connectFlow(provider.id, 'cancelled');
       return renderMessage(res, page, 200, 'Nothing was connected', M.cancelledOnConsent(provider.displayName));
     }
     if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
@@ -224,6 +227,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       throw new BrokerError(409, 'link_busy', M.linkBusy);
     }
     log.info('connect_authorizing', { provider: provider.id, pending: pending.id });
+    metrics.connectFlow(provider.id, 'started');
     res.redirect(303, url.href);
   });
 
@@ -261,6 +265,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const flow = state && session ? await store.oauthFlows.take(sha256Hex(state), session.idHash, provider.id) : undefined;
     if (!flow) {
       if (state) log.warn('connect_callback_refused', { provider: provider.id, signedIn: !!session?.principal });
+      if (state) metrics.connectFlow(provider.id, 'refused');
       throw invalidCallback();
     }
     return flow;
@@ -279,6 +284,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
    */
   async function refuseSpent(pending: PendingConnection, provider: Provider, event?: string): Promise<BrokerError> {
     if (event) log.warn(event, { provider: provider.id, pending: pending.id });
+    metrics.connectFlow(provider.id, event ? 'refused' : 'failed');
     await settle(pending, 'failed');
     return invalidCallback();
   }
@@ -310,6 +316,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const denied = error === 'access_denied';
     await settle(pending, denied ? 'denied' : 'failed');
     log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
+    metrics.connectFlow(provider.id, denied ? 'denied' : 'failed');
     if (!denied) {
       throw new BrokerError(502, 'provider_refused', M.providerRefused(provider.displayName), { heading: 'Connection not completed' });
     }
@@ -349,6 +356,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       void watcher.notify(pending.id);
       return { existing, account, tokens, outcome };
     } catch (err) {
+      metrics.connectFlow(provider.id, 'failed');
       await settle(pending, 'failed').catch(() => undefined);
       if (err instanceof StoreUnavailableError && exchanged) {
         // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
@@ -359,7 +367,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         });
       }
       if (!(err instanceof ProviderError)) throw err;
-      log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, code: err.code, detail: err.detail });
+      log.warn('connect_exchange_failed', { provider: provider.id, pending: pending.id, errorCode: err.code, detail: err.detail });
       throw new BrokerError(err.code === 'misconfigured' ? 500 : 502, `provider_${err.code}`, M.exchangeFailed(err.message), {
         heading: 'Connection not completed',
       });
@@ -380,6 +388,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (outcome !== 'refused_different_account') return;
     const { provider, account } = r;
     log.warn('connect_account_change_refused', { provider: provider.id, pending: r.pending.id });
+    metrics.connectFlow(provider.id, 'refused');
     // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
     void provider.revoke(r.tokens, 'token').catch(() => undefined);
     const linked = r.existing ? `@${r.existing.account_login}` : 'another account';
@@ -397,6 +406,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     if (outcome !== 'refused_shared_account') return;
     const { provider, account } = r;
     log.warn('connect_shared_account_refused', { provider: provider.id, pending: r.pending.id });
+    metrics.connectFlow(provider.id, 'refused');
     // The token we were just given is not kept; let the provider forget it — only it: revoking the
     // grant would cut off the other user's working connection to the same account.
     void provider.revoke(r.tokens, 'token').catch(() => undefined);
@@ -407,6 +417,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
 
   function renderConnected(res: Response, provider: Provider, pending: PendingConnection, account: ProviderAccount): void {
     log.info('connection_created', { provider: provider.id, pending: pending.id });
+    metrics.connectFlow(provider.id, 'completed');
     renderPage(res, page, 'connected', {
       title: `Connected to ${provider.displayName}`,
       providerName: provider.displayName,

@@ -4,6 +4,7 @@ import { randomId } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
 import { StoreUnavailableError, type AuditEvent, type ConnectionRow, type Store } from '../store/index.js';
+import { metrics } from '../observability/metrics.js';
 
 export interface OpenConnection {
   row: ConnectionRow;
@@ -151,9 +152,12 @@ export class TokenRefresher {
     latest: OpenConnection,
   ): Promise<{ kind: 'tokens'; tokens: ProviderTokens } | { kind: 'answered'; usable: Usable }> {
     try {
-      return { kind: 'tokens', tokens: await provider.refresh(latest.tokens) };
+      const tokens = await provider.refresh(latest.tokens);
+      metrics.tokenRefresh(provider.id, 'refreshed');
+      return { kind: 'tokens', tokens };
     } catch (err) {
       const code = err instanceof ProviderError ? err.code : 'unknown';
+      metrics.tokenRefresh(provider.id, code === 'invalid_grant' ? 'rejected' : 'failed');
       await this.vault.audit('refresh_failed', owner, provider.id, code);
       if (code !== 'invalid_grant') throw err;
       return { kind: 'answered', usable: await this.#judgeRejected(owner, provider, latest) };

@@ -15,6 +15,7 @@ import { ClientAuthenticator, JWT_BEARER_ASSERTION } from './client-auth.js';
 import { ConnectRequests } from './connect-request.js';
 import { ExchangeError } from './errors.js';
 import { M } from './messages.js';
+import { metrics } from '../observability/metrics.js';
 import type { ConfiguredService } from '../config/services.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -248,6 +249,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     noStore(res);
     if (resolution.kind === 'ok') {
       await granted(ask, resolution.connection);
+      metrics.tokenExchange(service.id, 'granted');
       const { tokens, row } = resolution.connection;
       res.status(200).json({
         access_token: tokens.accessToken,
@@ -264,6 +266,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     if (resolution.kind === 'settled') {
       const reason = resolution.outcomeReason === 'refused_shared_account' ? 'account_linked_elsewhere' : resolution.status;
       await audit('token_exchange_refused', principal, provider.id, `service=${service.id} reason=access_denied:${reason}`);
+      metrics.tokenExchange(service.id, 'denied');
       res.status(400).json({ error: 'access_denied', error_description: M.denied[reason], reason });
       return;
     }
@@ -279,6 +282,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
         service.id,
       ));
     await audit('token_exchange_refused', principal, provider.id, `service=${service.id} reason=interaction_required:${reason}`);
+    metrics.tokenExchange(service.id, 'interaction_required');
     res.status(400).json({
       error: 'interaction_required',
       error_description: M.interaction[reason](provider.displayName),
@@ -339,6 +343,11 @@ function wrap(handler: RequestHandler): RequestHandler {
 function oauthErrors(log: Logger): ErrorRequestHandler {
   return (err, _req, res, _next) => {
     noStore(res);
+    // A service that has not authenticated yet is `unknown`: its claimed id is anyone's to choose.
+    metrics.tokenExchange(
+      (res.locals.service as ConfiguredService | undefined)?.id ?? 'unknown',
+      err instanceof ExchangeError ? err.code : 'error',
+    );
     if (err instanceof ExchangeError) {
       if (err.options.basicChallenge) res.set('WWW-Authenticate', 'Basic realm="token-exchange", charset="UTF-8"');
       if (err.options.retryAfterSeconds) res.set('Retry-After', String(err.options.retryAfterSeconds));

@@ -24,7 +24,7 @@ export function errorHandler(page: PageContext, log: Logger, isUnavailable: (err
       ({ status, code, message } = err);
       heading = err.options.heading ?? heading;
       if (err.options.action) extra = { action: err.options.action };
-      if (err.options.detail) log.info('request_refused', { code, status, detail: err.options.detail });
+      if (err.options.detail) log.info('request_refused', { errorCode: code, status, detail: err.options.detail });
     } else if (isUnavailable(err)) {
       status = 503;
       code = 'temporarily_unavailable';

@@ -10,9 +10,11 @@ import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/w
 import { jsonRpcError } from '../http/json-rpc-error.js';
 import type { McpRateLimit } from '../http/rate-limits.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
-import type { Logger } from '../log.js';
+import { withFields, type Logger } from '../log.js';
+import { requestIdOf } from '../http/request-log.js';
 import { M } from './messages.js';
 import { withCallScope } from './call-scope.js';
+import { withRequestId } from './request-id.js';
 
 export interface McpEndpointOptions {
   handler: McpHttpHandler;
@@ -64,7 +66,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
       });
     } catch (err) {
       if (err instanceof IdentityProviderUnavailable) {
-        log.error('idp_unavailable', { message: err.message });
+        withFields(log, { reqId: requestIdOf(res) }).error('idp_unavailable', { message: err.message });
         return jsonRpcError(res, 503, -32603, M.idpDown, {
           'Retry-After': '5',
         });
@@ -113,7 +115,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
 
     const request = toWebRequest(req, res, publicUrl.href, body);
     const response = await handler.fetch(request, {
-      authInfo: withCallScope(authInfo, parsed),
+      authInfo: withRequestId(withCallScope(authInfo, parsed), requestIdOf(res)),
       ...(parsed !== undefined ? { parsedBody: parsed } : {}),
     });
     await sendWebResponse(res, response);

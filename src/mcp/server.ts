@@ -9,6 +9,8 @@ import { registerGitHubCreateIssue } from './tools/github-create-issue.js';
 import { registerGitHubWhoami } from './tools/github-whoami.js';
 import { registerListConnections } from './tools/list-connections.js';
 import { M } from './messages.js';
+import { countToolCalls } from '../observability/tool-metrics.js';
+import { requestLogger } from './request-id.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
@@ -28,7 +30,8 @@ const TOOLS = new Map<string, Registrar>([
  * tool (its answer depends on nothing else, and building all of them per request was a large part
  * of the per-request CPU, see bench/README.md); anything else gets every tool.
  */
-export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
+export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServer {
+  const deps: ToolDeps = { ...shared, log: requestLogger(shared.log, rc.authInfo) };
   const server = new McpServer(SERVER_INFO, {
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
@@ -38,6 +41,7 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
   reuseConvertedOutputSchemas(server);
   answerStoreOutagesAsToolErrors(server, deps);
+  countToolCalls(server);
   const facts = { era: rc.era };
   const call = callScopeOf(rc.authInfo);
   const only = call?.method === 'tools/call' ? TOOLS.get(call.name) : undefined;

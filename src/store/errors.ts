@@ -1,3 +1,5 @@
+import { metrics } from '../observability/metrics.js';
+
 /**
  * The database cannot be reached or is not answering in time (server down or restarting, network
  * gone, pool exhausted, statement timeout). Callers answer "try again shortly" — HTTP 503 on pages,
@@ -8,5 +10,6 @@ export class StoreUnavailableError extends Error {
 
   constructor(cause: unknown) {
     super('the database cannot be reached right now', { cause });
+    metrics.storeError();
   }
 }

@@ -158,6 +158,8 @@ export interface PendingConnectionRepository {
   openOrCreate(row: NewPendingConnection, maxOpen: number, now?: number): Promise<{ pending: PendingConnection; cancelled: string[] }>;
   /** The newest unexpired, unsettled pending connection of `owner` for `provider`. */
   latestInFlight(owner: Owner, provider: string, now?: number): Promise<PendingConnection | undefined>;
+  /** How many pending connections, of every owner, are unexpired and open or authorizing (the metrics gauge). */
+  countInFlight(now?: number): Promise<number>;
   /**
    * Moves an open, unexpired link to `authorizing`, exactly once: of two concurrent claims only
    * one sees a changed row. This is what makes a connect link single-use.

@@ -169,6 +169,8 @@ export async function spawnBroker(
         resolve(m[1]!);
       }
     };
+    // The broker logs on stdout; start-up failures go to stderr.
+    child.stdout!.on('data', check);
     child.stderr!.on('data', check);
     child.once('exit', (code) => {
       clearTimeout(timer);

@@ -99,7 +99,7 @@ describe(
         // All 50 click Authorize at once; the 12th "connection_created" line pulls the plug.
         let killed: Promise<number | null> | undefined;
         const kill = () => (killed ??= first.stop('SIGKILL'));
-        first.child.stderr!.on('data', () => {
+        first.child.stdout!.on('data', () => {
           if (count(first.output(), '"event":"connection_created"') >= KILL_AFTER_CONNECTIONS) void kill();
         });
         await Promise.all(

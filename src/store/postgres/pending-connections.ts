@@ -91,6 +91,14 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
     return r.rows[0];
   }
 
+  async countInFlight(now = Date.now()): Promise<number> {
+    const r = await this.q.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pending_connections WHERE status IN ('open', 'authorizing') AND expires_at > $1`,
+      [now],
+    );
+    return Number(r.rows[0]!.n);
+  }
+
   async claim(id: string, now = Date.now()): Promise<boolean> {
     const r = await this.q.query(
       `UPDATE pending_connections SET status = 'authorizing', updated_at = $1 WHERE id = $2 AND status = 'open' AND expires_at > $1`,

@@ -29,7 +29,7 @@ export const int8AsNumber: CustomTypesConfig = {
 export function describeError(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { message: String(err) };
   const code = (err as { code?: unknown }).code;
-  return { message: err.message, ...(typeof code === 'string' ? { code } : {}) };
+  return { message: err.message, ...(typeof code === 'string' ? { errorCode: code } : {}) };
 }
 
 export function createPool(url: string, options: PoolOptions): pg.Pool {

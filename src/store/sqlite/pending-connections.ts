@@ -91,6 +91,17 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
     );
   }
 
+  countInFlight(now = Date.now()): Promise<number> {
+    return this.gate.run(
+      () =>
+        (
+          this.db
+            .prepare(`SELECT count(*) AS n FROM pending_connections WHERE status IN ('open', 'authorizing') AND expires_at > ?`)
+            .get(now) as { n: number }
+        ).n,
+    );
+  }
+
   claim(id: string, now = Date.now()): Promise<boolean> {
     return this.gate.run(
       () =>

@@ -1,0 +1,57 @@
+import express, { type RequestHandler } from 'express';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { constantTimeEqual } from '../crypto/index.js';
+import { registry } from './metrics.js';
+
+/**
+ * `GET /metrics` in the Prometheus text format; with `token`, only for `Authorization: Bearer
+ * <token>` (compared in constant time), anything else a 401 with a Bearer challenge.
+ */
+export function metricsHandler(token: string | undefined): RequestHandler {
+  return async (req, res) => {
+    if (token !== undefined) {
+      const header = req.headers.authorization;
+      const presented = typeof header === 'string' && /^Bearer /i.test(header) ? header.slice(7).trim() : undefined;
+      if (presented === undefined || !constantTimeEqual(presented, token)) {
+        res
+          .status(401)
+          .set('WWW-Authenticate', 'Bearer realm="metrics"')
+          .set('Cache-Control', 'no-store')
+          .json({ error: 'unauthorized', error_description: 'Send the METRICS_TOKEN as "Authorization: Bearer <token>".' });
+        return;
+      }
+    }
+    const body = await registry.metrics();
+    res.status(200).set('Content-Type', registry.contentType).set('Cache-Control', 'no-store').send(body);
+  };
+}
+
+export interface MetricsListener {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** `/metrics` on its own port, bound to 127.0.0.1 only (a sidecar or node agent scrapes it there). */
+export async function startMetricsListener(port: number, token: string | undefined): Promise<MetricsListener> {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('strict routing', true);
+  app.set('case sensitive routing', true);
+  app.get('/metrics', metricsHandler(token));
+  app.use((_req, res) => void res.status(404).json({ error: 'not_found', error_description: 'Only /metrics is served here.' }));
+  const server: Server = app.listen(port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  const address = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${address.port}/metrics`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,40 @@
+import { UrlElicitationRequiredError, type McpServer } from '@modelcontextprotocol/server';
+import { metrics, type ToolOutcome } from './metrics.js';
+
+/**
+ * What a tool's answer was, in the four words of `broker_mcp_tool_calls_total`: asked the user for
+ * something (a URL elicitation, either era), an error, "nothing was done" after a decline or cancel
+ * (`structuredContent.status` `not_connected` / `not_done`, see src/mcp/results.ts), or done.
+ */
+export function toolOutcome(result: unknown): ToolOutcome {
+  const r = (result ?? {}) as { resultType?: unknown; isError?: unknown; structuredContent?: { status?: unknown } };
+  if (r.resultType === 'input_required') return 'input_required';
+  if (r.isError === true) return 'error';
+  const status = r.structuredContent?.status;
+  if (status === 'not_connected' || status === 'not_done') return 'declined';
+  return 'complete';
+}
+
+/**
+ * Counts every call of every tool `server` registers from here on, by the registered name (our own
+ * code's, never the client's) and outcome: what the tool itself answered or threw (a store outage,
+thrown, is an error).
+ */
+export function countToolCalls(server: McpServer): void {
+  const register = server.registerTool.bind(server);
+  server.registerTool = ((...args: unknown[]) => {
+    const name = String(args[0]);
+    const callback = args.at(-1) as (...a: unknown[]) => unknown;
+    args[args.length - 1] = async (...a: unknown[]) => {
+      try {
+        const result = await callback(...a);
+        metrics.toolCall(name, toolOutcome(result));
+        return result;
+      } catch (err) {
+        metrics.toolCall(name, err instanceof UrlElicitationRequiredError ? 'input_required' : 'error');
+        throw err;
+      }
+    };
+    return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);
+  }) as typeof server.registerTool;
+}
