@@ -10,7 +10,9 @@ import { Sealer } from './crypto/index.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
 import { createToolStateCodec } from './mcp/request-state.js';
-import { createMcpEndpointHandler } from './mcp/server.js';
+import { builtinToolNames, createMcpEndpointHandler, SERVER_INFO } from './mcp/server.js';
+import { ConfigError } from './config/errors.js';
+import { Gateway } from './gateway/index.js';
 import { GitHubApi } from './providers/github/api.js';
 import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
@@ -37,7 +39,7 @@ export interface BrokerOptions {
 export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
   const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
   const sealer = new Sealer(config.tokenKeys);
-  const providers: ReadonlyMap<string, Provider> = new Map(
+  const providers = new Map<string, Provider>(
     config.providers.map((p) => [
       p.definition.id,
       new OAuthProvider({
@@ -50,6 +52,13 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       }),
     ]),
   );
+  // Gateway: an `auth: mcp` upstream is a provider of its own, under the upstream's id (its /connect
+  // page, its connections). MERGE(G3): build it here with createMcpAuthProvider from src/gateway/mcp-auth/.
+  const mcpUpstream = config.upstreams.find((u) => u.auth.kind === 'mcp');
+  if (mcpUpstream) {
+    await store.close();
+    throw new ConfigError(`PROVIDERS_FILE upstreams.${mcpUpstream.id}.auth: auth: mcp upstreams are not available yet`);
+  }
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({
     issuer: config.oidc.issuer,
@@ -67,6 +76,29 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   });
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
+  const builtins = new Set(builtinToolNames(config.builtinTools));
+  const gateway =
+    config.upstreams.length > 0
+      ? new Gateway({
+          upstreams: config.upstreams,
+          providers,
+          builtins,
+          store,
+          connections,
+          log,
+          maxResultBytes: config.upstreamMaxResultBytes,
+          clientInfo: SERVER_INFO,
+          // MERGE(G2): seams: { onScopeChallenge, relayInputRequired, repeatParams } from src/gateway/relay/.
+        })
+      : undefined;
+  if (gateway) {
+    try {
+      await gateway.start();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+  }
   const mcpHandler = createMcpEndpointHandler({
     publicUrl: config.publicUrl,
     repeatHoldMs: config.repeatHoldMs,
@@ -78,6 +110,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     log,
     github,
     providers,
+    disabledTools: new Set(builtinToolNames({}).filter((name) => !builtins.has(name))),
+    ...(gateway ? { gateway } : {}),
   });
   const app = createApp({
     config,
@@ -118,6 +152,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();
       await mcpHandler.close();
+      gateway?.close();
       await store.close();
     },
   };
