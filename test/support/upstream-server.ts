@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   createMcpHandler,
   inputRequired,
+  inputResponse,
   isLegacyRequest,
   ProtocolError,
   ProtocolErrorCode,
@@ -127,12 +128,13 @@ function buildServer(options: UpstreamServerOptions, era: 'modern' | 'legacy'): 
           }) as unknown as CallToolResult;
         return text('confirmed');
       case 'ask': {
-        const answer = await server.elicitInput({
-          mode: 'form',
-          message: 'Which one?',
-          requestedSchema: { type: 'object', properties: {} },
-        });
-        return text(`the client answered ${answer.action}`);
+        // On a 2025-11-25 session the SDK's legacy shim turns this into a real elicitation/create
+        // pushed on the call's own event stream, and re-enters here with the client's answer.
+        const answer = inputResponse(ctx.mcpReq.inputResponses, 'ask');
+        if (answer.kind === 'elicit') return text(`the client answered ${answer.action}`);
+        return inputRequired({
+          inputRequests: { ask: inputRequired.elicit({ message: 'Which one?', requestedSchema: { type: 'object', properties: {} } }) },
+        }) as unknown as CallToolResult;
       }
       default:
         throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${request.params.name} not found`);
