@@ -6,7 +6,7 @@ import { comparable, connectGitHub, foreignMeta, providersFile, standInVerifier 
 import { envelope, legacyClient, modernClient, rawCall, resultText } from './support/mcp.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
-import { allContentResult, startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
+import { allContentResult, ODD_RESULT, startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 
 async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
   try {
@@ -153,6 +153,16 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
       content: [{ type: 'text', text: 'the upstream tool failed on purpose' }],
       isError: true,
     });
+  });
+
+  it('passes a result the SDK does not know (a newer content type, extra fields) through unchanged', async () => {
+    await connectGitHub(stack, 'alice-odd', 'octocat');
+    const r = await rawCall(stack.mcpUrl, await stack.token('alice-odd'), {
+      method: 'tools/call',
+      params: { name: 'github_odd_content', arguments: {}, _meta: envelope() },
+    });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(comparable(r.json.result), ODD_RESULT);
   });
 
   it('never sends a 2026-07-28 upstream initialize, a session id, the MCP access token or any header of the client; calls reuse a kept-alive connection', async () => {

@@ -79,8 +79,20 @@ export const FIXTURE_TOOLS = [
   { name: 'failing', description: 'Answers isError', inputSchema: { type: 'object', properties: {} } },
   { name: 'big', description: 'Answers 10 MB', inputSchema: { type: 'object', properties: {} } },
   { name: 'confirm', description: 'Asks input_required (2026-07-28)', inputSchema: { type: 'object', properties: {} } },
+  { name: 'odd_content', description: 'Content the SDK does not know', inputSchema: { type: 'object', properties: {} } },
   { name: 'ask', description: 'Asks elicitation/create mid-call (2025-11-25)', inputSchema: { type: 'object', properties: {} } },
 ];
+
+/** What `odd_content` answers, written to the wire directly: a newer content type and fields the SDK does not know. */
+export const ODD_RESULT = {
+  content: [
+    { type: 'text', text: 'known type, extra field', 'x-extra': { kept: true } },
+    { type: 'resource_link', uri: 'https://example.test/x', name: 'x', size: 12, 'x-vendor': 'v' },
+    { type: 'widget', widget: { kind: 'chart', points: [1, 2, 3] } },
+  ],
+  structuredContent: { odd: true },
+  'x-top-level': 'kept',
+};
 
 /** What `all_content` answers: every content block type, structured content, `_meta` of both namespaces. */
 export function allContentResult(receivedMeta: unknown): CallToolResult {
@@ -250,6 +262,14 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
         if (faults.status500) return send(res, new Response('upstream exploded', { status: 500 }));
       }
 
+      // Past what the SDK's own server would let through: a content type it does not know, and an extra field.
+      if (message.method === 'tools/call' && message.params?.name === 'odd_content') {
+        const id = (body as { id?: unknown }).id;
+        return send(
+          res,
+          new Response(JSON.stringify({ jsonrpc: '2.0', id, result: ODD_RESULT }), { headers: { 'content-type': 'application/json' } }),
+        );
+      }
       const request = new Request(`http://127.0.0.1${req.url}`, {
         method: req.method!,
         headers: Object.entries(headers),
