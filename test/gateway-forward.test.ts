@@ -327,6 +327,23 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
     assert.ok(stack.logs.some((l) => l.includes('"upstream_call_failed"') && l.includes('too_large')));
   });
 
+  it('falls back to the declared tools, logged, when the upstream is down at list time, for a connected user', async () => {
+    await connectGitHub(stack, 'mona-down', 'octocat');
+    github.faults.down = true;
+    try {
+      const names = (await list('mona-down')).map((t) => t.name);
+      assert.ok(names.includes('github_echo'), 'the declared tool');
+      assert.ok(!names.includes('github_all_content'), 'no live list');
+    } finally {
+      delete github.faults.down;
+    }
+    assert.ok(stack.logs.some((l) => l.includes('"upstream_list_failed"') && l.includes('"upstream":"github"')));
+    assert.ok(
+      (await list('mona-down')).some((t) => t.name === 'github_all_content'),
+      'the live list once it is back (failures are not cached)',
+    );
+  });
+
   it('calls an auth: none upstream without any Authorization header, for any signed-in user', async () => {
     const before = open.requests.length;
     const result = await call('kim', 'open.all_content', {}, { 'acme.example/request': 'r-2' });

@@ -28,6 +28,8 @@ export interface CatalogOptions {
 
 /** Pages of a tools/list followed at most: an upstream cannot keep a listing going forever. */
 const MAX_PAGES = 20;
+/** Tools kept of one upstream's listing: an upstream cannot grow the cache (and the stored row) without bound. */
+const MAX_TOOLS = 1_000;
 /** How often the definitions other instances stored are read again. */
 const STORED_REFRESH_MS = 60_000;
 
@@ -116,7 +118,11 @@ export class Catalog {
         this.options.log.warn('upstream_list_failed', { upstream: upstream.id, outcome: 'malformed' });
         return undefined;
       }
-      tools.push(...listed);
+      tools.push(...listed.slice(0, MAX_TOOLS - tools.length));
+      if (tools.length >= MAX_TOOLS) {
+        this.options.log.warn('upstream_list_truncated', { upstream: upstream.id, kept: MAX_TOOLS });
+        break;
+      }
       cursor = typeof outcome.result.nextCursor === 'string' && outcome.result.nextCursor ? outcome.result.nextCursor : undefined;
       if (!cursor) break;
     }

@@ -132,6 +132,11 @@ export class UpstreamClient {
       signal,
     );
     refuseAuthFailures(res);
+    // A server error says nothing about the era: learn it on a later call rather than guess.
+    if (res.status >= 500) {
+      await res.body?.cancel();
+      throw failed('http_error', `HTTP ${res.status} to server/discover`);
+    }
     let era: 'modern' | 'legacy' = 'legacy';
     if (res.ok) {
       const message = await this.#readAnswer(res, id, signal, async () => undefined).catch((err: unknown) => {

@@ -48,6 +48,8 @@ export interface UpstreamFaults {
   /** 200 with a body that is not JSON. */
   malformed?: boolean;
   status500?: boolean;
+  /** The next server/discover answers 500 (once). */
+  discover500?: boolean;
 }
 
 export interface UpstreamServerOptions {
@@ -245,6 +247,10 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
           );
         record.who = who;
         authInfo = { token: token!, clientId: who, scopes: [], expiresAt: Math.floor(Date.now() / 1000) + 3600 };
+      }
+      if (message.method === 'server/discover' && faults.discover500) {
+        delete faults.discover500;
+        return send(res, new Response('busy', { status: 500 }));
       }
       if (message.method === 'tools/call') {
         if (faults.slowMs) await sleep(faults.slowMs);
