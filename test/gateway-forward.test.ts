@@ -110,6 +110,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
     for (const n of ['github_echo', 'github_all_content', 'github_failing', 'github_big', 'github_confirm'])
       assert.ok(names.includes(n), n);
     assert.ok(!names.includes('github_ask'), 'excluded by tools.exclude');
+    assert.ok(!names.some((n) => n.length > 128), 'a name past 128 characters once prefixed is hidden');
     assert.equal(names.filter((n) => n === 'github_whoami').length, 1, "only the built-in github_whoami: the upstream's whoami is hidden");
     assert.deepEqual(
       names.filter((n) => n.startsWith('open.')),

@@ -1,5 +1,5 @@
 import type { Principal } from '../auth/principal.js';
-import type { ConfiguredUpstream } from '../config/upstreams.js';
+import { TOOL_NAME, type ConfiguredUpstream } from '../config/upstreams.js';
 import type { ConnectionService } from '../connections/index.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
@@ -163,7 +163,8 @@ export class Catalog {
     for (const tool of tools) {
       if (!allowedByFilters(upstream, tool.name)) continue;
       const name = `${upstream.toolPrefix}${tool.name}`;
-      if (this.options.builtins.has(name) || tool.name === CONNECT_TOOL) {
+      // Shadowing a built-in or the connect tool, or past MCP's name rules once prefixed: hidden.
+      if (this.options.builtins.has(name) || tool.name === CONNECT_TOOL || !TOOL_NAME.test(name)) {
         if (live && !this.#warned.has(name)) {
           this.#warned.add(name);
           this.options.log.warn('upstream_tool_hidden', { upstream: upstream.id, tool: tool.name, name });

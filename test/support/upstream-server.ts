@@ -81,6 +81,8 @@ export const FIXTURE_TOOLS = [
   { name: 'failing', description: 'Answers isError', inputSchema: { type: 'object', properties: {} } },
   { name: 'big', description: 'Answers 10 MB', inputSchema: { type: 'object', properties: {} } },
   { name: 'confirm', description: 'Asks input_required (2026-07-28)', inputSchema: { type: 'object', properties: {} } },
+  // 125 characters: valid upstream, but past MCP's 128 once prefixed with github_.
+  { name: 'n'.repeat(125), description: 'A long name', inputSchema: { type: 'object', properties: {} } },
   { name: 'odd_content', description: 'Content the SDK does not know', inputSchema: { type: 'object', properties: {} } },
   { name: 'ask', description: 'Asks elicitation/create mid-call (2025-11-25)', inputSchema: { type: 'object', properties: {} } },
 ];
