@@ -37,6 +37,8 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
   log: Logger;
   /** Extra routes mounted behind the Host guard and security headers (the development IdP and sandbox). */
   mount?: (app: express.Express) => void;
+  /** Public documents served before the no-store pages (the client ID metadata documents of `auth: mcp` upstreams). */
+  publicRoutes?: RequestHandler[];
 }
 
 /**
@@ -151,6 +153,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.all('/mcp', originGuard(origins), ...mcp);
 
   app.use('/static', express.static(`${ROOT}public`, { index: false, maxAge: '1h', fallthrough: false }));
+
+  for (const routes of deps.publicRoutes ?? []) app.use(routes);
 
   app.use(noStore);
   // Separate budgets, so a burst of callbacks cannot lock a user out of signing in. The routers

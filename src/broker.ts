@@ -12,7 +12,10 @@ import type { Logger } from './log.js';
 import { UpstreamStates, verifyToolState } from './gateway/relay/upstream-state.js';
 import type { ToolDeps } from './mcp/context.js';
 import { createToolStateCodec } from './mcp/request-state.js';
-import { createMcpEndpointHandler } from './mcp/server.js';
+import { builtinToolNames, createMcpEndpointHandler, SERVER_INFO } from './mcp/server.js';
+import { Gateway } from './gateway/index.js';
+import { clientDocumentRoutes, createMcpAuthProvider, type McpAuthProvider } from './gateway/mcp-auth/index.js';
+import { relaySeams } from './gateway/relay/seams.js';
 import { GitHubApi } from './providers/github/api.js';
 import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
@@ -44,7 +47,7 @@ export interface BrokerOptions {
 export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
   const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
   const sealer = new Sealer(config.tokenKeys);
-  const providers: ReadonlyMap<string, Provider> = new Map([
+  const providers = new Map<string, Provider>([
     ...config.providers.map((p): [string, Provider] => [
       p.definition.id,
       new OAuthProvider({
@@ -58,6 +61,28 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     ]),
     ...(options.moreProviders?.({ store, sealer }) ?? []).map((p): [string, Provider] => [p.id, p]),
   ]);
+  // Gateway: an `auth: mcp` upstream is a provider of its own, under the upstream's id (its /connect
+  // page, its connections), whose authorization server is discovered from the upstream.
+  const mcpAuthProviders: McpAuthProvider[] = [];
+  for (const upstream of config.upstreams) {
+    if (upstream.auth.kind !== 'mcp') continue;
+    const { clientId, clientSecret } = upstream.auth;
+    const provider = createMcpAuthProvider({
+      id: upstream.id,
+      displayName: upstream.displayName,
+      upstreamUrl: upstream.url,
+      ...(upstream.scopes.length > 0 ? { scopes: upstream.scopes } : {}),
+      publicUrl: config.publicUrl,
+      store,
+      sealer,
+      clientName: config.productName,
+      timeoutMs: config.providerTimeoutMs,
+      log,
+      ...(clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {}),
+    });
+    mcpAuthProviders.push(provider);
+    providers.set(upstream.id, provider);
+  }
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({
     issuer: config.oidc.issuer,
@@ -77,6 +102,29 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
   const upstreamStates = new UpstreamStates(config.brokerSecret);
+  const builtins = new Set(builtinToolNames(config.builtinTools));
+  const gateway =
+    config.upstreams.length > 0
+      ? new Gateway({
+          upstreams: config.upstreams,
+          providers,
+          builtins,
+          store,
+          connections,
+          log,
+          maxResultBytes: config.upstreamMaxResultBytes,
+          clientInfo: SERVER_INFO,
+          seams: relaySeams({ codec, upstreamStates }),
+        })
+      : undefined;
+  if (gateway) {
+    try {
+      await gateway.start();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+  }
   const toolDeps: ToolDeps = {
     publicUrl: config.publicUrl,
     repeatHoldMs: config.repeatHoldMs,
@@ -89,6 +137,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     log,
     github,
     providers,
+    disabledTools: new Set(builtinToolNames({}).filter((name) => !builtins.has(name))),
+    ...(gateway ? { gateway } : {}),
   };
   const mcpHandler = createMcpEndpointHandler(toolDeps);
   const app = createApp({
@@ -106,6 +156,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     log,
     publicUrl: config.publicUrl,
     sharedAccountPolicy: config.sharedAccountPolicy,
+    ...(mcpAuthProviders.length > 0 ? { publicRoutes: [clientDocumentRoutes(mcpAuthProviders)] } : {}),
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });
 
@@ -133,6 +184,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();
       await mcpHandler.close();
+      gateway?.close();
       await store.close();
     },
   };

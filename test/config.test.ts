@@ -418,6 +418,15 @@ describe('loadConfig: defaults', () => {
       refuses(validEnv({ METRICS_PORT: bad }), `METRICS_PORT must be an integer between 1 and 65535 (got "${bad}")`);
   });
 
+  it('bounds what an upstream MCP server may answer: UPSTREAM_MAX_RESULT_BYTES (default 4 MiB)', () => {
+    assert.equal(loadConfig(validEnv()).upstreamMaxResultBytes, 4 * 1024 * 1024);
+    assert.equal(loadConfig(validEnv({ UPSTREAM_MAX_RESULT_BYTES: '65536' })).upstreamMaxResultBytes, 65536);
+    refuses(
+      validEnv({ UPSTREAM_MAX_RESULT_BYTES: '10' }),
+      'UPSTREAM_MAX_RESULT_BYTES must be an integer between 1024 and 268435456 (got "10")',
+    );
+  });
+
   it('refuses out-of-range numbers, naming the variable', () => {
     refuses(validEnv({ REPEAT_HOLD_SECONDS: '51' }), 'REPEAT_HOLD_SECONDS must be a number between 0 and 50 (got "51")');
     refuses(validEnv({ PORT: 'http' }), 'PORT must be an integer between 0 and 65535 (got "http")');

@@ -1376,6 +1376,41 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       });
     });
 
+    describe('gateway', () => {
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+
+      test('upstream tool definitions are shared across instances and written only when they change', async () => {
+        assert.equal(await a.upstreamTools.get('github'), undefined);
+        assert.equal(await a.upstreamTools.put('github', '[{"name":"get_me"}]', 1000), true);
+        assert.deepEqual(await b.upstreamTools.get('github'), {
+          upstream: 'github',
+          definitions_json: '[{"name":"get_me"}]',
+          seen_at: 1000,
+        });
+        assert.equal(await b.upstreamTools.put('github', '[{"name":"get_me"}]', 2000), false, 'the same definitions: no write');
+        assert.equal((await a.upstreamTools.get('github'))?.seen_at, 1000);
+        assert.equal(await b.upstreamTools.put('github', '[{"name":"get_me"},{"name":"list_issues"}]', 3000), true);
+        await a.upstreamTools.put('everything', '[]', 4000);
+        assert.deepEqual(
+          (await a.upstreamTools.all()).map((r) => [r.upstream, r.definitions_json, r.seen_at]),
+          [
+            ['everything', '[]', 4000],
+            ['github', '[{"name":"get_me"},{"name":"list_issues"}]', 3000],
+          ],
+        );
+      });
+
+      test('the upstream_call audit event is recorded', async () => {
+        await a.audit.record('upstream_call', ALICE, 'github', 'tool=get_me outcome=result ms=12');
+        assert.deepEqual(
+          (await b.audit.list({ event: 'upstream_call' })).map((r) => [r.provider, r.detail]),
+          [['github', 'tool=get_me outcome=result ms=12']],
+        );
+      });
+    });
+
     describe('transactions', () => {
       after(closeOpened);
       let a: Store;

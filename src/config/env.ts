@@ -4,6 +4,7 @@ import { isLoopbackHostname } from '../net/loopback.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
+import { loadGateway, type ConfiguredUpstream } from './upstreams.js';
 
 export { ConfigError } from './errors.js';
 
@@ -30,6 +31,12 @@ export interface Config {
   services: ConfiguredService[];
   /** Token exchanges per minute and service; 0 = off. */
   serviceRateLimitPerMinute: number;
+  /** Remote MCP servers behind the broker (PROVIDERS_FILE `upstreams:`). */
+  upstreams: ConfiguredUpstream[];
+  /** Provider id → false: its built-in tools are switched off (PROVIDERS_FILE `builtinTools:`). */
+  builtinTools: Record<string, boolean>;
+  /** The most bytes one upstream answer may have; past it the call is a tool error. */
+  upstreamMaxResultBytes: number;
   /** When one upstream account is already linked to another principal: refuse (default) or allow. */
   sharedAccountPolicy: 'refuse' | 'allow';
   /** Who `npm run admin` audits an operator's action as; unset = the OS user running it. */
@@ -133,6 +140,7 @@ const rawSchema = z.object({
   MCP_RATE_LIMIT_PER_MINUTE: z.string().optional(),
   SERVICE_RATE_LIMIT_PER_MINUTE: z.string().optional(),
   PENDING_CONNECTIONS_PER_USER: z.string().optional(),
+  UPSTREAM_MAX_RESULT_BYTES: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
   METRICS_TOKEN: z.string().optional(),
   METRICS_PORT: z.string().optional(),
@@ -320,6 +328,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       audience,
     ),
   );
+  const gateway = take(() =>
+    loadGateway(
+      env,
+      new Map(
+        (providers ?? []).map((p) => [
+          p.definition.id,
+          { scopes: p.definition.scopesApply ? p.definition.scopes.map((x) => x.name) : undefined },
+        ]),
+      ),
+    ),
+  );
 
   const config: Config = {
     port,
@@ -345,6 +364,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     github,
     providers,
     services,
+    upstreams: gateway?.upstreams ?? [],
+    builtinTools: gateway?.builtinTools ?? {},
+    upstreamMaxResultBytes: take(() =>
+      integer('UPSTREAM_MAX_RESULT_BYTES', e.UPSTREAM_MAX_RESULT_BYTES, 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    ),
     serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     adminActor: take(() => adminActor(e.ADMIN_ACTOR)),

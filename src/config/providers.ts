@@ -39,15 +39,19 @@ export function readConfigFile(path: string): unknown {
   return data;
 }
 
+/** The sections PROVIDERS_FILE may hold, any subset of them (an object with none of them is a mistake). */
+export const PROVIDERS_FILE_SECTIONS = ['providers', 'services', 'upstreams', 'builtinTools'] as const;
+
 function readProvidersFile(path: string): ProviderDefinitionInput[] {
   const data = readConfigFile(path);
-  // A file may declare services alone (see src/exchange/services.ts): no providers then.
-  const holdsServicesOnly =
-    !Array.isArray(data) &&
-    (data as { providers?: unknown })?.providers === undefined &&
-    Array.isArray((data as { services?: unknown })?.services);
-  const list = Array.isArray(data) ? data : holdsServicesOnly ? [] : (data as { providers?: unknown })?.providers;
-  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE must hold a list of providers (or an object with a "providers" list)');
+  if (Array.isArray(data)) return data as ProviderDefinitionInput[];
+  const sections = data && typeof data === 'object' ? (data as Record<string, unknown>) : undefined;
+  const holdsAny = sections !== undefined && PROVIDERS_FILE_SECTIONS.some((k) => sections[k] !== undefined);
+  if (!holdsAny)
+    throw new ConfigError(`PROVIDERS_FILE must hold a list of providers, or an object with any of ${PROVIDERS_FILE_SECTIONS.join(', ')}`);
+  // A file may declare services or upstreams alone: no providers then.
+  const list = sections.providers ?? [];
+  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE providers must be a list');
   return list as ProviderDefinitionInput[];
 }
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
-import { isLoopbackHostname } from '../net/loopback.js';
 import { envPrefix, readConfigFile } from './providers.js';
+import { httpsOrLoopbackUrl } from './url-rule.js';
 
 export type ServiceAuthMethod = 'client_secret_basic' | 'private_key_jwt';
 
@@ -22,13 +22,7 @@ export interface ConfiguredService {
   allow: Record<string, string[]>;
 }
 
-const httpsUrl = z
-  .string()
-  .url()
-  .refine((v) => {
-    const u = new URL(v);
-    return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHostname(u.hostname));
-  }, 'must use https:// (http:// is accepted only for loopback hosts)');
+const httpsUrl = httpsOrLoopbackUrl;
 
 const serviceSchema = z
   .object({

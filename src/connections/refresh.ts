@@ -63,15 +63,18 @@ export class TokenRefresher {
     this.#pollMs = options.pollMs ?? 50;
   }
 
-  /** Refreshes `owner`'s connection to `provider`, joining a refresh this process already runs. */
-  refresh(owner: Principal, provider: Provider): Promise<Usable> {
+  /**
+   * Refreshes `owner`'s connection to `provider`, joining a refresh this process already runs.
+   * `stale` marks tokens as due although they have not expired (an upstream refused them).
+   */
+  refresh(owner: Principal, provider: Provider, stale?: (tokens: ProviderTokens) => boolean): Promise<Usable> {
     const key = `${owner.issuer}\0${owner.subject}\0${provider.id}`;
     let flight = this.#inflight.get(key);
     if (!flight) {
       // Shutting down: a refresh started now might not be stored before the database closes.
       if (this.#closing)
         throw new ProviderError('unavailable', `This server is restarting; try again in a moment.`, 'refresh refused during shutdown');
-      flight = this.#refreshAcrossProcesses(owner, provider).finally(() => this.#inflight.delete(key));
+      flight = this.#refreshAcrossProcesses(owner, provider, stale).finally(() => this.#inflight.delete(key));
       this.#inflight.set(key, flight);
     }
     return flight;
@@ -84,17 +87,17 @@ export class TokenRefresher {
   }
 
   /** Until a lease is ours or nothing is left to do: look, take the lease, refresh under it, or wait. */
-  async #refreshAcrossProcesses(owner: Principal, provider: Provider): Promise<Usable> {
+  async #refreshAcrossProcesses(owner: Principal, provider: Provider, stale?: (tokens: ProviderTokens) => boolean): Promise<Usable> {
     const holder = randomId();
     const deadline = Date.now() + this.#waitMs;
     for (;;) {
       // Re-read every time: another process may have refreshed (or given up) meanwhile.
-      const done = this.#withoutRefresh(await this.vault.open(owner, provider.id), provider);
+      const done = this.#withoutRefresh(await this.vault.open(owner, provider.id), provider, stale);
       if (done) return done;
       const refreshed = await this.#underLease(owner, provider, holder, async () => {
         // Re-read under the lease: the previous holder may have finished between our read and our acquire.
         const current = await this.vault.open(owner, provider.id);
-        return this.#withoutRefresh(current, provider) ?? (await this.#refreshHoldingLease(owner, provider, current!));
+        return this.#withoutRefresh(current, provider, stale) ?? (await this.#refreshHoldingLease(owner, provider, current!));
       });
       if (refreshed) return refreshed;
       this.#refuseLongerWait(deadline, provider);
@@ -103,10 +106,10 @@ export class TokenRefresher {
   }
 
   /** The answer when `latest` needs no refresh (none, reauth required, still fresh); undefined when it does. */
-  #withoutRefresh(latest: OpenConnection | undefined, provider: Provider): Usable | undefined {
+  #withoutRefresh(latest: OpenConnection | undefined, provider: Provider, stale?: (tokens: ProviderTokens) => boolean): Usable | undefined {
     if (!latest) return { kind: 'none' };
     if (latest.row.status === 'reauth_required') return { kind: 'reauth_required', row: latest.row };
-    if (!needsRefresh(latest.tokens, provider)) return { kind: 'ok', connection: latest };
+    if (!needsRefresh(latest.tokens, provider) && !stale?.(latest.tokens)) return { kind: 'ok', connection: latest };
     return undefined;
   }
 

@@ -146,6 +146,17 @@ export class ConnectionService {
   }
 
   /**
+   * After a server refused `rejected` (HTTP 401) although it had not expired: the connection
+   * refreshed once through the same single-flight refresh (or the pair another caller refreshed
+   * meanwhile); undefined when there is no refresh token to try.
+   * @throws {ProviderError} `unavailable` when the provider cannot be reached to refresh.
+   */
+  async refreshRejected(owner: Owner, provider: Provider, rejected: ProviderTokens): Promise<Usable | undefined> {
+    if (!rejected.refreshToken) return undefined;
+    return this.#refresher.refresh(owner, provider, (tokens) => tokens.accessToken === rejected.accessToken);
+  }
+
+  /**
    * Refuses new refreshes and resolves when every refresh this process started has been stored
    * (or failed), for shutdown.
    */

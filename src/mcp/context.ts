@@ -2,7 +2,10 @@ import {
   CLIENT_CAPABILITIES_META_KEY,
   CLIENT_INFO_META_KEY,
   type ClientCapabilities,
+  type McpRequestContext,
+  type McpServer,
   type ProtocolEra,
+  type Server,
   type RequestStateCodec,
   type ServerContext,
 } from '@modelcontextprotocol/server';
@@ -35,6 +38,18 @@ export interface ToolDeps {
   /** GitHub's connection side (any Provider) and the REST calls our GitHub tools make. */
   github: { provider: Provider; api: GitHubApi };
   providers: ReadonlyMap<string, Provider>;
+  /** Built-in tools switched off (PROVIDERS_FILE `builtinTools:`). */
+  disabledTools?: ReadonlySet<string>;
+  /** Remote MCP servers behind the broker (src/gateway/), when any are configured. */
+  gateway?: GatewayHook;
+}
+
+/**
+ * How the per-request server hands a request to the gateway: a server for it when it is a
+ * tools/list or a tools/call of an upstream tool, else undefined (the built-ins answer).
+ */
+export interface GatewayHook {
+  serverFor(rc: McpRequestContext, deps: ToolDeps, builtinServer: () => McpServer): McpServer | Server | undefined;
 }
 
 /** Per-request facts: which protocol era this request was served in. */

@@ -1,4 +1,4 @@
-import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext } from '@modelcontextprotocol/server';
+import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext, type Server } from '@modelcontextprotocol/server';
 import { StoreUnavailableError } from '../store/index.js';
 import { callScopeOf } from './call-scope.js';
 import { toolError } from './results.js';
@@ -16,7 +16,7 @@ export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
 type Registrar = (server: McpServer, deps: ToolDeps, facts: RequestFacts) => void;
 
-/** Every tool, by name (a Map, so a client-chosen name can never reach an Object prototype member). */
+/** Every built-in tool, by name (a Map, so a client-chosen name can never reach an Object prototype member). */
 const TOOLS = new Map<string, Registrar>([
   ['github_create_issue', registerGitHubCreateIssue],
   ['github_whoami', registerGitHubWhoami],
@@ -25,13 +25,28 @@ const TOOLS = new Map<string, Registrar>([
   ['connect_account', registerConnectAccount],
 ]);
 
+/** The built-in tools of each provider, which PROVIDERS_FILE `builtinTools: { <id>: false }` switches off. */
+export const PROVIDER_TOOLS: Readonly<Record<string, readonly string[]>> = { github: ['github_create_issue', 'github_whoami'] };
+
+/** The built-in tool names served with `builtinTools` (provider id → false switches its tools off). */
+export function builtinToolNames(builtinTools: Record<string, boolean>): string[] {
+  const off = new Set(Object.entries(builtinTools).flatMap(([id, on]) => (on ? [] : (PROVIDER_TOOLS[id] ?? []))));
+  return [...TOOLS.keys()].filter((name) => !off.has(name));
+}
+
 /**
  * One McpServer per HTTP request (stateless). A `tools/call` of one of our tools gets only that
  * tool (its answer depends on nothing else, and building all of them per request was a large part
  * of the per-request CPU, see bench/README.md); anything else gets every tool.
  */
-export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServer {
+export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServer | Server {
   const deps: ToolDeps = { ...shared, log: requestLogger(shared.log, rc.authInfo) };
+  // A tools/list, or a tools/call of an upstream tool, is the gateway's (src/gateway/).
+  const routed = deps.gateway?.serverFor(rc, deps, () => buildBuiltinServer(rc, deps));
+  return routed ?? buildBuiltinServer(rc, deps);
+}
+
+function buildBuiltinServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
   const server = new McpServer(SERVER_INFO, {
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
@@ -44,9 +59,10 @@ export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServ
   countToolCalls(server);
   const facts = { era: rc.era };
   const call = callScopeOf(rc.authInfo);
-  const only = call?.method === 'tools/call' ? TOOLS.get(call.name) : undefined;
+  const off = deps.disabledTools;
+  const only = call?.method === 'tools/call' && !off?.has(call.name) ? TOOLS.get(call.name) : undefined;
   if (only) only(server, deps, facts);
-  else for (const register of TOOLS.values()) register(server, deps, facts);
+  else for (const [name, register] of TOOLS) if (!off?.has(name)) register(server, deps, facts);
   return server;
 }
 

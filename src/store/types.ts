@@ -95,7 +95,9 @@ export type AuditEvent =
   | 'binding_refused'
   | 'keys_rotated'
   | 'token_exchanged'
-  | 'token_exchange_refused';
+  | 'token_exchange_refused'
+  /** A tools/call forwarded to an upstream MCP server: `provider` is the upstream id, `detail` the tool, outcome and duration. */
+  | 'upstream_call';
 
 export interface AuditRow {
   id: number;
@@ -339,6 +341,21 @@ export interface UpstreamClientRepository {
   delete(issuer: string, clientKey: string, clientId: string): Promise<boolean>;
 }
 
+export interface UpstreamToolsRow {
+  upstream: string;
+  /** The upstream's tool definitions as it listed them (unprefixed, unfiltered), as JSON. */
+  definitions_json: string;
+  seen_at: number;
+}
+
+/** The last tool definitions seen per upstream: public metadata, shared by every instance. */
+export interface UpstreamToolsRepository {
+  get(upstream: string): Promise<UpstreamToolsRow | undefined>;
+  all(): Promise<UpstreamToolsRow[]>;
+  /** Stores the definitions unless they are the ones already stored; true when a row was written. */
+  put(upstream: string, definitionsJson: string, at?: number): Promise<boolean>;
+}
+
 export interface Repositories {
   sessions: SessionRepository;
   loginTransactions: LoginTransactionRepository;
@@ -352,6 +369,7 @@ export interface Repositories {
   serviceUsage: ServiceUsageRepository;
   admin: AdminRepository;
   upstreamClients: UpstreamClientRepository;
+  upstreamTools: UpstreamToolsRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

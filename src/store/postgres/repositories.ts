@@ -11,6 +11,7 @@ import type { Queryable } from './queryable.js';
 import { PgRefreshLeaseRepository } from './refresh-leases.js';
 import { PgSessionRepository } from './sessions.js';
 import { PgUpstreamClientRepository } from './upstream-clients.js';
+import { PgUpstreamToolsRepository } from './upstream-tools.js';
 import { guarded } from './unavailable.js';
 
 /** Every repository over one queryable: the pool for the store, a client for a transaction. */
@@ -28,5 +29,6 @@ export function repositoriesOver(q: Queryable): Repositories {
     serviceUsage: guarded(new PgServiceUsageRepository(q)),
     admin: guarded(new PgAdminRepository(q)),
     upstreamClients: guarded(new PgUpstreamClientRepository(q)),
+    upstreamTools: guarded(new PgUpstreamToolsRepository(q)),
   };
 }

@@ -12,6 +12,7 @@ import { SqliteRateLimitRepository } from './rate-limits.js';
 import { SqliteRefreshLeaseRepository } from './refresh-leases.js';
 import { SqliteSessionRepository } from './sessions.js';
 import { SqliteUpstreamClientRepository } from './upstream-clients.js';
+import { SqliteUpstreamToolsRepository } from './upstream-tools.js';
 
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
@@ -33,6 +34,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     serviceUsage: new SqliteServiceUsageRepository(db, runner),
     admin: new SqliteAdminRepository(db, runner),
     upstreamClients: new SqliteUpstreamClientRepository(db, runner),
+    upstreamTools: new SqliteUpstreamToolsRepository(db, runner),
   };
 }
 

@@ -1,0 +1,205 @@
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  type CallToolResult,
+  type InputRequiredResult,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+import type { Principal } from '../auth/principal.js';
+import type { ConfiguredUpstream } from '../config/upstreams.js';
+import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } from '../mcp/context.js';
+import { requireConnection } from '../mcp/require-connection.js';
+import { toolError } from '../mcp/results.js';
+import { providerFailure } from '../mcp/tools/provider-failure.js';
+import { ProviderError, type Provider } from '../providers/provider.js';
+import { principalKey, type Catalog } from './catalog.js';
+import { G } from './messages.js';
+import type { ToolRoute } from './names.js';
+import type { GatewaySeams, SeamCall } from './seams.js';
+import { foreignMeta, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js';
+
+export interface ForwardDeps {
+  clients: ReadonlyMap<string, UpstreamClient>;
+  catalog: Catalog;
+  seams: GatewaySeams;
+  providerOf(upstream: ConfiguredUpstream): Provider | undefined;
+  maxResultBytes: number;
+}
+
+type Answer = CallToolResult | InputRequiredResult;
+
+/**
+ * A tools/call of an upstream tool: the same connection gate as the built-in tools (a URL
+ * elicitation bound to principal, tool and arguments when there is no usable connection), then the
+ * call forwarded with the user's own token and the upstream's result returned unchanged; a 401
+ * gets one single-flight refresh and one retry, then the reconnect elicitation. Every forwarded
+ * call is audited (never its arguments, never a token).
+ */
+export async function forwardToolCall(
+  ctx: ServerContext,
+  facts: RequestFacts,
+  deps: ToolDeps,
+  gw: ForwardDeps,
+  route: ToolRoute,
+  params: { arguments?: unknown; _meta?: unknown },
+): Promise<Answer> {
+  if (route.kind === 'connect') return connectUpstream(ctx, facts, deps, gw, route.upstream);
+  const { upstream } = route;
+  // Filtered out: as unknown as a tool that does not exist, and never forwarded.
+  if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${upstream.toolPrefix}${route.name} not found`);
+  const args = params.arguments && typeof params.arguments === 'object' ? (params.arguments as Record<string, unknown>) : {};
+  const provider = gw.providerOf(upstream);
+  const call: SeamCall = { ctx, facts, deps, upstream, provider, tool: route.name, arguments: args };
+  const principal = principalOf(ctx);
+  const started = Date.now();
+  let outcome: UpstreamOutcome | undefined;
+  try {
+    const answer = await forwardWithConnection(call, gw, principal, params, (o) => (outcome = o));
+    return answer;
+  } finally {
+    if (outcome) audit(deps, principal, upstream, route.name, outcome, Date.now() - started);
+  }
+}
+
+async function forwardWithConnection(
+  call: SeamCall,
+  gw: ForwardDeps,
+  principal: Principal,
+  params: { arguments?: unknown; _meta?: unknown },
+  seen: (outcome: UpstreamOutcome) => void,
+): Promise<Answer> {
+  const { ctx, facts, deps, upstream, provider } = call;
+  const purpose = G.purpose(upstream.displayName, call.tool);
+  const repeat = await gw.seams.repeatParams(call);
+  const body: Record<string, unknown> = { name: call.tool, arguments: call.arguments, ...(repeat ?? {}) };
+  const meta = foreignMeta(params._meta);
+  if (meta) body._meta = meta;
+  const client = gw.clients.get(upstream.id)!;
+  const send = (token: string | undefined) =>
+    client.request('tools/call', body, {
+      key: principalKey(principal),
+      token,
+      capabilities: passedCapabilities(ctx),
+      signal: ctx.mcpReq.signal,
+    });
+
+  if (!provider) {
+    const outcome = await send(undefined);
+    seen(outcome);
+    return answerOf(call, gw, outcome);
+  }
+
+  let gate;
+  try {
+    gate = await requireConnection(ctx, facts, deps, provider, purpose, upstream.scopes);
+  } catch (err) {
+    if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}${call.tool}`);
+    throw err;
+  }
+  if (!gate.ok) return gate.result;
+  let outcome = await send(gate.connection.tokens.accessToken);
+  if (outcome.kind === 'unauthorized') {
+    // A token the upstream refused although it had not expired (revoked, rotated elsewhere): one
+    // refresh through the same single-flight refresher as every other use, and one retry.
+    let refreshed;
+    try {
+      refreshed = await deps.connections.refreshRejected(principal, provider, gate.connection.tokens);
+    } catch (err) {
+      seen(outcome);
+      if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}${call.tool}`);
+      throw err;
+    }
+    if (refreshed?.kind === 'ok' && refreshed.connection.tokens.accessToken !== gate.connection.tokens.accessToken)
+      outcome = await send(refreshed.connection.tokens.accessToken);
+    if (outcome.kind === 'unauthorized') {
+      seen(outcome);
+      await deps.connections.markReauthRequired(principal, provider.id, 'upstream_401');
+      const again = await requireConnection(ctx, facts, { ...deps, repeatHoldMs: 0 }, provider, purpose, upstream.scopes);
+      if (!again.ok) return again.result;
+      return toolError(G.stillUnauthorized(upstream.id));
+    }
+  }
+  seen(outcome);
+  // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
+  const lastUsed = gate.connection.row.last_used_at;
+  if (outcome.kind === 'result' && (lastUsed === null || Date.now() - lastUsed > 60_000))
+    void deps.connections.touch(principal, provider.id).catch(() => undefined);
+  return answerOf(call, gw, outcome);
+}
+
+/** The upstream's answer as ours: its result unchanged but for the protocol's own `_meta` keys. */
+async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcome): Promise<Answer> {
+  const { upstream, deps } = call;
+  switch (outcome.kind) {
+    case 'result': {
+      const result: Record<string, unknown> = { ...outcome.result };
+      delete result.resultType;
+      const meta = foreignMeta(result._meta);
+      if (meta) result._meta = meta;
+      else delete result._meta;
+      return result as CallToolResult;
+    }
+    case 'input_required':
+      return gw.seams.relayInputRequired(call, { inputRequests: outcome.inputRequests, requestState: outcome.requestState });
+    case 'forbidden':
+      return gw.seams.onScopeChallenge(call, outcome.wwwAuthenticate);
+    case 'unauthorized':
+      return toolError(G.stillUnauthorized(upstream.id));
+    case 'rpc_error':
+      // An unknown tool or bad arguments: the client's mistake, answered the way the SDK answers ours.
+      if (outcome.code === ProtocolErrorCode.InvalidParams) throw new ProtocolError(ProtocolErrorCode.InvalidParams, outcome.message);
+      deps.log.warn('upstream_call_failed', { upstream: upstream.id, tool: call.tool, reason: 'rpc_error', code: outcome.code });
+      return toolError(G.upstreamError(upstream.id, outcome.message.slice(0, 300)));
+    case 'failed': {
+      deps.log.warn('upstream_call_failed', { upstream: upstream.id, tool: call.tool, reason: outcome.reason, detail: outcome.detail });
+      const text = {
+        timeout: () => G.timeout(upstream.id),
+        unavailable: () => G.unavailable(upstream.id),
+        http_error: () => G.httpError(upstream.id),
+        malformed: () => G.malformed(upstream.id),
+        too_large: () => G.tooLarge(upstream.id, gw.maxResultBytes),
+        elicitation_unsupported: () => G.elicitationUnsupported(upstream.id),
+      }[outcome.reason]();
+      return toolError(text);
+    }
+  }
+}
+
+/** `<prefix>connect`: runs the connect elicitation, then says the tools are there. */
+async function connectUpstream(ctx: ServerContext, facts: RequestFacts, deps: ToolDeps, gw: ForwardDeps, upstream: ConfiguredUpstream) {
+  const provider = gw.providerOf(upstream);
+  const principal = principalOf(ctx);
+  if (!provider) {
+    const outcome = await gw.clients.get(upstream.id)!.request('tools/list', {}, { key: principalKey(principal), token: undefined });
+    if (outcome.kind !== 'result') return answerOf({ ctx, facts, deps, upstream, provider, tool: 'connect', arguments: {} }, gw, outcome);
+    return { content: [{ type: 'text' as const, text: G.reachableNoAuth(upstream.displayName, upstream.toolPrefix) }] };
+  }
+  let gate;
+  try {
+    gate = await requireConnection(ctx, facts, deps, provider, G.connectPurpose(upstream.displayName), upstream.scopes);
+  } catch (err) {
+    if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}connect`);
+    throw err;
+  }
+  if (!gate.ok) return gate.result;
+  gw.catalog.forget(principal, upstream);
+  return {
+    content: [{ type: 'text' as const, text: G.connectedToolsAvailable(upstream.displayName, upstream.toolPrefix) }],
+    structuredContent: { status: 'connected', upstream: upstream.id, login: gate.connection.row.account_login },
+  };
+}
+
+/** What the upstream may know of the client: whether it can be asked for input (for the relay), nothing else. */
+function passedCapabilities(ctx: ServerContext): Record<string, unknown> {
+  const caps = clientCapabilities(ctx) as Record<string, unknown> | undefined;
+  return caps?.elicitation ? { elicitation: caps.elicitation } : {};
+}
+
+function audit(deps: ToolDeps, principal: Principal, upstream: ConfiguredUpstream, tool: string, outcome: UpstreamOutcome, ms: number) {
+  const kind = outcome.kind === 'failed' ? `failed/${outcome.reason}` : outcome.kind;
+  void deps.store.audit
+    .record('upstream_call', principal, upstream.id, `tool=${tool} outcome=${kind} ms=${ms}`)
+    .catch((err: unknown) =>
+      deps.log.warn('audit_write_failed', { event: 'upstream_call', message: err instanceof Error ? err.message : String(err) }),
+    );
+}

@@ -1,0 +1,196 @@
+import {
+  createMcpHandler,
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+  type McpRequestContext,
+  type McpServer,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+import type { ConfiguredUpstream } from '../config/upstreams.js';
+import type { ConnectionService } from '../connections/index.js';
+import type { Logger } from '../log.js';
+import { callScopeOf } from '../mcp/call-scope.js';
+import { principalOf, type GatewayHook, type ToolDeps } from '../mcp/context.js';
+import { M } from '../mcp/messages.js';
+import { SERVER_INFO } from '../mcp/server.js';
+import type { Provider } from '../providers/provider.js';
+import type { Store } from '../store/index.js';
+import { Catalog, type ToolDefinition } from './catalog.js';
+import { forwardToolCall, type ForwardDeps } from './forward.js';
+import { ToolNames } from './names.js';
+import { defaultSeams, type GatewaySeams } from './seams.js';
+import { UpstreamClient } from './upstream-client.js';
+
+export { defaultSeams, type GatewaySeams, type SeamCall } from './seams.js';
+export type { UpstreamOutcome } from './upstream-client.js';
+
+export interface GatewayOptions {
+  upstreams: readonly ConfiguredUpstream[];
+  /** Every provider, including those `auth: mcp` upstreams were given under their own id. */
+  providers: ReadonlyMap<string, Provider>;
+  /** The built-in tool names switched on. */
+  builtins: ReadonlySet<string>;
+  store: Store;
+  connections: ConnectionService;
+  log: Logger;
+  maxResultBytes: number;
+  clientInfo: { name: string; version: string };
+  /** Replacements for the relay's seams (src/gateway/relay/); the defaults answer with tool errors. */
+  seams?: Partial<GatewaySeams>;
+  /** How long a user's live tool list is reused. */
+  liveTtlMs?: number;
+}
+
+type Handler = (request: unknown, ctx: unknown) => Promise<unknown>;
+interface ServerInternals {
+  _wrapHandler(method: string, handler: Handler): Handler;
+  _invokeInputRequiredCapableHandler(method: string, handler: Handler, request: unknown, ctx: unknown): Promise<unknown>;
+}
+
+/**
+ * Remote MCP servers behind the broker: their tools listed beside ours (per user) and their calls
+ * forwarded with the user's own token. Plugged into the per-request MCP server through
+ * {@link GatewayHook}: only a `tools/list`, or a `tools/call` of an upstream tool, is served here.
+ */
+export class Gateway implements GatewayHook {
+  readonly names: ToolNames;
+  readonly catalog: Catalog;
+  readonly clients: ReadonlyMap<string, UpstreamClient>;
+  readonly #forward: ForwardDeps;
+  #builtinDefinitions: Promise<ToolDefinition[]> | undefined;
+
+  constructor(private readonly options: GatewayOptions) {
+    this.names = new ToolNames(options.upstreams, options.builtins);
+    this.clients = new Map(
+      options.upstreams.map((u) => [
+        u.id,
+        new UpstreamClient(u, { maxResultBytes: options.maxResultBytes, clientInfo: options.clientInfo, log: options.log }),
+      ]),
+    );
+    const providerOf = (u: ConfiguredUpstream) => this.providerOf(u);
+    this.catalog = new Catalog(options.upstreams, {
+      store: options.store,
+      connections: options.connections,
+      log: options.log,
+      clients: this.clients,
+      providerOf,
+      builtins: options.builtins,
+      ...(options.liveTtlMs !== undefined ? { liveTtlMs: options.liveTtlMs } : {}),
+    });
+    this.#forward = {
+      clients: this.clients,
+      catalog: this.catalog,
+      seams: { ...defaultSeams, ...options.seams },
+      providerOf,
+      maxResultBytes: options.maxResultBytes,
+    };
+  }
+
+  /**
+   * Start-up: reads the definitions last seen and refuses colliding tool names (a ConfigError
+   * naming both).
+   */
+  async start(): Promise<void> {
+    this.names.assertNoCollisions(await this.catalog.loadStored());
+  }
+
+  providerOf(upstream: ConfiguredUpstream): Provider | undefined {
+    if (upstream.auth.kind === 'none') return undefined;
+    const provider = this.options.providers.get(upstream.auth.kind === 'provider' ? upstream.auth.provider : upstream.id);
+    if (!provider) throw new Error(`upstream ${upstream.id} has no provider`);
+    return provider;
+  }
+
+  serverFor(rc: McpRequestContext, deps: ToolDeps, builtinServer: () => McpServer): Server | undefined {
+    if (this.options.upstreams.length === 0) return undefined;
+    const call = callScopeOf(rc.authInfo);
+    if (call?.method === 'tools/call') {
+      const route = this.names.route(call.name);
+      if (!route) return undefined;
+      const server = this.#server(deps);
+      const facts = { era: rc.era };
+      server.setRequestHandler('tools/call', (request, ctx) =>
+        forwardToolCall(ctx, facts, deps, this.#forward, route, request.params as { arguments?: unknown; _meta?: unknown }),
+      );
+      return server;
+    }
+    if (call?.method === 'tools/list') {
+      const server = this.#server(deps);
+      server.setRequestHandler('tools/list', async (_request, ctx: ServerContext) => {
+        const [builtins, upstream] = await Promise.all([this.#builtins(builtinServer), this.catalog.listFor(principalOf(ctx))]);
+        return { tools: [...builtins, ...upstream] } as never;
+      });
+      return server;
+    }
+    return undefined;
+  }
+
+  close(): void {
+    for (const client of this.clients.values()) client.close();
+  }
+
+  /**
+   * A server for one request, whose `tools/call` answers are not re-validated against the SDK's
+   * content types: an upstream's result must pass through unchanged (a newer content block, or an
+   * extra field on a known one, would otherwise be refused or dropped). The input-required seam
+   * (requestState verification, capability checks) still runs; only the result validation is skipped.
+   * This reaches into two SDK internals, checked here so an SDK upgrade fails loudly.
+   */
+  #server(deps: ToolDeps): Server {
+    const server = new Server(SERVER_INFO, {
+      capabilities: { tools: { listChanged: false } },
+      requestState: { verify: deps.verifyRequestState ?? ((state, ctx) => deps.codec.verify(state, ctx)) },
+      instructions: M.instructions,
+    });
+    server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
+    const internals = server as unknown as ServerInternals;
+    if (typeof internals._wrapHandler !== 'function' || typeof internals._invokeInputRequiredCapableHandler !== 'function')
+      throw new Error('@modelcontextprotocol/server changed its internals: the gateway cannot pass upstream results through');
+    const wrap = internals._wrapHandler.bind(server);
+    internals._wrapHandler = (method, handler) =>
+      method === 'tools/call'
+        ? (request, ctx) => internals._invokeInputRequiredCapableHandler.call(server, 'tools/call', handler, request, ctx)
+        : wrap(method, handler);
+    return server;
+  }
+
+  /** The built-in tools' definitions, exactly as the SDK lists them, computed once per process. */
+  #builtins(builtinServer: () => McpServer): Promise<ToolDefinition[]> {
+    this.#builtinDefinitions ??= listBuiltins(builtinServer).catch((err: unknown) => {
+      this.#builtinDefinitions = undefined;
+      throw err;
+    });
+    return this.#builtinDefinitions;
+  }
+}
+
+/** Asks an in-process server with every built-in tool for its tools/list (their JSON Schemas as the SDK converts them). */
+async function listBuiltins(builtinServer: () => McpServer): Promise<ToolDefinition[]> {
+  const handler = createMcpHandler(() => builtinServer(), { legacy: 'reject' });
+  try {
+    const envelope = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'gateway', version: '0' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const res = await handler.fetch(
+      new Request('http://gateway.invalid/mcp', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': 'tools/list',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope } }),
+      }),
+    );
+    const body = (await res.json()) as { result?: { tools?: ToolDefinition[] } };
+    if (!Array.isArray(body.result?.tools))
+      throw new ProtocolError(ProtocolErrorCode.InternalError, 'the built-in tools could not be listed');
+    return body.result.tools;
+  } finally {
+    await handler.close();
+  }
+}

@@ -1,0 +1,44 @@
+import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
+import type { ConfiguredUpstream } from '../config/upstreams.js';
+import type { RequestFacts, ToolDeps } from '../mcp/context.js';
+import type { Provider } from '../providers/provider.js';
+import { toolError } from '../mcp/results.js';
+import { G } from './messages.js';
+
+/** What a seam knows about the call it answers. */
+export interface SeamCall {
+  ctx: ServerContext;
+  facts: RequestFacts;
+  deps: ToolDeps;
+  upstream: ConfiguredUpstream;
+  /** The connection's provider (`provider:` and `auth: mcp` upstreams), undefined for `auth: none`. */
+  provider: Provider | undefined;
+  /** The upstream's own (unprefixed) tool name, and the arguments as the client sent them. */
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+
+/**
+ * The places the relay work (src/gateway/relay/) plugs in; until then each answers with a tool
+ * error that names the upstream. Pass replacements as `GatewayOptions.seams` in src/broker.ts.
+ */
+export interface GatewaySeams {
+  /** The upstream answered 403 (a `WWW-Authenticate` scope challenge, when it sent one). */
+  onScopeChallenge(call: SeamCall, wwwAuthenticate: string | undefined): Promise<CallToolResult | InputRequiredResult>;
+  /** The upstream (2026-07-28) answered `input_required`: relay its `inputRequests`, sealing its `requestState` in ours. */
+  relayInputRequired(
+    call: SeamCall,
+    upstream: { inputRequests: Record<string, unknown>; requestState: string | undefined },
+  ): Promise<CallToolResult | InputRequiredResult>;
+  /**
+   * On a repeated call: the `inputResponses` and the upstream's own `requestState` to forward (the
+   * relay's sealed state unwrapped), or undefined when this call is no repeat of a relayed one.
+   */
+  repeatParams(call: SeamCall): Promise<{ inputResponses?: unknown; requestState?: string } | undefined>;
+}
+
+export const defaultSeams: GatewaySeams = {
+  onScopeChallenge: async (call) => toolError(G.needsMoreAccess(call.upstream.id)),
+  relayInputRequired: async (call) => toolError(G.inputRequired(call.upstream.id)),
+  repeatParams: async () => undefined,
+};

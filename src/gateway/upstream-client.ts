@@ -1,0 +1,398 @@
+/**
+ * The broker as a client of one upstream MCP server (Streamable HTTP), in either protocol era.
+ *
+ * Why not the SDK's `Client`: it validates every result against the content-block types it knows
+ * (an upstream's newer block, or an extra field on a known one, would be refused or dropped, and
+ * results must pass through unchanged), it probes `server/discover` or runs `initialize` on every
+ * connect (we want one probe per process and upstream), and its transport hides the HTTP status
+ * and `WWW-Authenticate` of a 401/403, which decide what the broker does next. What is needed
+ * here is small: one POST per call, a JSON or SSE answer read within a byte bound, and for a
+ * 2025-11-25 upstream its `initialize` and `Mcp-Session-Id`.
+ *
+ * Nothing of the broker's client is sent: headers are built here from scratch (the user's
+ * provider token as Bearer, or none), so neither the broker's MCP access token nor any other
+ * header of the caller can reach an upstream. Connections are pooled by Node's fetch (undici
+ * keeps them alive per origin).
+ */
+import type { ConfiguredUpstream } from '../config/upstreams.js';
+import type { Logger } from '../log.js';
+import { Lru } from './lru.js';
+
+export const MODERN_VERSION = '2026-07-28';
+export const LEGACY_VERSION = '2025-11-25';
+const META_PREFIX = 'io.modelcontextprotocol/';
+
+export type FailureReason = 'timeout' | 'unavailable' | 'http_error' | 'malformed' | 'too_large' | 'elicitation_unsupported';
+
+/** What one request to an upstream came to. `detail` is for logs only (never shown, never a secret). */
+export type UpstreamOutcome =
+  | { kind: 'result'; result: Record<string, unknown> }
+  | { kind: 'input_required'; inputRequests: Record<string, unknown>; requestState: string | undefined; result: Record<string, unknown> }
+  | { kind: 'unauthorized'; wwwAuthenticate: string | undefined }
+  | { kind: 'forbidden'; wwwAuthenticate: string | undefined }
+  /** The upstream answered with a JSON-RPC error (an unknown tool, invalid params…). */
+  | { kind: 'rpc_error'; code: number; message: string; data?: unknown }
+  | { kind: 'failed'; reason: FailureReason; detail: string };
+
+export interface UpstreamCaller {
+  /** Whose call this is, as a cache key for the 2025-11-25 session (principal); never sent. */
+  key: string;
+  /** The access token to send as Bearer; undefined for `auth: none`. */
+  token: string | undefined;
+  /** Capabilities to declare on a 2026-07-28 request (the caller's, so an upstream may ask it for input). */
+  capabilities?: Record<string, unknown>;
+  signal?: AbortSignal | undefined;
+}
+
+export interface UpstreamClientOptions {
+  /** The most bytes an answer (a JSON body, or a whole SSE stream) may have. */
+  maxResultBytes: number;
+  /** 2025-11-25 sessions kept, one per principal (default 1,000). */
+  maxSessions?: number;
+  clientInfo: { name: string; version: string };
+  log: Logger;
+}
+
+type Message = { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: unknown };
+type Session = { id: string | null; version: string };
+
+/** Ends a call with `outcome` from anywhere in its steps. */
+class Stop extends Error {
+  constructor(readonly outcome: UpstreamOutcome) {
+    super(outcome.kind);
+  }
+}
+
+const failed = (reason: FailureReason, detail: string) => new Stop({ kind: 'failed', reason, detail });
+
+export class UpstreamClient {
+  /** Learnt once per process: a `server/discover` that names 2026-07-28, else the 2025-11-25 handshake. */
+  #era: 'modern' | 'legacy' | undefined;
+  readonly #sessions: Lru<string, Promise<Session>>;
+  #nextId = 1;
+
+  constructor(
+    readonly upstream: ConfiguredUpstream,
+    private readonly options: UpstreamClientOptions,
+  ) {
+    this.#sessions = new Lru(options.maxSessions ?? 1_000);
+  }
+
+  /** The era learnt so far (for tests and logs). */
+  get era(): 'modern' | 'legacy' | undefined {
+    return this.#era;
+  }
+
+  /** Sends `method` with `params` (whose `_meta` must already be free of `io.modelcontextprotocol/` keys). */
+  async request(method: 'tools/call' | 'tools/list', params: Record<string, unknown>, caller: UpstreamCaller): Promise<UpstreamOutcome> {
+    const deadline = AbortSignal.timeout(this.upstream.timeoutMs);
+    const signal = caller.signal ? AbortSignal.any([deadline, caller.signal]) : deadline;
+    try {
+      const era = this.#era ?? (await this.#discover(caller, signal));
+      return era === 'modern' ? await this.#modern(method, params, caller, signal) : await this.#legacy(method, params, caller, signal);
+    } catch (err) {
+      if (err instanceof Stop) return err.outcome;
+      if (deadline.aborted) return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
+      if (signal.aborted) return { kind: 'failed', reason: 'unavailable', detail: 'the caller went away' };
+      return { kind: 'failed', reason: 'unavailable', detail: describe(err) };
+    }
+  }
+
+  /** Forgets every 2025-11-25 session (shutdown, tests). */
+  close(): void {
+    this.#sessions.clear();
+  }
+
+  #headers(caller: UpstreamCaller, extra: Record<string, string>): Record<string, string> {
+    return {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(caller.token !== undefined ? { authorization: `Bearer ${caller.token}` } : {}),
+      ...extra,
+    };
+  }
+
+  #envelope(caller: UpstreamCaller): Record<string, unknown> {
+    return {
+      [`${META_PREFIX}protocolVersion`]: MODERN_VERSION,
+      [`${META_PREFIX}clientInfo`]: this.options.clientInfo,
+      [`${META_PREFIX}clientCapabilities`]: caller.capabilities ?? {},
+    };
+  }
+
+  async #post(headers: Record<string, string>, body: unknown, signal: AbortSignal): Promise<Response> {
+    return fetch(this.upstream.url, { method: 'POST', headers, body: JSON.stringify(body), signal, redirect: 'error' });
+  }
+
+  async #discover(caller: UpstreamCaller, signal: AbortSignal): Promise<'modern' | 'legacy'> {
+    const id = `discover-${this.#nextId++}`;
+    const res = await this.#post(
+      this.#headers(caller, { 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'server/discover' }),
+      { jsonrpc: '2.0', id, method: 'server/discover', params: { _meta: this.#envelope(caller) } },
+      signal,
+    );
+    refuseAuthFailures(res);
+    // A server error says nothing about the era: learn it on a later call rather than guess.
+    if (res.status >= 500) {
+      await res.body?.cancel();
+      throw failed('http_error', `HTTP ${res.status} to server/discover`);
+    }
+    let era: 'modern' | 'legacy' = 'legacy';
+    if (res.ok) {
+      const message = await this.#readAnswer(res, id, signal, async () => undefined).catch((err: unknown) => {
+        if (err instanceof Stop && err.outcome.kind === 'failed' && err.outcome.reason === 'too_large') throw err;
+        return undefined;
+      });
+      const versions = (message?.result as { supportedVersions?: unknown } | undefined)?.supportedVersions;
+      if (Array.isArray(versions) && versions.includes(MODERN_VERSION)) era = 'modern';
+    } else await res.body?.cancel();
+    this.#era = era;
+    this.options.log.info('upstream_era', { upstream: this.upstream.id, era });
+    return era;
+  }
+
+  async #modern(method: string, params: Record<string, unknown>, caller: UpstreamCaller, signal: AbortSignal): Promise<UpstreamOutcome> {
+    const id = this.#nextId++;
+    const meta = { ...(params._meta as Record<string, unknown> | undefined), ...this.#envelope(caller) };
+    const name: Record<string, string> = method === 'tools/call' && typeof params.name === 'string' ? { 'mcp-name': params.name } : {};
+    const res = await this.#post(
+      this.#headers(caller, { 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': method, ...name }),
+      { jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } },
+      signal,
+    );
+    return classify(await this.#answerOf(res, id, signal, async () => undefined));
+  }
+
+  async #legacy(method: string, params: Record<string, unknown>, caller: UpstreamCaller, signal: AbortSignal): Promise<UpstreamOutcome> {
+    const key = caller.key;
+    for (let attempt = 0; ; attempt++) {
+      const session = await this.#session(key, caller, signal);
+      const id = this.#nextId++;
+      const res = await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', id, method, params }, signal);
+      // The session expired, or this upstream instance never had it: establish a new one, once.
+      if (res.status === 404 && session.id !== null && attempt === 0) {
+        await res.body?.cancel();
+        this.#sessions.delete(key);
+        this.options.log.info('upstream_session_renewed', { upstream: this.upstream.id });
+        continue;
+      }
+      let declined = false;
+      const message = await this.#answerOf(res, id, signal, async (request) => {
+        // Our /mcp is stateless: there is no open stream to the broker's client to relay this on.
+        if (request.method === 'elicitation/create') declined = true;
+        await this.#reply(caller, session, request, signal);
+      });
+      if (declined)
+        return {
+          kind: 'failed',
+          reason: 'elicitation_unsupported',
+          detail: 'the upstream sent elicitation/create mid-call; it was declined',
+        };
+      return classify(message);
+    }
+  }
+
+  #sessionHeaders(caller: UpstreamCaller, session: Session): Record<string, string> {
+    return this.#headers(caller, {
+      'mcp-protocol-version': session.version,
+      ...(session.id !== null ? { 'mcp-session-id': session.id } : {}),
+    });
+  }
+
+  /** The caller's 2025-11-25 session with this upstream, established once (concurrent calls share the handshake). */
+  #session(key: string, caller: UpstreamCaller, signal: AbortSignal): Promise<Session> {
+    let session = this.#sessions.get(key);
+    if (!session) {
+      session = this.#initialize(caller, signal);
+      this.#sessions.set(key, session);
+      session.catch(() => this.#sessions.delete(key));
+    }
+    return session;
+  }
+
+  async #initialize(caller: UpstreamCaller, signal: AbortSignal): Promise<Session> {
+    const id = this.#nextId++;
+    const res = await this.#post(
+      this.#headers(caller, {}),
+      {
+        jsonrpc: '2.0',
+        id,
+        method: 'initialize',
+        params: {
+          protocolVersion: LEGACY_VERSION,
+          // Declared so an upstream that wants input says so (declined, with a clear tool error) rather than failing oddly.
+          capabilities: { elicitation: { form: {}, url: {} } },
+          clientInfo: this.options.clientInfo,
+        },
+      },
+      signal,
+    );
+    const message = await this.#answerOf(res, id, signal, async () => undefined);
+    const result = message.result as { protocolVersion?: unknown } | undefined;
+    if (!result || typeof result.protocolVersion !== 'string') throw failed('malformed', 'initialize answered without a protocolVersion');
+    const session: Session = { id: res.headers.get('mcp-session-id'), version: result.protocolVersion };
+    const ack = await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', method: 'notifications/initialized' }, signal);
+    await ack.body?.cancel();
+    refuseAuthFailures(ack);
+    return session;
+  }
+
+  /** Answers a request the upstream sent us mid-call: decline input, refuse the rest. */
+  async #reply(caller: UpstreamCaller, session: Session, request: Message, signal: AbortSignal): Promise<void> {
+    const reply =
+      request.method === 'elicitation/create'
+        ? { result: { action: 'decline' } }
+        : request.method === 'ping'
+          ? { result: {} }
+          : { error: { code: -32601, message: 'Method not found' } };
+    const res = await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', id: request.id, ...reply }, signal);
+    await res.body?.cancel();
+  }
+
+  /** The JSON-RPC answer to `id` in `res`, after mapping HTTP failures to outcomes. */
+  async #answerOf(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
+    refuseAuthFailures(res);
+    if (!res.ok) {
+      const text = await readBounded(res, this.options.maxResultBytes).catch(() => '');
+      const error = parseJson(text)?.error as { code?: unknown; message?: unknown } | undefined;
+      if (res.status < 500 && error && typeof error.code === 'number')
+        throw new Stop({ kind: 'rpc_error', code: error.code, message: String(error.message ?? '') });
+      throw failed('http_error', `HTTP ${res.status}`);
+    }
+    return this.#readAnswer(res, id, signal, onRequest);
+  }
+
+  async #readAnswer(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
+    const type = res.headers.get('content-type') ?? '';
+    if (/^application\/json\b/i.test(type)) {
+      const message = parseJson(await readBounded(res, this.options.maxResultBytes));
+      if (!message || message.id !== id) throw failed('malformed', 'the answer is not a JSON-RPC response to our request');
+      return message;
+    }
+    if (/^text\/event-stream\b/i.test(type)) return this.#readStream(res, id, signal, onRequest);
+    await res.body?.cancel();
+    throw failed('malformed', `unexpected content type ${JSON.stringify(type.slice(0, 60))}`);
+  }
+
+  /** Reads SSE events until the response to `id`; requests from the upstream go to `onRequest`, notifications are dropped. */
+  async #readStream(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffered = '';
+    let total = 0;
+    try {
+      for (;;) {
+        if (signal.aborted) throw signal.reason;
+        const { done, value } = await reader.read();
+        if (done) throw failed('malformed', 'the event stream ended without an answer');
+        total += value.byteLength;
+        if (total > this.options.maxResultBytes) throw failed('too_large', `the event stream passed ${this.options.maxResultBytes} bytes`);
+        buffered += decoder.decode(value, { stream: true });
+        for (let end = eventEnd(buffered); end; end = eventEnd(buffered)) {
+          const data = buffered
+            .slice(0, end.at)
+            .split(/\r?\n/)
+            .filter((line) => line.startsWith('data:'))
+            .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+            .join('\n');
+          buffered = buffered.slice(end.at + end.length);
+          if (!data) continue;
+          const message = parseJson(data);
+          if (!message) throw failed('malformed', 'an event is not JSON');
+          if (typeof message.method === 'string' && message.id !== undefined) await onRequest(message);
+          else if (message.id === id && (message.result !== undefined || message.error !== undefined)) return message;
+        }
+      }
+    } finally {
+      void reader.cancel().catch(() => undefined);
+    }
+  }
+}
+
+function refuseAuthFailures(res: Response): void {
+  if (res.status === 401 || res.status === 403) {
+    void res.body?.cancel().catch(() => undefined);
+    throw new Stop({
+      kind: res.status === 401 ? 'unauthorized' : 'forbidden',
+      wwwAuthenticate: res.headers.get('www-authenticate') ?? undefined,
+    });
+  }
+}
+
+/** The response message as an outcome: a JSON-RPC error, an input request, or a result. */
+function classify(message: Message): UpstreamOutcome {
+  if (message.error !== undefined) {
+    const error = message.error as { code?: unknown; message?: unknown; data?: unknown };
+    if (typeof error.code !== 'number') return { kind: 'failed', reason: 'malformed', detail: 'an error without a numeric code' };
+    return {
+      kind: 'rpc_error',
+      code: error.code,
+      message: String(error.message ?? ''),
+      ...(error.data !== undefined ? { data: error.data } : {}),
+    };
+  }
+  const result = message.result;
+  if (!result || typeof result !== 'object' || Array.isArray(result))
+    return { kind: 'failed', reason: 'malformed', detail: 'the result is not an object' };
+  const r = result as Record<string, unknown>;
+  if (r.resultType === 'input_required') {
+    const inputRequests = r.inputRequests && typeof r.inputRequests === 'object' ? (r.inputRequests as Record<string, unknown>) : {};
+    return {
+      kind: 'input_required',
+      inputRequests,
+      requestState: typeof r.requestState === 'string' ? r.requestState : undefined,
+      result: r,
+    };
+  }
+  return { kind: 'result', result: r };
+}
+
+/** The body as text, refusing more than `max` bytes without buffering them. */
+async function readBounded(res: Response, max: number): Promise<string> {
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > max) {
+    await res.body?.cancel();
+    throw failed('too_large', `the answer declares ${declared} bytes, over ${max}`);
+  }
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel();
+      throw failed('too_large', `the answer passed ${max} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function parseJson(text: string): Message | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Message) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function eventEnd(buffer: string): { at: number; length: number } | undefined {
+  const m = /\r?\n\r?\n/.exec(buffer);
+  return m ? { at: m.index, length: m[0].length } : undefined;
+}
+
+function describe(err: unknown): string {
+  const cause = (err as { cause?: { code?: unknown } })?.cause?.code;
+  return typeof cause === 'string' ? cause : err instanceof Error ? err.message.slice(0, 200) : 'unknown';
+}
+
+/** `_meta` without the protocol's own keys (which belong to each hop, not to the payload). */
+export function foreignMeta(meta: unknown): Record<string, unknown> | undefined {
+  if (!meta || typeof meta !== 'object' || Array.isArray(meta)) return undefined;
+  const kept = Object.entries(meta as Record<string, unknown>).filter(([k]) => !k.startsWith(META_PREFIX));
+  return kept.length ? Object.fromEntries(kept) : undefined;
+}
