@@ -8,6 +8,7 @@ import { Browser } from './browser.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './idp.js';
 import { brokerIdpClient, spawnBroker, testBrokerEnv } from './stack.js';
+import { resolveDeferred, useSuite, type Deferred } from './suite.js';
 
 export type SpawnedBroker = Awaited<ReturnType<typeof spawnBroker>>;
 
@@ -26,10 +27,14 @@ export interface MultiStack {
   close(): Promise<void>;
 }
 
+export interface MultiStackOptions {
+  holdSeconds?: number;
+  standIn?: StandInOptions;
+  env?: Record<string, string>;
+}
+
 /** IdP + GitHub stand-in + a shared environment; brokers are started with `spawn`. */
-export async function startMultiStack(
-  options: { holdSeconds?: number; standIn?: StandInOptions; env?: Record<string, string> } = {},
-): Promise<MultiStack> {
+export async function startMultiStack(options: MultiStackOptions = {}): Promise<MultiStack> {
   const dir = mkdtempSync(join(tmpdir(), 'broker-multi-'));
   const portA = await freePort();
   const publicUrl = `http://127.0.0.1:${portA}`;
@@ -64,6 +69,11 @@ export async function startMultiStack(
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** `startMultiStack` for the enclosing `describe`, started before its first test and closed after its last (`useSuite`). */
+export function useMultiStack(options: Deferred<MultiStackOptions> = {}, hook: { timeout?: number } = {}): MultiStack {
+  return useSuite('the multi-process stack', async () => startMultiStack(await resolveDeferred(options)), hook);
 }
 
 /**
