@@ -37,6 +37,18 @@ export function useSuite<T extends Closable>(name: string, start: () => Promise<
   });
 }
 
+/** A stand-in for what `get()` returns at each read (fields, getters, methods bound to it): for one part of a `useSuite` fixture. */
+export function readThrough<T extends object>(get: () => T): T {
+  return new Proxy({} as T, {
+    get(_, key) {
+      const target = get();
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+    has: (_, key) => key in get(),
+  });
+}
+
 export const resolveDeferred = async <T>(options: Deferred<T>): Promise<T> =>
   typeof options === 'function' ? (options as () => T | Promise<T>)() : options;
 
