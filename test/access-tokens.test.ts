@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { decodeProtectedHeader, decodeJwt, SignJWT } from 'jose';
 import { Browser } from './support/browser.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { startStack, type Stack } from './support/stack.js';
+import type { Stack } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 const RESOURCE_CLIENT_SECRET = 'resource-named-client-secret';
 
@@ -87,13 +88,11 @@ async function assertRefused(stack: Stack, token: string, label: string): Promis
 }
 
 describe('only access tokens are access tokens', () => {
-  let stack: Stack;
+  const stack = useStack({ idpClients: resourceNamedClient });
   let kid: string;
   before(async () => {
-    stack = await startStack({ idpClients: resourceNamedClient });
     kid = decodeProtectedHeader(await stack.token('kid-probe')).kid!;
   });
-  after(() => stack?.close());
 
   it('refuses with 401 invalid_token an ID token the IdP issued to a client whose client_id is this resource, with or without a nonce', async () => {
     for (const nonce of [undefined, randomBytes(16).toString('base64url')]) {
@@ -159,11 +158,7 @@ describe('only access tokens are access tokens', () => {
 });
 
 describe('MCP_ACCESS_TOKEN_TYPES for identity providers that only emit typ JWT', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { MCP_ACCESS_TOKEN_TYPES: 'JWT' }, idpClients: resourceNamedClient });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ env: { MCP_ACCESS_TOKEN_TYPES: 'JWT' }, idpClients: resourceNamedClient });
 
   it('accepts typ JWT once listed, and then refuses the types not listed, nonces and ID tokens all the same', async () => {
     await assertAccepted(stack, await stack.idp.mintAccessToken({ sub: 'at-jwt', typ: 'JWT' }), 'typ JWT');

@@ -1,13 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { startStack, type Stack } from './support/stack.js';
+import { describe, it } from 'node:test';
+import { useStack } from './support/suite.js';
 
 describe('operator branding', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { PRODUCT_NAME: 'Acme Assistant Accounts', LOGO_URL: 'https://cdn.acme.example/logo.png' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { PRODUCT_NAME: 'Acme Assistant Accounts', LOGO_URL: 'https://cdn.acme.example/logo.png' } });
 
   it('shows the product name and logo on pages and allows exactly the logo origin for images', async () => {
     const res = await fetch(`${stack.publicUrl}/connect/github?req=${'A'.repeat(43)}`, { headers: { accept: 'text/html' } });

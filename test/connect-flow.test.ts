@@ -1,24 +1,19 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Browser, textOf } from './support/browser.js';
-import { modernClient, resultText } from './support/mcp.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { resultText } from './support/mcp.js';
+import { completeConnect } from './support/stack.js';
 import { assertFirstIssueCreated } from './support/github-checks.js';
+import { clientAs, useStack } from './support/suite.js';
 
 describe('the connect flow, end to end with a 2026-07-28 client', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack();
-  });
-  after(() => stack.close());
+  const stack = useStack();
 
   it('elicits our /connect page, connects GitHub in the browser, and the repeated call creates the issue', async () => {
     const browser = new Browser();
     const seen: Array<{ url: string; message: string }> = [];
     let finalPage = '';
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('alice'),
+    const client = await clientAs(stack, 'alice', {
       onUrl: async (url, message) => {
         seen.push({ url, message });
         const page = await completeConnect(browser, url, 'alice');

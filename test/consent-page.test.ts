@@ -2,11 +2,12 @@
 // it is (no bidi or invisible characters, isolated in <bdi>), why the link was made, and the scopes
 // without those a broader one already implies.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { Browser, textOf, type Page } from './support/browser.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { signIn, startStack, type Stack } from './support/stack.js';
+import { signIn, type Stack } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 /** A 2026-07-28 tools/call as `sub` from a client calling itself `clientName`; returns the connect link it elicits. */
 async function askForLink(
@@ -44,11 +45,7 @@ function pendingRows(stack: Stack, sub: string): Array<Record<string, unknown>> 
 }
 
 describe('the consent page', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 0 });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 0 });
 
   it('shows a client name without bidi or invisible characters, isolated in <bdi>, and stores it that way', async () => {
     const disguised = 'Trusted\u202E\u2066 Assistant\u200B\u200D\uFEFF\u061C\u200F\u0007';

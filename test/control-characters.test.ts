@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { Browser, textOf } from './support/browser.js';
-import { modernClient } from './support/mcp.js';
 import { postgresSkipReason, startPostgres, type PgServer } from './support/postgres.js';
-import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
+import { completeConnect, signIn } from './support/stack.js';
+import { clientAs, useStack } from './support/suite.js';
 
 // PostgreSQL refuses U+0000 in text, so a NUL the IdP or a provider sends must never reach a
 // column: names are cleaned where they come in, identifiers (iss, sub, account ids) are refused.
@@ -23,14 +23,10 @@ after(() => pgServer?.destroy());
 
 for (const store of stores) {
   describe(`control characters from the IdP and GitHub (${store.name})`, { skip: store.skip }, () => {
-    let stack: Stack;
-    before(async () => {
-      stack = await startStack({
-        env: await store.env(),
-        idpAccountClaims: (id) => (id === 'alice' ? { preferred_username: 'Al\u0000ice\u202e', name: 'Alice\u0000' } : {}),
-      });
-    });
-    after(() => stack?.close());
+    const stack = useStack(async () => ({
+      env: await store.env(),
+      idpAccountClaims: (id: string) => (id === 'alice' ? { preferred_username: 'Al\u0000ice\u202e', name: 'Alice\u0000' } : {}),
+    }));
 
     it('signs in a user whose display name carries a NUL and a bidi override, showing it without them', async () => {
       const page = await signIn(new Browser(), stack, 'alice');
@@ -52,9 +48,7 @@ for (const store of stores) {
       try {
         const browser = new Browser();
         let finalPage = '';
-        const client = await modernClient({
-          url: stack.mcpUrl,
-          token: await stack.token('bob'),
+        const client = await clientAs(stack, 'bob', {
           onUrl: async (url) => {
             finalPage = textOf((await completeConnect(browser, url, 'bob')).html);
             return { action: 'accept' };
@@ -78,9 +72,7 @@ for (const store of stores) {
       try {
         const browser = new Browser();
         let finalPage: { status: number; text: string } | undefined;
-        const client = await modernClient({
-          url: stack.mcpUrl,
-          token: await stack.token('carol'),
+        const client = await clientAs(stack, 'carol', {
           onUrl: async (url) => {
             const page = await completeConnect(browser, url, 'carol');
             finalPage = { status: page.status, text: textOf(page.html) };

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Browser, parseForms } from './support/browser.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { signIn, startStack, type Stack } from './support/stack.js';
+import { signIn } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 describe('form posts and the Origin header', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { ALLOWED_ORIGINS: 'https://assistant.example,http://localhost:6274' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { ALLOWED_ORIGINS: 'https://assistant.example,http://localhost:6274' } });
 
   async function logoutForm(): Promise<{ browser: Browser; csrf: string }> {
     const browser = new Browser();

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -14,7 +12,7 @@ import { createLogger } from '../src/log.js';
 import { Browser, textOf } from './support/browser.js';
 import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
-import { selfSignedCertificate } from './support/tls.js';
+import { selfSignedCertificate, serveClientMetadata } from './support/tls.js';
 
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 
@@ -241,30 +239,14 @@ describe('npm run dev: the broker with nothing configured', () => {
     'fetches a client ID metadata document from a loopback https URL (offline CIMD)',
     { skip: certificate ? false : 'openssl is not available to make a certificate' },
     async () => {
-      let clientId = '';
       const redirectUri = 'http://127.0.0.1:9/cb';
-      const documents = createHttpsServer(certificate!, (_req, res) => {
-        res.setHeader('content-type', 'application/json');
-        res.end(
-          JSON.stringify({
-            client_id: clientId,
-            client_name: 'Offline CIMD assistant',
-            redirect_uris: [redirectUri],
-            token_endpoint_auth_method: 'none',
-            grant_types: ['authorization_code'],
-            response_types: ['code'],
-          }),
-        );
-      });
-      await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+      const { clientId, close } = await serveClientMetadata(certificate!, 'Offline CIMD assistant', redirectUri);
       try {
-        clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
         const page = await new Browser().open(authorizeUrl(clientId, redirectUri));
         assert.equal(page.status, 200, textOf(page.html));
         assert.match(textOf(page.html), /Development sign-in .*Offline CIMD assistant \(the name it gives itself\) asks you to sign in\./);
       } finally {
-        documents.closeAllConnections();
-        await new Promise<void>((resolve) => documents.close(() => resolve()));
+        await close();
       }
     },
   );
@@ -276,43 +258,29 @@ describe('npm run dev: the broker with nothing configured', () => {
 });
 
 describe('npm run dev refuses unsafe settings', () => {
+  /** `npm run dev` with `env` fails to start with a ConfigError whose message matches `message`. */
+  const refusesDev = (env: Record<string, string>, message: RegExp) =>
+    assert.rejects(startDevBroker(env, createLogger('error')), (err: unknown) => err instanceof ConfigError && message.test(err.message));
+
   it('refuses NODE_ENV=production', async () => {
-    await assert.rejects(
-      startDevBroker({ NODE_ENV: 'production' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /NODE_ENV/.test(err.message),
-    );
+    await refusesDev({ NODE_ENV: 'production' }, /NODE_ENV/);
   });
 
   it('refuses a PUBLIC_URL that is not loopback', async () => {
-    await assert.rejects(
-      startDevBroker({ PUBLIC_URL: 'https://broker.example.com' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /PUBLIC_URL must be a loopback URL/.test(err.message),
-    );
+    await refusesDev({ PUBLIC_URL: 'https://broker.example.com' }, /PUBLIC_URL must be a loopback URL/);
   });
 
   it('refuses to be reachable under a non-loopback name (ALLOWED_HOSTS, MCP_AUDIENCE, TRUST_PROXY)', async () => {
-    await assert.rejects(
-      startDevBroker({ ALLOWED_HOSTS: 'localhost,broker.public.example' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /ALLOWED_HOSTS must list only loopback names/.test(err.message),
+    await refusesDev({ ALLOWED_HOSTS: 'localhost,broker.public.example' }, /ALLOWED_HOSTS must list only loopback names/);
+    await refusesDev(
+      { ALLOWED_ORIGINS: 'http://localhost:6274,https://assistant.example' },
+      /ALLOWED_ORIGINS must list only loopback origins/,
     );
-    await assert.rejects(
-      startDevBroker({ ALLOWED_ORIGINS: 'http://localhost:6274,https://assistant.example' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /ALLOWED_ORIGINS must list only loopback origins/.test(err.message),
-    );
-    await assert.rejects(
-      startDevBroker({ MCP_AUDIENCE: 'https://broker.public.example/mcp' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /MCP_AUDIENCE/.test(err.message),
-    );
-    await assert.rejects(
-      startDevBroker({ TRUST_PROXY: '1' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /TRUST_PROXY/.test(err.message),
-    );
+    await refusesDev({ MCP_AUDIENCE: 'https://broker.public.example/mcp' }, /MCP_AUDIENCE/);
+    await refusesDev({ TRUST_PROXY: '1' }, /TRUST_PROXY/);
   });
 
   it('refuses to listen on a non-loopback HOST', async () => {
-    await assert.rejects(
-      startDevBroker({ HOST: '0.0.0.0' }, createLogger('error')),
-      (err: unknown) => err instanceof ConfigError && /HOST/.test(err.message),
-    );
+    await refusesDev({ HOST: '0.0.0.0' }, /HOST/);
   });
 });

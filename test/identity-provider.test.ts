@@ -4,7 +4,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as oidc from 'openid-client';
@@ -12,7 +11,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { createIdentityProvider } from '../src/dev/identity-provider.js';
 import { freePort, startIdp } from './support/idp.js';
 import type { StartedIdp } from './support/idp.js';
-import { selfSignedCertificate } from './support/tls.js';
+import { selfSignedCertificate, serveClientMetadata } from './support/tls.js';
 import { unescapeHtml } from './support/authorize-form.js';
 
 const CLIENT_ID = 'broker';
@@ -564,22 +563,8 @@ describe('development identity provider: client ID metadata documents offline', 
     'a loopback https metadata URL works when loopbackMetadataDocuments is on (dev mode), and only then',
     { skip: certificate ? false : 'openssl is not available to make a certificate' },
     async () => {
-      let clientId = '';
-      const documents = createHttpsServer(certificate!, (_req, res) => {
-        res.setHeader('content-type', 'application/json');
-        res.end(
-          JSON.stringify({
-            client_id: clientId,
-            client_name: 'Metadata document assistant',
-            redirect_uris: [redirectUri],
-            token_endpoint_auth_method: 'none',
-            grant_types: ['authorization_code'],
-            response_types: ['code'],
-          }),
-        );
-      });
-      await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
-      clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
+      const documents = await serveClientMetadata(certificate!, 'Metadata document assistant', redirectUri);
+      const clientId = documents.clientId;
       const dev = await rawIdp({ resource, clients: [], loopbackMetadataDocuments: true });
       const plain = await rawIdp({ resource, clients: [] });
       try {
@@ -602,8 +587,7 @@ describe('development identity provider: client ID metadata documents offline', 
       } finally {
         await dev.close();
         await plain.close();
-        documents.closeAllConnections();
-        await new Promise<void>((resolve) => documents.close(() => resolve()));
+        await documents.close();
       }
     },
   );

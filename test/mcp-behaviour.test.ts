@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { UrlElicitationRequiredError, type Client } from '@modelcontextprotocol/client';
 import { Browser, textOf } from './support/browser.js';
 import { envelope, legacyClient, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
-import { completeConnect, heldCalls, signIn, startStack, type Stack } from './support/stack.js';
+import { completeConnect, heldCalls, signIn, type Stack } from './support/stack.js';
+import { clientAs, useStack } from './support/suite.js';
 
 /** The key our tools use for their one URL input request. */
 const CONNECT_KEY = 'connect_account';
@@ -43,9 +44,7 @@ function issuePosts(stack: Stack): number {
 /** Connects `sub`'s GitHub (as `githubLogin`) through github_whoami and the browser flow; returns the whoami result. */
 async function connect(stack: Stack, sub: string, githubLogin: string) {
   const browser = new Browser();
-  const client = await modernClient({
-    url: stack.mcpUrl,
-    token: await stack.token(sub),
+  const client = await clientAs(stack, sub, {
     onUrl: async (url) => {
       await completeConnect(browser, url, sub, { githubLogin });
       return { action: 'accept' };
@@ -68,11 +67,7 @@ async function listConnections(stack: Stack, sub: string) {
 }
 
 describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 1 });
 
   describe('discovery', () => {
     it('connects a 2026-07-28 client through server/discover', async () => {
@@ -165,9 +160,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         const sub = `${action}-user`;
         const seen: string[] = [];
         const postsBefore = issuePosts(stack);
-        const client = await modernClient({
-          url: stack.mcpUrl,
-          token: await stack.token(sub),
+        const client = await clientAs(stack, sub, {
           onUrl: async (url) => {
             seen.push(url);
             return { action };
@@ -238,9 +231,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       it(`ends the repeated call as not connected when ${c.who}`, async () => {
         const browser = new Browser();
         const pages: string[] = [];
-        const client = await modernClient({
-          url: stack.mcpUrl,
-          token: await stack.token(c.sub),
+        const client = await clientAs(stack, c.sub, {
           onUrl: async (url) => {
             const page = await completeConnect(browser, url, c.sub, c.step);
             pages.push(textOf(page.html));
@@ -267,9 +258,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       it(`never gets a URL elicitation (${label}) and is pointed at /connections instead`, async () => {
         let urls = 0;
         let forms = 0;
-        const client = await modernClient({
-          url: stack.mcpUrl,
-          token: await stack.token(`no-url-${label}`),
+        const client = await clientAs(stack, `no-url-${label}`, {
           capabilities,
           onUrl: async () => {
             urls += 1;
@@ -513,9 +502,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     async function disconnectWith(sub: string, answer: ElicitAnswer) {
       const forms: Array<{ message: string; schema: unknown }> = [];
       let urls = 0;
-      const client = await modernClient({
-        url: stack.mcpUrl,
-        token: await stack.token(sub),
+      const client = await clientAs(stack, sub, {
         onForm: async (message, schema) => {
           forms.push({ message, schema });
           return answer;
@@ -679,9 +666,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
     });
 
     async function createIssue(args: Record<string, unknown>) {
-      const client = await modernClient({
-        url: stack.mcpUrl,
-        token: await stack.token(sub),
+      const client = await clientAs(stack, sub, {
         onUrl: async () => assert.fail('must not ask to connect'),
       });
       try {
@@ -768,11 +753,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
 });
 
 describe('a repeat that arrives while the user is still in the browser', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 10 });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 10 });
 
   it('is held until the GitHub callback lands and then returns the created issue (holdSeconds 10)', async () => {
     const sub = 'early-repeat-user';
@@ -781,9 +762,7 @@ describe('a repeat that arrives while the user is still in the browser', () => {
     let finishing: Promise<string> | undefined;
     let asked = 0;
     let authorizeStartedAt = 0;
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token(sub),
+    const client = await clientAs(stack, sub, {
       onUrl: async (url) => {
         asked += 1;
         let page = await browser.open(url);

@@ -16,7 +16,8 @@ import {
   type Store,
 } from '../src/store/index.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { heldCalls, startStack, type Stack } from './support/stack.js';
+import { heldCalls, type Stack } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 const CONNECT_KEY = 'connect_account';
 const ISSUE = { owner: 'octo-org', repo: 'bounded', title: 'Needs a connection' };
@@ -46,11 +47,7 @@ function rows(
 const openRows = (stack: Stack, subject: string) => rows(stack, subject).filter((r) => r.status === 'open').length;
 
 describe('bounded pending connections (one user, many calls)', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 3 });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 3 });
 
   it('leaves one open pending connection after 1,000 tools/call from one user, every one answered with the same link', async () => {
     const token = await stack.token('bound-alice');
@@ -168,11 +165,7 @@ describe('bounded pending connections (one user, many calls)', () => {
 });
 
 describe('PENDING_CONNECTIONS_PER_USER', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { PENDING_CONNECTIONS_PER_USER: '2' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { PENDING_CONNECTIONS_PER_USER: '2' } });
 
   it('sets the cap: with 2, a third request cancels the oldest open link', async () => {
     const token = await stack.token('capped-erin');

@@ -10,15 +10,12 @@ import { openSqliteStore } from '../src/store/index.js';
 import { Browser, textOf } from './support/browser.js';
 import { startIdp, type StartedIdp } from './support/idp.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
-import { readConnection, seedConnection } from './support/seed.js';
+import { readConnection, seedConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { clientAs, useStack } from './support/suite.js';
 
 describe('incremental consent', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { GITHUB_SCOPES: 'read:user' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { GITHUB_SCOPES: 'read:user' } });
 
   it('asks only for the missing scope, keeps the existing connection usable meanwhile, and ends with both', async () => {
     const browser = new Browser();
@@ -72,17 +69,11 @@ describe('incremental consent', () => {
 });
 
 describe('one upstream account, two principals', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { SHARED_ACCOUNT_POLICY: 'refuse' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { SHARED_ACCOUNT_POLICY: 'refuse' } });
 
   it('refuses by default to link a GitHub account already linked to another user, with a clear page, a normal tool result and an audit entry', async () => {
     const alice = new Browser();
-    const a = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('alice'),
+    const a = await clientAs(stack, 'alice', {
       onUrl: async (url) => (await completeConnect(alice, url, 'alice', { githubLogin: 'octocat' }), { action: 'accept' }),
     });
     await a.callTool({ name: 'github_whoami', arguments: {} });
@@ -91,9 +82,7 @@ describe('one upstream account, two principals', () => {
     const bob = new Browser();
     let page = '';
     let status = 0;
-    const b = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('bob'),
+    const b = await clientAs(stack, 'bob', {
       onUrl: async (url) => {
         const last = await completeConnect(bob, url, 'bob', { githubLogin: 'octocat' });
         page = textOf(last.html);
@@ -120,20 +109,14 @@ describe('one upstream account, two principals', () => {
 });
 
 describe('"more access" or "reconnect" that comes back as another upstream account', () => {
-  let stack: Stack;
-  before(async () => {
-    // read:user by default, so github_create_issue (public_repo) asks for more access.
-    stack = await startStack({ env: { GITHUB_SCOPES: 'read:user' } });
-  });
-  after(() => stack.close());
+  // read:user by default, so github_create_issue (public_repo) asks for more access.
+  const stack = useStack({ env: { GITHUB_SCOPES: 'read:user' } });
 
   /** Calls `tool` as `sub`, doing the browser part as GitHub account `githubLogin`; returns the result and the last page. */
   async function callThroughBrowser(sub: string, browser: Browser, githubLogin: string, tool: string, args: Record<string, unknown> = {}) {
     let status = 0;
     let page = '';
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token(sub),
+    const client = await clientAs(stack, sub, {
       onUrl: async (url) => {
         const last = await completeConnect(browser, url, sub, { githubLogin });
         status = last.status;
@@ -191,11 +174,7 @@ describe('"more access" or "reconnect" that comes back as another upstream accou
 });
 
 describe('encryption key rotation', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack();
-  });
-  after(() => stack.close());
+  const stack = useStack();
 
   it('keeps old rows readable under a new ring, re-encrypts everything with npm run rotate-keys, and then works without the old key', async () => {
     const oldKey = stack.env.TOKEN_ENCRYPTION_KEY!;
@@ -203,14 +182,7 @@ describe('encryption key rotation', () => {
       ['rita', 'octocat'],
       ['sam', 'hubot'],
     ] as const) {
-      const t = stack.github.issueTokenFor(login);
-      await seedConnection(
-        stack.env,
-        sub,
-        'github',
-        { id: String(stack.github.users.get(login)!.id), login },
-        { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
-      );
+      await seedGitHubConnection(stack, sub, login);
     }
     const whoami = async (sub: string) =>
       resultText(
@@ -227,14 +199,7 @@ describe('encryption key rotation', () => {
     stack.env.TOKEN_ENCRYPTION_KEYS = `k2026:${newKey}`;
     await stack.restart();
     assert.match(await whoami('rita'), /@octocat/);
-    const t = stack.github.issueTokenFor('monalisa');
-    await seedConnection(
-      stack.env,
-      'tess',
-      'github',
-      { id: String(stack.github.users.get('monalisa')!.id), login: 'monalisa' },
-      { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
-    );
+    await seedGitHubConnection(stack, 'tess', 'monalisa');
 
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
       env: { ...process.env, ...stack.env },
@@ -332,9 +297,7 @@ describe('a generic OpenID Connect provider from PROVIDERS_FILE (a second oidc-p
   it('connects through discovery, PKCE and the ID token, then disconnects with RFC 7009 revocation', async () => {
     const browser = new Browser();
     let connected = '';
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('vera'),
+    const client = await clientAs(stack, 'vera', {
       onUrl: async (url) => {
         assert.match(new URL(url).pathname, /^\/connect\/gitlab$/);
         let page = await browser.open(url);
@@ -524,24 +487,11 @@ describe('the provider catalog configuration', () => {
 });
 
 describe('disconnect when the provider cannot revoke', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack();
-  });
-  after(() => stack.close());
+  const stack = useStack();
 
   it('reports the failed revocation, still deletes the stored tokens, and audits a local-only delete', async () => {
-    const t = stack.github.issueTokenFor('octocat');
-    await seedConnection(
-      stack.env,
-      'walt',
-      'github',
-      { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' },
-      { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
-    );
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('walt'),
+    await seedGitHubConnection(stack, 'walt', 'octocat');
+    const client = await clientAs(stack, 'walt', {
       onForm: async () => ({ action: 'accept', content: { confirm: true } }),
     });
     stack.github.faults = { api: 500 };

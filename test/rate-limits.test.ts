@@ -1,16 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { sqliteHandle } from '../src/store/index.js';
 import { Browser } from './support/browser.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { startStack, type Stack } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 describe('rate limits on the browser routes', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: '5' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { RATE_LIMIT_PER_MINUTE: '5' } });
 
   for (const [route, path] of [
     ['sign-in', '/auth/login'],
@@ -56,13 +52,9 @@ describe('rate limits on the browser routes', () => {
 describe('rate limits on every spelling of a route', () => {
   const LIMIT = 5;
   const REQ = 'req=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
-  let stack: Stack;
+  // One proxy hop, so each case gets its own client address (and so a fresh budget) through X-Forwarded-For.
+  const stack = useStack({ env: { RATE_LIMIT_PER_MINUTE: String(LIMIT), TRUST_PROXY: '1' } });
   let nextClient = 1;
-  before(async () => {
-    // One proxy hop, so each case gets its own client address (and so a fresh budget) through X-Forwarded-For.
-    stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: String(LIMIT), TRUST_PROXY: '1' } });
-  });
-  after(() => stack.close());
 
   const groups: Array<{ group: string; canonical: [string, string]; spellings: Array<[string, string]> }> = [
     {
@@ -181,12 +173,8 @@ describe('rate limits on every spelling of a route', () => {
 });
 
 describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 600)', () => {
-  let stack: Stack;
-  before(async () => {
-    // '' = unset: the default applies.
-    stack = await startStack({ env: { MCP_RATE_LIMIT_PER_MINUTE: '' } });
-  });
-  after(() => stack.close());
+  // '' = unset: the default applies.
+  const stack = useStack({ env: { MCP_RATE_LIMIT_PER_MINUTE: '' } });
 
   const list = (token: string | undefined) => rawCall(stack.mcpUrl, token, { method: 'tools/list', params: { _meta: envelope() } });
 
@@ -242,11 +230,7 @@ describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 6
 
 describe('rate limit on /mcp: a 2025-11-25 batch counts as many requests as it holds calls', () => {
   const LIMIT = 10;
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ env: { MCP_RATE_LIMIT_PER_MINUTE: String(LIMIT) } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ env: { MCP_RATE_LIMIT_PER_MINUTE: String(LIMIT) } });
 
   const batch = (token: string, calls: number) =>
     fetch(stack.mcpUrl, {

@@ -2,7 +2,7 @@
 // `faults`). Each fault must end in something a person or a model can act on — a clear page or a
 // clear tool result — with nothing half-stored, no token shown, and a plain way to try again.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Browser, textOf, type Page } from './support/browser.js';
 import { rawCall, envelope } from './support/mcp.js';
 import {
@@ -17,9 +17,10 @@ import {
   type RawReply,
 } from './support/reliability-flow.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
-import { seedConnection } from './support/seed.js';
-import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
+import { seedGitHubConnection } from './support/seed.js';
+import { completeConnect, heldCalls, type Stack } from './support/stack.js';
 import type { StandInFaults } from './support/github-standin.js';
+import { useStack } from './support/suite.js';
 
 const ISSUE = { owner: 'octo-org', repo: 'faults' };
 
@@ -116,11 +117,7 @@ function assertCleanLogs(stack: Stack): void {
 }
 
 describe('GitHub token endpoint faults during the callback (PROVIDER_TIMEOUT_SECONDS=1)', { timeout: 60_000 }, () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1, env: { PROVIDER_TIMEOUT_SECONDS: '1' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 1, env: { PROVIDER_TIMEOUT_SECONDS: '1' } });
 
   // What the page must name: GitHub being down / answering badly, or GitHub refusing the code.
   const cases: Array<{ fault: NonNullable<StandInFaults['token']>; says: RegExp }> = [
@@ -173,11 +170,7 @@ describe('GitHub token endpoint faults during the callback (PROVIDER_TIMEOUT_SEC
 });
 
 describe('GitHub API faults during a tool call', { timeout: 60_000 }, () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1, env: { PROVIDER_TIMEOUT_SECONDS: '1' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 1, env: { PROVIDER_TIMEOUT_SECONDS: '1' } });
 
   async function connectFully(sub: string, login: string, browser: Browser): Promise<string> {
     const token = await stack.token(sub);
@@ -297,11 +290,7 @@ describe('GitHub API faults during a tool call', { timeout: 60_000 }, () => {
 });
 
 describe('a GitHub API fault at /user right after the token exchange', { timeout: 60_000 }, () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1, env: { PROVIDER_TIMEOUT_SECONDS: '1' } });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 1, env: { PROVIDER_TIMEOUT_SECONDS: '1' } });
 
   for (const fault of [401, 403, 429, 500] as const) {
     it(`ends a ${fault} from GET /user in a 502 page saying GitHub failed, stores nothing, and connects on retry once the fault clears`, async () => {
@@ -331,11 +320,7 @@ describe('a GitHub API fault at /user right after the token exchange', { timeout
 });
 
 describe('a settlement the held repeat never hears about', { timeout: 60_000 }, () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 2 });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ holdSeconds: 2 });
 
   it('lets the store decide at the end of the hold: a completed flow acts instead of handing out a new link', async () => {
     const token = await stack.token('mira');
@@ -345,13 +330,7 @@ describe('a settlement the held repeat never hears about', { timeout: 60_000 }, 
     await heldCalls(stack);
     // Another instance finished the flow, stamped by a clock a minute behind, and its NOTIFY (if
     // any) was lost: no poll of "settled since" ever sees it.
-    await seedConnection(
-      stack.env,
-      'mira',
-      'github',
-      { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' },
-      { accessToken: stack.github.issueTokenFor('octocat').accessToken, tokenType: 'bearer', scopes: ['repo'] },
-    );
+    await seedGitHubConnection(stack, 'mira', 'octocat');
     const db = openDatabase(stack.env.DATABASE_PATH!);
     try {
       assert.equal(

@@ -12,7 +12,8 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { Browser, formSubmission, parseForms, textOf, type FormChoice, type Page } from './support/browser.js';
 import type { GitHubStandIn } from './support/github-standin.js';
 import { envelope, rawCall } from './support/mcp.js';
-import { heldCalls, signIn, startStack, type Stack } from './support/stack.js';
+import { heldCalls, signIn, type Stack } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 // ------------------------------------------------------------------------------------------------
 // Helpers
@@ -239,11 +240,7 @@ function rawHttp(
 // 1. Connect links
 
 describe('invariant 1: a connect link is an opaque, random, single-use, short-lived handle stored only as a hash', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ holdSeconds: 1 });
 
   it('elicits a link on our origin whose only parameter is a 256-bit random handle, new for every principal, provider, scope set and client', async () => {
     const asked = [
@@ -329,11 +326,7 @@ describe('invariant 1: a connect link is an opaque, random, single-use, short-li
 // 2. Only the principal may use a link
 
 describe('invariant 2: a connect link is useless to anyone but the principal who asked for it', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ holdSeconds: 1 });
 
   it('rejects a connect link opened by another principal with 403 naming who is signed in, contacts nothing at GitHub, and still works for its principal', async () => {
     const { url, handle } = await askForLink(stack, 'sec2-alice');
@@ -406,11 +399,7 @@ describe('invariant 2: a connect link is useless to anyone but the principal who
 // 3. OAuth state
 
 describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived and bound to the browser session", () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ holdSeconds: 1 });
 
   const connectionCount = () => readDb(stack, (db) => (db.prepare('SELECT count(*) AS n FROM connections').get() as { n: number }).n);
 
@@ -575,12 +564,8 @@ describe("invariant 3: GitHub's OAuth state is random, single-use, short-lived a
 });
 
 describe('invariant 3, continued: a refused callback does not burn the real one, and a spent flow refused settles its link', () => {
-  let stack: Stack;
-  before(async () => {
-    // A second provider whose callback path a GitHub `state` can be sent to (Linear: explicit endpoints, nothing fetched).
-    stack = await startStack({ holdSeconds: 10, env: { LINEAR_CLIENT_ID: 'linear-client', LINEAR_CLIENT_SECRET: 'linear-secret' } });
-  });
-  after(() => stack?.close());
+  // A second provider whose callback path a GitHub `state` can be sent to (Linear: explicit endpoints, nothing fetched).
+  const stack = useStack({ holdSeconds: 10, env: { LINEAR_CLIENT_ID: 'linear-client', LINEAR_CLIENT_SECRET: 'linear-secret' } });
 
   it("refuses GitHub's state on another provider's callback path with 400 and consumes nothing: the genuine callback still connects", async () => {
     const browser = new Browser();
@@ -659,16 +644,12 @@ describe('invariant 3, continued: a refused callback does not burn the real one,
 // 4. Tokens at rest
 
 describe('invariant 4: provider tokens are encrypted at rest and bound to their principal', () => {
-  let stack: Stack;
+  const stack = useStack({ holdSeconds: 1 });
   let traffic: ReturnType<typeof recordGitHubTraffic>;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
+  before(() => {
     traffic = recordGitHubTraffic(stack.github);
   });
-  after(async () => {
-    traffic?.restore();
-    await stack?.close();
-  });
+  after(() => traffic?.restore());
 
   it('keeps the GitHub token only sealed: it appears in no database byte, log line, tool result, page or URL', async () => {
     const browser = new Browser();
@@ -742,18 +723,14 @@ describe('invariant 4: provider tokens are encrypted at rest and bound to their 
 // 5. MCP authentication
 
 describe('invariant 5: every MCP request is authenticated on its own', () => {
-  let stack: Stack;
+  const stack = useStack({ holdSeconds: 1 });
   let traffic: ReturnType<typeof recordGitHubTraffic>;
   let metadataUrl: string;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
+  before(() => {
     traffic = recordGitHubTraffic(stack.github);
     metadataUrl = `${stack.publicUrl}/.well-known/oauth-protected-resource/mcp`;
   });
-  after(async () => {
-    traffic?.restore();
-    await stack?.close();
-  });
+  after(() => traffic?.restore());
 
   function assertChallenge(res: { status: number; headers: Headers; text: string }, label: string): void {
     assert.equal(res.status, 401, `${label}: ${res.text}`);
@@ -871,13 +848,11 @@ describe('invariant 5: every MCP request is authenticated on its own', () => {
 // 6. Redirects and request hygiene
 
 describe('invariant 6: no open redirect, and hostile requests get small JSON refusals', () => {
-  let stack: Stack;
+  const stack = useStack({ holdSeconds: 1 });
   let token: string;
   before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
     token = await stack.token('sec6-alice');
   });
-  after(() => stack?.close());
 
   it('refuses a sign-in callback opened in another browser with 400 and consumes nothing: the real browser still signs in', async () => {
     const browser = new Browser();
@@ -1037,11 +1012,7 @@ describe('invariant 6: no open redirect, and hostile requests get small JSON ref
 // 7. Used and expired links
 
 describe('invariant 7: a used or expired connect link shows a clear 410 page and can never start another authorization', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ holdSeconds: 1 });
 
   const authorizeHits = () => countRequests(stack.github, 'GET', '/login/oauth/authorize');
 
@@ -1131,11 +1102,7 @@ describe('invariant 7: a used or expired connect link shows a clear 410 page and
 // 8. Pages, cookies and CSRF
 
 describe('pages: strict headers, a hardened session cookie, and CSRF on every form post', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 1 });
-  });
-  after(() => stack?.close());
+  const stack = useStack({ holdSeconds: 1 });
 
   it("sends a CSP with default-src, script-src and frame-ancestors 'none', X-Frame-Options DENY and Cache-Control no-store on every page", async () => {
     const pages: Page[] = [];

@@ -1,11 +1,12 @@
 // Sign-out ends the identity provider's session too (RP-initiated logout), so the next visit asks
 // to sign in again; an IdP without end_session_endpoint gets a page that says its session remains.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { decodeJwt } from 'jose';
 import { Browser, parseForms, textOf, type Page } from './support/browser.js';
-import { BROKER_CLIENT, signIn, startStack, type Stack } from './support/stack.js';
+import { BROKER_CLIENT, signIn, type Stack } from './support/stack.js';
+import { useStack } from './support/suite.js';
 
 async function signedIn(stack: Stack, user: string): Promise<{ browser: Browser; page: Page; csrf: string }> {
   const browser = new Browser();
@@ -24,11 +25,7 @@ const postLogout = (stack: Stack, browser: Browser, fields: Record<string, strin
   });
 
 describe('sign-out at an IdP with RP-initiated logout', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack();
-  });
-  after(() => stack.close());
+  const stack = useStack();
 
   it('keeps the ID token sealed with the session, never in clear', async () => {
     await signedIn(stack, 'sealy');
@@ -78,11 +75,7 @@ describe('sign-out at an IdP with RP-initiated logout', () => {
 });
 
 describe('sign-out at an IdP without end_session_endpoint', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ idpEndSession: false });
-  });
-  after(() => stack.close());
+  const stack = useStack({ idpEndSession: false });
 
   it("says truthfully that the identity provider's session remains", async () => {
     const { browser, csrf } = await signedIn(stack, 'tess');

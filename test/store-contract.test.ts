@@ -26,6 +26,7 @@ import {
 } from '../src/store/types.js';
 import { postgresSkipReason, startPostgres } from './support/postgres.js';
 import { pendingRow, connection } from './support/store-rows.js';
+import { readThrough, useSuite } from './support/suite.js';
 
 const ALICE: Owner = { issuer: 'https://idp.example.com', subject: 'alice' };
 const BOB: Owner = { issuer: 'https://idp.example.com', subject: 'bob' };
@@ -120,11 +121,17 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       return [a, b];
     }
 
+    /** `fresh()` for the enclosing describe: opened before its first case, closed (closeOpened) after its last. */
+    function twoInstances(): { a: Store; b: Store } {
+      const pair = useSuite('the two store instances', async () => {
+        const [a, b] = await fresh();
+        return { a, b, close: closeOpened };
+      });
+      return { a: readThrough(() => pair.a), b: readThrough(() => pair.b) };
+    }
+
     describe('sessions', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('create stores an anonymous session that find returns, from any instance, until expires_at', async () => {
         const t0 = Date.now();
@@ -228,10 +235,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('login transactions', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('take returns the row put, exactly once among concurrent takes, and only to the session that started it', async () => {
         const t = loginTransaction('lt-1');
@@ -262,10 +266,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('OAuth flows', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('take returns the flow put, exactly once among concurrent takes, and only to the session that started it', async () => {
         const pending = pendingRow(ALICE);
@@ -324,10 +325,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('pending connections', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('create stores an open row (created_at = updated_at, no outcome) that byId and byLinkHash return exactly', async () => {
         const row = pendingRow(ALICE, { client_name: null, scopes: null });
@@ -712,10 +710,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('connections', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('save inserts an active row that find returns whole (no store-specific columns such as seq)', async () => {
         const t0 = Date.now();
@@ -946,10 +941,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('refresh leases', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('one holder at a time; renew only while held; release only by the holder; expiry frees it', async () => {
         const t = Date.now();
@@ -1199,10 +1191,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('rate limits', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('hits count, across instances, within a window opened by the first hit; a finished window starts again at the next hit', async () => {
         const t0 = 1_000_000;
@@ -1412,10 +1401,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     });
 
     describe('transactions', () => {
-      after(closeOpened);
-      let a: Store;
-      let b: Store;
-      before(async () => ([a, b] = await fresh()));
+      const { a, b } = twoInstances();
 
       test('commits every write at once: none is visible to another instance before, all are after, and the result comes back', async () => {
         const row = pendingRow(BOB, { provider: 'tx-commit' });

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { sha256Hex } from '../src/crypto/index.js';
 import { Browser } from './support/browser.js';
 import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
-import { readConnection, seedConnection } from './support/seed.js';
+import { readConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
 
 const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-tests-0123', audience: 'https://bot.example.com/mcp' };
@@ -140,16 +140,7 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
   }
 
   async function seedGitHub(sub: string, login: string, scopes: string[]): Promise<string> {
-    const issued = stack.github.issueTokenFor(login, { scopes });
-    const user = stack.github.users.get(login)!;
-    await seedConnection(
-      stack.env,
-      sub,
-      'github',
-      { id: String(user.id), login },
-      { accessToken: issued.accessToken, tokenType: 'bearer', scopes },
-    );
-    return issued.accessToken;
+    return (await seedGitHubConnection(stack, sub, login, scopes)).accessToken;
   }
 
   it('serves RFC 8414 metadata naming the token endpoint, the grant and both auth methods', async () => {

@@ -13,17 +13,13 @@ import { openSqliteStore, type Store } from '../src/store/index.js';
 import { randomBytes } from 'node:crypto';
 import { Browser, textOf } from './support/browser.js';
 import { createIssues, GITHUB_APP, revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
-import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
+import { envelope, rawCall, resultText } from './support/mcp.js';
 import { readConnection, seedConnection } from './support/seed.js';
 import { scriptedProvider } from './support/scripted-provider.js';
-import { startStack, type Stack } from './support/stack.js';
+import { clientAs, useStack } from './support/suite.js';
 
 describe('expiring GitHub App tokens: one refresh for many concurrent calls', () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack(GITHUB_APP);
-  });
-  after(() => stack.close());
+  const stack = useStack(GITHUB_APP);
 
   it('refreshes exactly once at GitHub for 50 concurrent tool calls on an expired token, and all 50 succeed', async () => {
     await seedExpired(stack.env, stack.github, 'alice', 'octocat');
@@ -59,9 +55,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
     await revokeGrantUpstream(stack.github, 'hubot');
     const browser = new Browser();
     let consentText = '';
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('bob'),
+    const client = await clientAs(stack, 'bob', {
       onUrl: async (url) => {
         // While we are asked to reconnect, the row (and its account binding) is still there.
         const row = await readConnection(stack.env, 'bob', 'github');

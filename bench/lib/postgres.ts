@@ -4,6 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ticksPerSecond } from './proc.js';
 
 /** Why no throwaway cluster can be started here, or undefined when one can. */
 export function postgresUnavailable(): string | undefined {
@@ -66,8 +67,6 @@ export function postmasterPid(port: number): number {
   throw new Error(`no postmaster with -p ${port} in /proc`);
 }
 
-let ticksPerSecond: number | undefined;
-
 /**
  * CPU time (user + system, ms) of the cluster: the postmaster, its live children (the backends
  * serving the brokers' pools, the checkpointer, the WAL writer…) and the children it has reaped.
@@ -75,13 +74,6 @@ let ticksPerSecond: number | undefined;
  * open for 30 s idle, so the difference over a load run is the cluster's work for that run.
  */
 export function clusterCpuMs(postmaster: number): number {
-  ticksPerSecond ??= (() => {
-    try {
-      return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-    } catch {
-      return 100;
-    }
-  })();
   const root = readStat(postmaster);
   if (!root) throw new Error(`postmaster ${postmaster} is gone`);
   let ticks = root.own + root.reaped;
@@ -90,5 +82,5 @@ export function clusterCpuMs(postmaster: number): number {
     const s = readStat(pid);
     if (s?.ppid === postmaster) ticks += s.own;
   }
-  return (ticks * 1000) / ticksPerSecond;
+  return (ticks * 1000) / ticksPerSecond();
 }

@@ -81,21 +81,26 @@ export function rssBytes(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
-let ticksPerSecond: number | undefined;
+let ticks: number | undefined;
 
-/** User + system CPU time of a process in milliseconds (`utime`, `stime` in /proc/<pid>/stat). */
-export function cpuMs(pid: number): number {
-  ticksPerSecond ??= (() => {
+/** The kernel's clock ticks per second (`getconf CLK_TCK`, 100 when it cannot say), the unit of /proc CPU times. */
+export function ticksPerSecond(): number {
+  ticks ??= (() => {
     try {
       return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
     } catch {
       return 100;
     }
   })();
+  return ticks;
+}
+
+/** User + system CPU time of a process in milliseconds (`utime`, `stime` in /proc/<pid>/stat). */
+export function cpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // The command name (field 2) may contain spaces: count fields from after its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const utime = Number(fields[11]);
   const stime = Number(fields[12]);
-  return ((utime + stime) * 1000) / ticksPerSecond;
+  return ((utime + stime) * 1000) / ticksPerSecond();
 }

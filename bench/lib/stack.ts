@@ -115,7 +115,8 @@ export async function startStack(resources: Resources): Promise<Stack> {
     resources.start(
       'baseline',
       'bench/servers/baseline.ts',
-      {},
+      // Its github_whoami calls the same stand-in with one fixed token (users[0]'s).
+      { GITHUB_API_URL: `${gh.url}/api/v3`, BASELINE_GITHUB_TOKEN: users[0]!.githubToken },
       PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'baseline')] : [],
     ),
     resources.spawnBroker(
@@ -135,6 +136,9 @@ export async function startStack(resources: Resources): Promise<Stack> {
     await rawCall(`${baseline.url}/mcp`, undefined, { method: 'tools/call', params: { name: 'ping', arguments: {}, _meta: envelope() } }),
     'baseline ping',
   );
+  const baselineWhoami = expectComplete(await firstCall(baseline.url, tokens[0]!, 'github_whoami'), 'baseline github_whoami');
+  if (baselineWhoami.structuredContent.login !== users[0]!.login)
+    throw new Error(`baseline github_whoami: ${JSON.stringify(baselineWhoami.structuredContent)}`);
   await checkTargets(brokerA.url, tokens, users, '');
   return { idp, publicUrl, env, brokerDb, encryptionKey, users, tokens, baseline, brokerA, gh };
 }

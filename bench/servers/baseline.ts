@@ -2,6 +2,12 @@
 // trivial tool and no auth, served the way the broker serves its own (Express 5 and the broker's
 // web adapter, src/http/web-adapter.ts, without the bearer check and the call scope). Whatever the
 // broker costs beyond this is its own: token verification, the store, decryption, its tools.
+//
+// With GITHUB_API_URL and BASELINE_GITHUB_TOKEN set it also has `github_whoami`, which makes the
+// call the broker's tool makes (GET /user at the GitHub stand-in, the same headers, Node's global
+// fetch with the same timeout and redirect handling, the same JSON checks and result shape) with
+// one fixed token: the fair baseline for the broker's `github_whoami`, whose extra cost is then
+// the token, the store, decryption and the gate, not the upstream call.
 import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import express from 'express';
 import { readBody, sendWebResponse, toWebRequest } from '../../src/http/web-adapter.js';
@@ -9,6 +15,34 @@ import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 
 const MAX_BODY_BYTES = 1024 * 1024;
+const GITHUB_API = process.env.GITHUB_API_URL ? new URL(`${process.env.GITHUB_API_URL.replace(/\/$/, '')}/user`) : undefined;
+const GITHUB_TOKEN = process.env.BASELINE_GITHUB_TOKEN;
+
+const whoamiOutput = z.object({
+  status: z.enum(['connected', 'not_connected']),
+  login: z.string().optional(),
+  id: z.string().optional(),
+  reason: z.string().optional(),
+});
+
+/** GET /user as `GitHubApi.user` (src/providers/github/api.ts) sends it, with the fixed token. */
+async function whoami(url: URL, token: string): Promise<{ login: string; id: string }> {
+  const response = await fetch(url, {
+    method: 'GET',
+    headers: {
+      accept: 'application/vnd.github+json',
+      'x-github-api-version': '2022-11-28',
+      'user-agent': 'bench-baseline',
+      authorization: `Bearer ${token}`,
+    },
+    signal: AbortSignal.timeout(10_000),
+    redirect: 'manual',
+  });
+  const body = JSON.parse(await response.text()) as { login?: unknown; id?: unknown };
+  if (!response.ok || typeof body.login !== 'string' || (typeof body.id !== 'number' && typeof body.id !== 'string'))
+    throw new Error(`GitHub stand-in answered ${response.status}`);
+  return { login: body.login, id: String(body.id) };
+}
 
 const handler = createMcpHandler(
   () => {
@@ -16,6 +50,18 @@ const handler = createMcpHandler(
     server.registerTool('ping', { description: 'Answers pong.', inputSchema: z.object({}) }, () => ({
       content: [{ type: 'text', text: 'pong' }],
     }));
+    if (GITHUB_API && GITHUB_TOKEN)
+      server.registerTool(
+        'github_whoami',
+        { description: 'Which GitHub account the fixed token is.', inputSchema: z.object({}), outputSchema: whoamiOutput },
+        async () => {
+          const account = await whoami(GITHUB_API, GITHUB_TOKEN);
+          return {
+            content: [{ type: 'text', text: `The GitHub account is @${account.login} (id ${account.id}).` }],
+            structuredContent: { status: 'connected' as const, login: account.login, id: account.id },
+          };
+        },
+      );
     return server;
   },
   { onerror: (err) => process.stderr.write(`${JSON.stringify({ event: 'mcp_handler_error', message: err.message })}\n`) },

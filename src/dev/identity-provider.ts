@@ -408,44 +408,34 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     }
     const client = typeof details.params.client_id === 'string' ? await provider.Client.find(details.params.client_id) : undefined;
 
-    if (action === '/abort') {
-      await provider.interactionFinished(
+    /** Ends the interaction with `access_denied` back to the client. */
+    const deny = (description: string) =>
+      provider.interactionFinished(
         req,
         res,
-        {
-          error: 'access_denied',
-          error_description: 'End-User aborted interaction',
-        },
+        { error: 'access_denied', error_description: description },
         { mergeWithLastSubmission: false },
       );
-      return;
-    }
+    /** The posted form, if the attempt waits on `prompt`; otherwise a 400 page saying what it is not waiting for. */
+    const formFor = async (prompt: 'consent' | 'login', waitingFor: string): Promise<URLSearchParams | undefined> => {
+      if (details.prompt.name === prompt) return readUrlEncoded(req);
+      sendHtml(res, 400, await errorPage(render, `This sign-in attempt is not waiting for ${waitingFor}.`));
+      return undefined;
+    };
+
+    if (action === '/abort') return void (await deny('End-User aborted interaction'));
 
     if (action === '/confirm') {
-      if (details.prompt.name !== 'consent') {
-        sendHtml(res, 400, await errorPage(render, 'This sign-in attempt is not waiting for your consent.'));
-        return;
-      }
-      const body = await readUrlEncoded(req);
-      if (body.get('decision') === 'allow') {
-        await grantConsent(details, req, res);
-      } else {
-        await provider.interactionFinished(
-          req,
-          res,
-          { error: 'access_denied', error_description: 'End-User denied the request' },
-          { mergeWithLastSubmission: false },
-        );
-      }
+      const body = await formFor('consent', 'your consent');
+      if (!body) return;
+      if (body.get('decision') === 'allow') await grantConsent(details, req, res);
+      else await deny('End-User denied the request');
       return;
     }
 
     if (action === '/login') {
-      if (details.prompt.name !== 'login') {
-        sendHtml(res, 400, await errorPage(render, 'This sign-in attempt is not waiting for a user name.'));
-        return;
-      }
-      const body = await readUrlEncoded(req);
+      const body = await formFor('login', 'a user name');
+      if (!body) return;
       const login = (body.get('login') ?? '').trim();
       if (!login || login.length > MAX_LOGIN_LENGTH) {
         const message = login ? `The user name must be at most ${MAX_LOGIN_LENGTH} characters.` : 'Enter a user name.';
@@ -559,21 +549,16 @@ function setSecurityHeaders(res: ServerResponse): void {
   );
 }
 
-function sendHtml(res: ServerResponse, status: number, html: string): void {
+function send(res: ServerResponse, status: number, type: 'text/html' | 'text/plain', body: string): void {
   if (res.headersSent) return;
   setSecurityHeaders(res);
   res.statusCode = status;
-  res.setHeader('Content-Type', 'text/html; charset=utf-8');
-  res.end(html);
+  res.setHeader('Content-Type', `${type}; charset=utf-8`);
+  res.end(body);
 }
 
-function sendText(res: ServerResponse, status: number, text: string): void {
-  if (res.headersSent) return;
-  setSecurityHeaders(res);
-  res.statusCode = status;
-  res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-  res.end(text);
-}
+const sendHtml = (res: ServerResponse, status: number, html: string) => send(res, status, 'text/html', html);
+const sendText = (res: ServerResponse, status: number, text: string) => send(res, status, 'text/plain', text);
 
 type Render = (view: string, locals: Record<string, unknown> & { title: string }) => Promise<string>;
 

@@ -98,6 +98,15 @@ const mcpTooMany = (limitPerMinute: number, retryAfter: number) =>
 const secondsUntil = (resetAt: number | undefined, windowMs: number) =>
   resetAt ? Math.min(Math.ceil(windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))) : Math.ceil(windowMs / 1000);
 
+/** A limiter's 429: `Retry-After` from its window, `Cache-Control: no-store` and the JSON `body` for that many seconds. */
+const tooManyAsJson =
+  (body: (retryAfterSeconds: number) => object): Options['handler'] =>
+  (req, res, _next, options) => {
+    const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
+    res.setHeader('Retry-After', String(retryAfter));
+    res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
+  };
+
 /**
  * Per-principal limit on /mcp (after bearer verification): `key` names the verified principal.
  * 429 with `Retry-After` and a JSON-RPC error body; counted in the shared store.
@@ -159,11 +168,7 @@ export function serviceRateLimit(
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: new SharedCounters(store, hashKey, 'service'),
-    handler: (req, res, _next, options) => {
-      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
-      res.setHeader('Retry-After', String(retryAfter));
-      res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
-    },
+    handler: tooManyAsJson(body),
   });
 }
 
@@ -187,10 +192,6 @@ export function clientAuthFailureLimit(
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: new SharedCounters(store, hashKey, 'client-auth-failures'),
-    handler: (req, res, _next, options) => {
-      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
-      res.setHeader('Retry-After', String(retryAfter));
-      res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
-    },
+    handler: tooManyAsJson(body),
   });
 }

@@ -1,11 +1,5 @@
-import {
-  inputRequired,
-  inputResponse,
-  UrlElicitationRequiredError,
-  type CallToolResult,
-  type InputRequiredResult,
-  type ServerContext,
-} from '@modelcontextprotocol/server';
+import { inputRequired, inputResponse, UrlElicitationRequiredError } from '@modelcontextprotocol/server';
+import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';

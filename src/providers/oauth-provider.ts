@@ -4,7 +4,7 @@ import { isLoopbackHostname } from '../net/loopback.js';
 import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
 import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
-import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from './provider.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from './provider.js';
 
 export interface OAuthProviderOptions {
   definition: ProviderDefinition;
@@ -27,16 +27,18 @@ function isLocalHttp(u: string): boolean {
  * Provider quirks are flags in the definition, never branches on the provider's id.
  */
 export class OAuthProvider implements Provider {
-  readonly id: string;
-  readonly displayName: string;
-  readonly sandbox: boolean;
-  readonly scopes: ProviderScope[];
-  readonly defaultScopes: string[];
-  readonly scopesApply: boolean;
+  // What every provider tells the flow and the tools, documented and typed once, on `Provider`;
+  // here each field's type is the one its constructor assignment gives it (checked by `implements`).
+  readonly id;
+  readonly displayName;
+  readonly sandbox;
+  readonly scopes;
+  readonly defaultScopes;
+  readonly scopesApply;
   /** The issuer's origin until discovery names the authorization endpoint (then that one). */
-  authorizationOrigin: string;
-  readonly refreshSkewMs: number;
-  readonly freshTokenRetryMs: number;
+  authorizationOrigin;
+  readonly refreshSkewMs;
+  readonly freshTokenRetryMs;
   readonly #options: OAuthProviderOptions;
   #config: Promise<oidc.Configuration> | undefined;
 

@@ -58,6 +58,8 @@ export interface GitHubStandIn {
   readonly refreshCount: number;
   /** Each of those requests, in arrival order (`at` from the `now` clock). */
   refreshes: Array<{ at: number; ok: boolean }>;
+  /** TCP connections the stand-in accepted so far: fewer than its requests when clients keep connections alive. */
+  readonly connectionCount: number;
   /** Mints a token pair for `login` as if the user had just authorized the app (no browser). */
   issueTokenFor(login: string, opts?: { expiresInSeconds?: number; scopes?: string[] }): SandboxIssuedToken;
   /** Makes the current access tokens of `login` (or everybody's) expired; refresh tokens keep working. */
@@ -171,6 +173,8 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(0, '127.0.0.1', (err?: Error) => (err ? reject(err) : resolve(s)));
   });
+  let connectionCount = 0;
+  server.on('connection', () => void connectionCount++);
   const sandbox = createSandboxGitHub({
     store,
     clients: [
@@ -240,6 +244,9 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
       return refreshes.length;
     },
     refreshes,
+    get connectionCount() {
+      return connectionCount;
+    },
     issueTokenFor: (login, opts) => sandbox.issueToken(clientId, login, opts),
     expireAccessTokens: (login) => void sandbox.expireAccessTokens(login, clientId),
     close: () =>

@@ -1,13 +1,12 @@
 // Support for tests that run the broker as several child processes on one SQLite file: the IdP and
 // the GitHub stand-in in this process, brokers spawned with `spawnBroker`, and a browser that is
 // "pinned" to one process the way a load balancer in front of PUBLIC_URL would route it.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { Browser } from './browser.js';
-import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
-import { freePort, startIdp, type StartedIdp } from './idp.js';
-import { brokerIdpClient, spawnBroker, testBrokerEnv } from './stack.js';
+import type { GitHubStandIn, StandInOptions } from './github-standin.js';
+import type { StartedIdp } from './idp.js';
+import { brokerIdpClient, spawnBroker, startBrokerSurroundings, testBrokerEnv } from './stack.js';
+import { resolveDeferred, useSuite, type Deferred } from './suite.js';
 
 export type SpawnedBroker = Awaited<ReturnType<typeof spawnBroker>>;
 
@@ -26,18 +25,21 @@ export interface MultiStack {
   close(): Promise<void>;
 }
 
+export interface MultiStackOptions {
+  holdSeconds?: number;
+  standIn?: StandInOptions;
+  env?: Record<string, string>;
+}
+
 /** IdP + GitHub stand-in + a shared environment; brokers are started with `spawn`. */
-export async function startMultiStack(
-  options: { holdSeconds?: number; standIn?: StandInOptions; env?: Record<string, string> } = {},
-): Promise<MultiStack> {
-  const dir = mkdtempSync(join(tmpdir(), 'broker-multi-'));
-  const portA = await freePort();
-  const publicUrl = `http://127.0.0.1:${portA}`;
-  const github = await startGitHubStandIn(options.standIn);
-  const idp = await startIdp({
-    clients: [brokerIdpClient(publicUrl)],
-    resource: `${publicUrl}/mcp`,
-  });
+export async function startMultiStack(options: MultiStackOptions = {}): Promise<MultiStack> {
+  const {
+    dir,
+    port: portA,
+    publicUrl,
+    github,
+    idp,
+  } = await startBrokerSurroundings('broker-multi-', options.standIn, (url) => ({ clients: [brokerIdpClient(url)] }));
   const base: Record<string, string> = {
     ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
     ...options.env,
@@ -64,6 +66,11 @@ export async function startMultiStack(
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** `startMultiStack` for the enclosing `describe`, started before its first test and closed after its last (`useSuite`). */
+export function useMultiStack(options: Deferred<MultiStackOptions> = {}, hook: { timeout?: number } = {}): MultiStack {
+  return useSuite('the multi-process stack', async () => startMultiStack(await resolveDeferred(options)), hook);
 }
 
 /**

@@ -5,6 +5,8 @@ import { Sealer } from '../../src/crypto/index.js';
 import { createLogger } from '../../src/log.js';
 import type { ProviderAccount, ProviderTokens } from '../../src/providers/provider.js';
 import { openStore } from '../../src/store/index.js';
+import type { SandboxIssuedToken } from '../../src/dev/sandbox-github/index.js';
+import type { GitHubStandIn } from './github-standin.js';
 
 /**
  * Writes a connection straight into a broker's database (as a finished connect flow would), sealed
@@ -35,4 +37,25 @@ export async function readConnection(env: Record<string, string>, sub: string, p
   } finally {
     await store.close();
   }
+}
+
+/**
+ * Connects `sub` to the stand-in's GitHub account `login` with a token the stand-in just issued
+ * (with `scopes`, or its default scopes and `repo` recorded), and returns that token.
+ */
+export async function seedGitHubConnection(
+  stack: { env: Record<string, string>; github: GitHubStandIn },
+  sub: string,
+  login: string,
+  scopes?: string[],
+): Promise<SandboxIssuedToken> {
+  const issued = stack.github.issueTokenFor(login, scopes ? { scopes } : undefined);
+  await seedConnection(
+    stack.env,
+    sub,
+    'github',
+    { id: String(stack.github.users.get(login)!.id), login },
+    { accessToken: issued.accessToken, tokenType: 'bearer', scopes: scopes ?? ['repo'] },
+  );
+  return issued;
 }

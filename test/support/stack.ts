@@ -90,21 +90,29 @@ export function testBrokerEnv(o: {
   };
 }
 
-/** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
-export async function startStack(options: StackOptions = {}): Promise<Stack> {
-  const dir = mkdtempSync(join(tmpdir(), 'broker-test-'));
+/**
+ * What every broker under test stands on: a temporary folder, the broker's port and PUBLIC_URL,
+ * the GitHub stand-in and the IdP with the broker registered (`idp` adds to that registration).
+ */
+export async function startBrokerSurroundings(
+  folderPrefix: string,
+  standIn: StandInOptions | undefined,
+  idp: (publicUrl: string) => Omit<Parameters<typeof startIdp>[0], 'resource'>,
+): Promise<{ dir: string; port: number; publicUrl: string; github: GitHubStandIn; idp: StartedIdp }> {
+  const dir = mkdtempSync(join(tmpdir(), folderPrefix));
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
-  const github = await startGitHubStandIn(options.standIn);
-  const idp = await startIdp({
-    clients: [
-      brokerIdpClient(publicUrl, { post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`] }),
-      ...(options.idpClients?.(publicUrl) ?? []),
-    ],
-    resource: `${publicUrl}/mcp`,
+  const github = await startGitHubStandIn(standIn);
+  return { dir, port, publicUrl, github, idp: await startIdp({ ...idp(publicUrl), resource: `${publicUrl}/mcp` }) };
+}
+
+/** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const { dir, port, publicUrl, github, idp } = await startBrokerSurroundings('broker-test-', options.standIn, (url) => ({
+    clients: [brokerIdpClient(url, { post_logout_redirect_uris: [`${url}/auth/signed-out`] }), ...(options.idpClients?.(url) ?? [])],
     ...(options.idpEndSession === false ? { endSession: false } : {}),
     ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
-  });
+  }));
   const env: Record<string, string> = {
     PORT: String(port),
     ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),

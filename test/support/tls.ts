@@ -2,6 +2,8 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 /** A self-signed certificate for 127.0.0.1, made with the openssl command line (no library needed). */
@@ -35,4 +37,38 @@ export function selfSignedCertificate(): { key: Buffer; cert: Buffer } | undefin
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A client ID metadata document (a public client named `clientName`, redirecting to `redirectUri`)
+ * served over https on a loopback port, at the URL that is its own `client_id`.
+ */
+export async function serveClientMetadata(
+  certificate: { key: Buffer; cert: Buffer },
+  clientName: string,
+  redirectUri: string,
+): Promise<{ clientId: string; close(): Promise<void> }> {
+  let clientId = '';
+  const documents = createHttpsServer(certificate, (_req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(
+      JSON.stringify({
+        client_id: clientId,
+        client_name: clientName,
+        redirect_uris: [redirectUri],
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+      }),
+    );
+  });
+  await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+  clientId = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`;
+  return {
+    clientId,
+    close: async () => {
+      documents.closeAllConnections();
+      await new Promise<void>((resolve) => documents.close(() => resolve()));
+    },
+  };
 }

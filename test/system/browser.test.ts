@@ -16,8 +16,9 @@ import { authorizeInBrowser, InMemoryOAuthClient } from '../../src/dev/oauth-cli
 import { createLogger } from '../../src/log.js';
 import { Browser } from '../support/browser.js';
 import { freePort } from '../support/idp.js';
-import { envelope, modernClient, rawCall, resultText } from '../support/mcp.js';
+import { envelope, rawCall, resultText } from '../support/mcp.js';
 import { startStack, type Stack } from '../support/stack.js';
+import { clientAs } from '../support/suite.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = fileURLToPath(new URL('../../test-artifacts/screenshots/', import.meta.url));
@@ -245,9 +246,7 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
   async function callToolDrivingBrowser(sub: string, drive: (url: string) => Promise<void>) {
     const urls: string[] = [];
     let failure: unknown;
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token(sub),
+    const client = await clientAs(stack, sub, {
       onUrl: async (url) => {
         urls.push(url);
         try {

@@ -4,7 +4,7 @@ import { Browser, textOf, type Page } from '../support/browser.js';
 import { eventually, logged } from '../support/eventually.js';
 import { freePort } from '../support/idp.js';
 import { envelope, modernClient, rawCall } from '../support/mcp.js';
-import { PinnedBrowser, startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
+import { PinnedBrowser, startMultiStack, useMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import { connectRequest } from '../support/reliability-flow.js';
 import { completeConnect } from '../support/stack.js';
 import { assertFirstIssueCreated } from '../support/github-checks.js';
@@ -143,11 +143,7 @@ describe('two broker processes sharing one database behind one PUBLIC_URL', () =
 });
 
 describe('restarting a broker process', () => {
-  let stack: MultiStack;
-  before(async () => {
-    stack = await startMultiStack({ holdSeconds: 2 });
-  });
-  after(() => stack.close());
+  const stack = useMultiStack({ holdSeconds: 2 });
 
   it('keeps every connection across a SIGTERM restart: github_whoami on the new process needs no new elicitation', async () => {
     const first = await stack.spawn();
@@ -195,11 +191,7 @@ describe('restarting a broker process', () => {
 });
 
 describe('stopping a process while a repeat is held', () => {
-  let stack: MultiStack;
-  before(async () => {
-    stack = await startMultiStack({ holdSeconds: 20 });
-  });
-  after(() => stack.close());
+  const stack = useMultiStack({ holdSeconds: 20 });
 
   it('exits with code 0 within a few seconds of SIGTERM while a repeated tools/call is being held', async () => {
     const broker = await stack.spawn();

@@ -4,11 +4,12 @@
 // and the client's repeat creates the issue. Nobody may fail, nobody may get someone else's
 // account, and nothing may be logged at error level.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Browser, textOf } from '../support/browser.js';
-import { modernClient, resultText } from '../support/mcp.js';
+import { resultText } from '../support/mcp.js';
 import { GITHUB_TOKEN_SHAPE, assertAllFulfilled, withDb } from '../support/reliability-flow.js';
-import { completeConnect, startStack, type Stack } from '../support/stack.js';
+import { completeConnect } from '../support/stack.js';
+import { clientAs, useStack } from '../support/suite.js';
 
 const USERS = 200;
 /** Users started together; all 200 at once is the target, and it holds on 2 cores. */
@@ -16,11 +17,7 @@ const CONCURRENCY = 200;
 const BUDGET_MS = 60_000;
 
 describe(`load: ${USERS} users completing the whole connect flow concurrently against one in-process broker`, () => {
-  let stack: Stack;
-  before(async () => {
-    stack = await startStack({ holdSeconds: 5 });
-  });
-  after(() => stack.close());
+  const stack = useStack({ holdSeconds: 5 });
 
   it(
     `connects ${USERS} users and creates ${USERS} issues with no failure, no cross-talk and no error log (within ${BUDGET_MS / 1000} s)`,
@@ -37,9 +34,7 @@ describe(`load: ${USERS} users completing the whole connect flow concurrently ag
               const browser = new Browser();
               const links: string[] = [];
               let connectedPage = '';
-              const client = await modernClient({
-                url: stack.mcpUrl,
-                token: await stack.token(sub),
+              const client = await clientAs(stack, sub, {
                 name: `load-client-${sub}`,
                 timeoutMs: BUDGET_MS,
                 onUrl: async (url) => {

@@ -1,17 +1,13 @@
 // The refresh lease across broker processes (test/token-refresh.test.ts has the in-process cases).
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { createIssues, GITHUB_APP, seedExpired } from '../support/expiring-tokens.js';
 import { freePort } from '../support/idp.js';
-import { startMultiStack, type MultiStack } from '../support/multi.js';
 import { readConnection } from '../support/seed.js';
+import { useMultiStack } from '../support/multi.js';
 
 describe('expiring GitHub App tokens across two processes on one database', () => {
-  let multi: MultiStack;
-  before(async () => {
-    multi = await startMultiStack({ standIn: GITHUB_APP.standIn, env: GITHUB_APP.env });
-  });
-  after(() => multi.close());
+  const multi = useMultiStack({ standIn: GITHUB_APP.standIn, env: GITHUB_APP.env });
 
   it('refreshes exactly once for 50 concurrent calls split over two processes, and all 50 succeed', async () => {
     const a = await multi.spawn();

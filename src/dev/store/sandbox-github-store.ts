@@ -121,17 +121,8 @@ interface RepoRow {
   repo: string;
   created_at: number;
 }
-interface IssueRow {
-  id: number;
-  owner: string;
-  repo: string;
-  number: number;
-  title: string;
-  body: string | null;
-  labels: string;
-  author: string;
-  created_at: number;
-}
+/** An issue as its row stores it: the labels as JSON text, the time under its column name. */
+type IssueRow = Omit<SandboxIssue, 'labels' | 'createdAt'> & { labels: string; created_at: number };
 
 const hash = (value: string): string => sha256Hex(value);
 const joinScopes = (scopes: string[]): string => scopes.join(' ');

@@ -4,6 +4,7 @@ import type { RequestFacts, ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
 import { T } from '../messages.js';
+import { providerInput } from './inputs.js';
 
 const outputSchema = z.object({
   status: z.enum(['connected', 'not_connected']),
@@ -15,13 +16,12 @@ const outputSchema = z.object({
 
 /** Links an account at any configured provider (asking the user through the connect page if needed). */
 export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
-  const ids = [...deps.providers.keys()] as [string, ...string[]];
   server.registerTool(
     'connect_account',
     {
       title: 'Link an account',
       description: T.connectAccountDescription([...deps.providers.values()].map((p) => p.displayName)),
-      inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to link') }),
+      inputSchema: providerInput(deps.providers, 'Which provider to link'),
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
     },

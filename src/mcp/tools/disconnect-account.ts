@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { clientCapabilities, principalOf, supportsFormElicitation, type RequestFacts, type ToolDeps } from '../context.js';
 import { nothingDone, toolError } from '../results.js';
 import { T } from '../messages.js';
+import { providerInput } from './inputs.js';
 
 const CONFIRM_KEY = 'confirm_disconnect';
 
@@ -18,13 +19,12 @@ const outputSchema = z.object({
 });
 
 export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
-  const ids = [...deps.providers.keys()] as [string, ...string[]];
   server.registerTool(
     'disconnect_account',
     {
       title: 'Disconnect a linked account',
       description: T.disconnectDescription,
-      inputSchema: z.object({ provider: z.enum(ids).describe('Which provider to disconnect') }),
+      inputSchema: providerInput(deps.providers, 'Which provider to disconnect'),
       outputSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
     },

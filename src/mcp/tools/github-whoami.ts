@@ -4,6 +4,7 @@ import type { RequestFacts, ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
 import { sandboxNote } from '../results.js';
 import { T } from '../messages.js';
+import { NO_INPUT } from './inputs.js';
 
 const outputSchema = z.object({
   status: z.enum(['connected', 'not_connected']),
@@ -19,7 +20,7 @@ export function registerGitHubWhoami(server: McpServer, deps: ToolDeps, facts: R
     {
       title: 'Which GitHub account is linked',
       description: T.whoamiDescription,
-      inputSchema: z.object({}),
+      inputSchema: NO_INPUT,
       outputSchema,
       annotations: { readOnlyHint: true, openWorldHint: true },
     },

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { principalOf, type ToolDeps } from '../context.js';
 import { summarizeConnection } from '../../connections/index.js';
 import { T } from '../messages.js';
+import { NO_INPUT } from './inputs.js';
 
 const outputSchema = z.object({
   connections: z.array(
@@ -24,7 +25,7 @@ export function registerListConnections(server: McpServer, deps: ToolDeps): void
     {
       title: 'List linked accounts',
       description: 'Lists the third-party accounts the user has linked to this server (never their tokens).',
-      inputSchema: z.object({}),
+      inputSchema: NO_INPUT,
       outputSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
