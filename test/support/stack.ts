@@ -52,6 +52,10 @@ export interface StackOptions {
   idpEndSession?: boolean;
   /** Claims the IdP gives an account beside the defaults (e.g. a `name`). */
   idpAccountClaims?: (accountId: string) => Record<string, unknown>;
+  /** Claims the IdP's `profile` scope releases into ID tokens beside name and preferred_username (e.g. `oid`). */
+  idpProfileClaims?: string[];
+  /** The broker's page client gets pairwise subjects at the IdP (Entra ID's `sub`), so its ID tokens' `sub` is no account id. */
+  idpPairwiseBrokerClient?: boolean;
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -95,12 +99,17 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const github = await startGitHubStandIn(options.standIn);
   const idp = await startIdp({
     clients: [
-      brokerIdpClient(publicUrl, { post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`] }),
+      brokerIdpClient(publicUrl, {
+        post_logout_redirect_uris: [`${publicUrl}/auth/signed-out`],
+        ...(options.idpPairwiseBrokerClient ? { subject_type: 'pairwise' as const } : {}),
+      }),
       ...(options.idpClients?.(publicUrl) ?? []),
     ],
     resource: `${publicUrl}/mcp`,
     ...(options.idpEndSession === false ? { endSession: false } : {}),
     ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
+    ...(options.idpProfileClaims ? { profileClaims: options.idpProfileClaims } : {}),
+    ...(options.idpPairwiseBrokerClient ? { pairwiseSubjects: true } : {}),
   });
   const env: Record<string, string> = {
     PORT: String(port),
