@@ -12,7 +12,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { Browser, textOf } from './support/browser.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
 import { readConnection } from './support/seed.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
 
 /** An Entra ID API's application (client) id: what v2.0 access tokens carry in `aud`. */
 const API_APP_ID = '6e0c2a4b-1f3d-4c5e-9a7b-0123456789ab';
@@ -240,6 +240,24 @@ describe('Entra ID: OIDC_SUBJECT_CLAIM=oid, MCP_AUDIENCE = the API application i
     );
     await assertRefused(stack, await entraToken(stack, 'fay', { claims: { at_hash: 'x4f9' } }), 'an at_hash');
     await assertRefused(stack, await entraToken(stack, 'fay', { claims: { c_hash: 'x4f9' } }), 'a c_hash');
+  });
+});
+
+describe('OIDC_SUBJECT_CLAIM=oid with an IdP whose ID tokens carry no oid', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await entraStack({ OIDC_SUBJECT_CLAIM: 'oid' }, { idpProfileClaims: [] });
+  });
+  after(() => stack?.close());
+
+  it('refuses the sign-in with a page naming the missing claim, and signs no one in', async () => {
+    const browser = new Browser();
+    const page = await signIn(browser, stack, 'gus');
+    assert.equal(page.status, 502);
+    assert.match(textOf(page.html), /the oid claim is missing/);
+    const after = await browser.open(`${stack.publicUrl}/connections`);
+    // Still anonymous: the accounts page sends the browser to sign in again, which is refused again.
+    assert.equal(after.status, 502, textOf(after.html));
   });
 });
 
