@@ -624,6 +624,16 @@ describe('loadConfig: services (token exchange) in PROVIDERS_FILE', () => {
     );
   });
 
+  it('takes a service audience that is an identifier (an Entra ID application id) as well as a URL, and refuses one with a space', () => {
+    const guid = '0b5e1c2d-3f4a-4b6c-8d9e-0123456789ab';
+    const config = loadConfig(withServices(BOT.replace('[https://bot.example.com/mcp]', `[https://bot.example.com/mcp, "${guid}"]`)));
+    assert.deepEqual(config.services[0]!.audiences, ['https://bot.example.com/mcp', guid]);
+    refuses(
+      withServices(BOT.replace('[https://bot.example.com/mcp]', '["my bot"]')),
+      'PROVIDERS_FILE services.issue-bot.audiences.0: must be URLs or identifiers such as a GUID or an api:// URI',
+    );
+  });
+
   it("refuses a service claiming the broker's own /mcp audience", () => {
     refuses(
       withServices(BOT.replace('https://bot.example.com/mcp', 'https://broker.example.com/mcp')),

@@ -120,7 +120,8 @@ describe('Entra ID with the default subject claim (sub)', () => {
 describe('Entra ID: OIDC_SUBJECT_CLAIM=oid, MCP_AUDIENCE = the API application id, scopes in scp', () => {
   let stack: Stack;
   let dir: string;
-  const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-tests-0123', audience: 'api://issue-bot' };
+  // The operator's own MCP server, registered at Entra ID too: its users' tokens carry its application id.
+  const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-tests-0123', audience: '0b5e1c2d-3f4a-4b6c-8d9e-0123456789ab' };
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'idp-compat-'));

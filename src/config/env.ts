@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { keyIdFor } from '../crypto/seal.js';
 import { isLoopbackHostname } from '../net/loopback.js';
+import { isAudienceIdentifier } from './audience.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
@@ -219,7 +220,7 @@ function parseAudience(value: string | undefined, mcpUrl: URL): { audience: stri
     const url = withoutTrailingSlash(parseUrl('MCP_AUDIENCE', raw, { allowPath: true }));
     return { audience: url, resource: url };
   }
-  if (!/^[A-Za-z0-9][\x21-\x7e]{0,254}$/.test(raw) || /["\\,]/.test(raw))
+  if (!isAudienceIdentifier(raw))
     throw new ConfigError(
       `MCP_AUDIENCE must be an https URL or the identifier your identity provider writes in aud, such as a GUID or an api:// URI (got "${raw}")`,
     );
