@@ -105,7 +105,7 @@ export function createApp(deps: AppDeps): express.Express {
       .set('Access-Control-Allow-Origin', '*')
       .set('Cache-Control', 'public, max-age=300')
       .json({
-        resource: config.audience,
+        resource: config.resource,
         authorization_servers: [config.oidc.issuerId],
         bearer_methods_supported: ['header'],
         ...(config.mcpScopes.length ? { scopes_supported: config.mcpScopes } : {}),
@@ -139,7 +139,7 @@ export function createApp(deps: AppDeps): express.Express {
     {
       handler: deps.mcpHandler,
       verifier: deps.verifier,
-      audience: config.audience,
+      audience: config.resource,
       requiredScopes: config.mcpScopes,
       resourceMetadataUrl,
       maxBodyBytes: 1024 * 1024,
@@ -181,6 +181,7 @@ export function createApp(deps: AppDeps): express.Express {
       requireCsrf,
       returnToSealer,
       rateLimit: limits.signIn,
+      subjectClaim: config.subjectClaim,
     }),
   );
   const verifierSealer = new Sealer([deriveKey(config.brokerSecret, 'connect-pkce-verifier')]);

@@ -90,7 +90,11 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     clientSecret: config.oidc.clientSecret,
     authMethod: config.oidc.authMethod,
   });
-  const verifier = new AccessTokenVerifier(idp, config.audience, config.accessTokenTypes);
+  const verifier = new AccessTokenVerifier(idp, config.audience, config.accessTokenTypes, {
+    resource: config.resource,
+    subjectClaim: config.subjectClaim,
+    pageClientId: config.oidc.clientId,
+  });
   const idpHealth = new IdentityProviderHealth(idp, verifier, config.oidc.issuerId, log);
   const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
   const watcher = new CompletionWatcher(store);

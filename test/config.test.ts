@@ -322,6 +322,56 @@ describe('MCP_ACCESS_TOKEN_TYPES', () => {
   });
 });
 
+describe('MCP_AUDIENCE, OIDC_SUBJECT_CLAIM and untyped tokens (Entra ID, Okta)', () => {
+  it('keeps a URL audience as the resource itself (RFC 8707), and /mcp when unset', () => {
+    const unset = loadConfig(validEnv());
+    assert.equal(unset.audience, 'https://broker.example.com/mcp');
+    assert.equal(unset.resource, 'https://broker.example.com/mcp');
+    const url = loadConfig(validEnv({ MCP_AUDIENCE: 'https://api.example.com/mcp/' }));
+    assert.equal(url.audience, 'https://api.example.com/mcp');
+    assert.equal(url.resource, 'https://api.example.com/mcp');
+  });
+
+  it('accepts an identifier that is no URL (a GUID, an api:// URI) as the audience while the resource stays /mcp', () => {
+    for (const id of ['6e0c2a4b-1f3d-4c5e-9a7b-0123456789ab', 'api://6e0c2a4b-1f3d-4c5e-9a7b-0123456789ab', 'api://default']) {
+      const config = loadConfig(validEnv({ MCP_AUDIENCE: ` ${id} ` }));
+      assert.equal(config.audience, id);
+      assert.equal(config.resource, 'https://broker.example.com/mcp');
+    }
+  });
+
+  it('refuses an http audience off loopback, an identifier with spaces, quotes or commas, and the page client id', () => {
+    refuses(
+      validEnv({ MCP_AUDIENCE: 'http://api.example.com/mcp' }),
+      'MCP_AUDIENCE must use https:// (http:// is accepted only for loopback hosts)',
+    );
+    for (const bad of ['my api', 'a,b', 'say"', '-leading']) {
+      refuses(
+        validEnv({ MCP_AUDIENCE: bad }),
+        `MCP_AUDIENCE must be an https URL or the identifier your identity provider writes in aud, such as a GUID or an api:// URI (got "${bad}")`,
+      );
+    }
+    refuses(
+      validEnv({ MCP_AUDIENCE: 'connect-broker', OIDC_CLIENT_ID: 'connect-broker' }),
+      "MCP_AUDIENCE must not be OIDC_CLIENT_ID: the sign-in client's ID tokens carry that audience. Give the MCP API its own registration at the identity provider",
+    );
+  });
+
+  it('reads the subject from sub by default, oid when set, and refuses any other claim', () => {
+    assert.equal(loadConfig(validEnv()).subjectClaim, 'sub');
+    assert.equal(loadConfig(validEnv({ OIDC_SUBJECT_CLAIM: '' })).subjectClaim, 'sub');
+    assert.equal(loadConfig(validEnv({ OIDC_SUBJECT_CLAIM: 'oid' })).subjectClaim, 'oid');
+    for (const bad of ['email', 'preferred_username', 'OID', 'uid']) {
+      refuses(validEnv({ OIDC_SUBJECT_CLAIM: bad }), `OIDC_SUBJECT_CLAIM must be one of sub, oid (got "${bad}")`);
+    }
+  });
+
+  it('takes none in MCP_ACCESS_TOKEN_TYPES only when listed', () => {
+    assert.deepEqual(loadConfig(validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at+jwt,None' })).accessTokenTypes, ['at+jwt', 'none']);
+    assert.ok(!loadConfig(validEnv()).accessTokenTypes.includes('none'));
+  });
+});
+
 describe('loadConfig: defaults', () => {
   it('defaults HOST, PORT, DATABASE_PATH, GitHub URLs, hold, link lifetime and audience', () => {
     const config = loadConfig(validEnv());
@@ -593,6 +643,16 @@ describe('loadConfig: services (token exchange) in PROVIDERS_FILE', () => {
       () => loadConfig(withServices(`${BOT}\n    secret: in-the-file\n`)),
       (err: unknown) =>
         err instanceof ConfigError && /^PROVIDERS_FILE services\.issue-bot: /.test(err.message) && !/in-the-file/.test(err.message),
+    );
+  });
+
+  it('takes a service audience that is an identifier (an Entra ID application id) as well as a URL, and refuses one with a space', () => {
+    const guid = '0b5e1c2d-3f4a-4b6c-8d9e-0123456789ab';
+    const config = loadConfig(withServices(BOT.replace('[https://bot.example.com/mcp]', `[https://bot.example.com/mcp, "${guid}"]`)));
+    assert.deepEqual(config.services[0]!.audiences, ['https://bot.example.com/mcp', guid]);
+    refuses(
+      withServices(BOT.replace('[https://bot.example.com/mcp]', '["my bot"]')),
+      'PROVIDERS_FILE services.issue-bot.audiences.0: must be URLs or identifiers such as a GUID or an api:// URI',
     );
   });
 

@@ -1,7 +1,9 @@
 import { OAuthError, OAuthErrorCode, type AuthInfo, type OAuthTokenVerifier } from '@modelcontextprotocol/server';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from 'jose';
+import { M } from './messages.js';
 import type { OidcClient } from './oidc-client.js';
 import { displayNameFrom, identityProblem, principalFromVerifiedClaims, type Principal } from './principal.js';
+import { ID_TOKEN_CLAIMS, subjectOf, tokenScopes, UNTYPED, type SubjectClaim } from './token-claims.js';
 
 /** The identity provider could not be reached to check a token (not the caller's fault). */
 export class IdentityProviderUnavailable extends Error {
@@ -22,16 +24,33 @@ export function normalizeTokenType(typ: string): string {
   return lower.startsWith('application/') ? lower.slice('application/'.length) : lower;
 }
 
+/** What an operator may set beside the audience and the accepted `typ` values (each defaults to the strict reading). */
+export interface AccessTokenRules {
+  /**
+   * The resource the broker is (RFC 9728 `resource`, RFC 8707): `AuthInfo.resource` of a token
+   * accepted for the broker's own audience. The audience itself when unset; set it apart when the
+   * audience is an identifier that is not the `/mcp` URL (an Entra ID application id).
+   */
+  resource?: string;
+  /** The claim that names the principal's subject (`sub` unless configured). */
+  subjectClaim?: SubjectClaim;
+  /** The broker's own sign-in client id: its ID tokens name it in `aud`, so no token that does opens anything. */
+  pageClientId?: string;
+}
+
 /** The verified-token cache's key: the audience list and the token, one shape for every caller. */
 const rememberKey = (audiences: readonly string[], token: string) => `${JSON.stringify(audiences)}\n${token}`;
 
 /**
  * Verifies MCP access tokens: JWTs signed by a key in the IdP's JWKS, issued by exactly that IdP,
- * for this resource, unexpired. The principal is (`iss`, `sub`) of the verified token.
+ * for this resource, unexpired. The principal is (`iss`, the subject claim) of the verified token:
+ * `sub` unless the operator chose another (`OIDC_SUBJECT_CLAIM`, {@link subjectOf}).
  *
  * Only access tokens: the `typ` header must be one of `acceptedTypes` (RFC 9068's `at+jwt` by
- * default) and a `nonce` claim is refused, since an ID token for a client whose `client_id` is this
- * resource is otherwise a validly signed JWT with the right `iss`, `aud` and `sub`.
+ * default; a token without `typ` only where they list `none`), and a token carrying a claim only ID
+ * tokens carry (`nonce`, `at_hash`, …) or naming the broker's own sign-in client in `aud` is refused,
+ * since an ID token for a client whose `client_id` is this resource is otherwise a validly signed JWT
+ * with the right `iss`, `aud` and `sub`.
  */
 export class AccessTokenVerifier implements OAuthTokenVerifier {
   #jwks: ReturnType<typeof createRemoteJWKSet> | undefined;
@@ -48,13 +67,25 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
   static readonly MAX_REMEMBERED = 10_000;
 
   readonly #acceptedTypes: ReadonlySet<string>;
+  /** Whether a token without a `typ` header may pass: only where the operator listed `none`. */
+  readonly #untyped: boolean;
+  readonly #resource: string;
+  readonly #subjectClaim: SubjectClaim;
+  readonly #pageClientId: string | undefined;
 
   constructor(
     private readonly idp: OidcClient,
     private readonly audience: string,
     acceptedTypes: readonly string[] = ['at+jwt'],
+    rules: AccessTokenRules = {},
   ) {
-    this.#acceptedTypes = new Set(acceptedTypes.map(normalizeTokenType));
+    const types = acceptedTypes.map(normalizeTokenType);
+    // `none` means "no typ header", never a header that says "none".
+    this.#acceptedTypes = new Set(types.filter((t) => t !== UNTYPED));
+    this.#untyped = types.includes(UNTYPED);
+    this.#resource = rules.resource ?? audience;
+    this.#subjectClaim = rules.subjectClaim ?? 'sub';
+    this.#pageClientId = rules.pageClientId;
   }
 
   async #keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
@@ -122,24 +153,44 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     }
     const refusal = this.#notAnAccessToken(header, payload);
     if (refusal) throw new OAuthError(OAuthErrorCode.InvalidToken, refusal);
-    const problem = identityProblem(issuer, payload.sub!);
+    const subject = subjectOf(payload, this.#subjectClaim);
+    if (subject === undefined)
+      throw new OAuthError(OAuthErrorCode.InvalidToken, `The access token has no ${this.#subjectClaim} claim naming its user`);
+    const problem = identityProblem(issuer, subject, this.#subjectClaim);
     if (problem) throw new OAuthError(OAuthErrorCode.InvalidToken, problem);
-    const principal = principalFromVerifiedClaims(issuer, payload.sub!, displayNameFrom(payload));
-    const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
+    const principal = principalFromVerifiedClaims(issuer, subject, displayNameFrom(payload));
+    const scopes = tokenScopes(payload);
     const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
     const aud = typeof payload.aud === 'string' ? payload.aud : audiences.find((a) => payload.aud?.includes(a));
-    return { token, clientId, scopes, expiresAt: payload.exp!, resource: new URL(aud ?? audiences[0]!), extra: { principal } };
+    // The broker's own audience may be an identifier that is no URL (an Entra ID application id):
+    // the resource it stands for is the broker's (`/mcp`), the one the endpoint compares.
+    const resource = (aud ?? audiences[0]) === this.audience ? this.#resource : (aud ?? audiences[0]!);
+    return { token, clientId, scopes, expiresAt: payload.exp!, ...resourceOf(resource), extra: { principal } };
   }
 
   #notAnAccessToken(header: JWTHeaderParameters, payload: JWTPayload): string | undefined {
-    if (typeof header.typ !== 'string' || !this.#acceptedTypes.has(normalizeTokenType(header.typ))) {
-      return `The token is not an access token (its typ header must be ${[...this.#acceptedTypes].join(' or ')})`;
+    const typed = typeof header.typ === 'string';
+    if (typed ? !this.#acceptedTypes.has(normalizeTokenType(header.typ!)) : header.typ !== undefined || !this.#untyped) {
+      const allowed = [...this.#acceptedTypes, ...(this.#untyped ? ['absent'] : [])].join(' or ');
+      return `The token is not an access token (its typ header must be ${allowed})`;
     }
-    if (payload.nonce !== undefined) return 'The token carries a nonce: it is an ID token, not an access token';
+    // An ID token needs no typ, nonce or at_hash (one from a token endpoint often has none of them),
+    // but it never says what it grants: a token without typ must carry its scopes.
+    if (!typed && tokenScopes(payload).length === 0) return M.untypedWithoutScope;
+    const idClaim = ID_TOKEN_CLAIMS.find((c) => payload[c] !== undefined);
+    if (idClaim) return M.idTokenClaim(idClaim);
+    const aud = typeof payload.aud === 'string' ? [payload.aud] : (payload.aud ?? []);
+    if (this.#pageClientId !== undefined && aud.includes(this.#pageClientId)) return M.pageClientAudience;
     if (typeof payload.iat === 'number' && payload.iat > Date.now() / 1000 + MAX_IAT_SKEW_SECONDS)
       return "The access token's iat claim is in the future";
     return undefined;
   }
+}
+
+/** `AuthInfo.resource` where the resource is a URL; an identifier that is none (a service's GUID) leaves it out. */
+function resourceOf(resource: string): { resource?: URL } {
+  const url = URL.parse(resource);
+  return url ? { resource: url } : {};
 }
 
 function describe(err: unknown): string {

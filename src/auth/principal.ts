@@ -32,10 +32,10 @@ export function displayNameFrom(claims: Record<string, unknown>): string | undef
   return undefined;
 }
 
-/** Why an issuer or subject cannot name a principal, or undefined when it can. */
-export function identityProblem(issuer: string, subject: string): string | undefined {
+/** Why an issuer or subject cannot name a principal, or undefined when it can; `claim` is where the subject came from. */
+export function identityProblem(issuer: string, subject: string, claim = 'sub'): string | undefined {
   if (hasInvisibleCharacters(issuer)) return 'The identity provider sent an issuer (iss) with control or invisible characters.';
-  if (hasInvisibleCharacters(subject)) return 'The identity provider sent a subject (sub) with control or invisible characters.';
+  if (hasInvisibleCharacters(subject)) return `The identity provider sent a subject (${claim}) with control or invisible characters.`;
   return undefined;
 }
 

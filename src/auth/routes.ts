@@ -11,6 +11,7 @@ import type { LoginTransaction, Store } from '../store/index.js';
 import type { OidcClient } from './oidc-client.js';
 import { displayNameFrom, identityProblem, principalFromVerifiedClaims } from './principal.js';
 import type { Sessions } from './sessions.js';
+import { subjectOf, type SubjectClaim } from './token-claims.js';
 
 const LOGIN_TTL_MS = 10 * 60 * 1000;
 
@@ -29,6 +30,8 @@ export interface AuthRouteDeps {
   returnToSealer: Sealer;
   /** The sign-in budget, counted on every /auth route. */
   rateLimit: RequestHandler;
+  /** The ID-token claim naming the principal's subject: the same one the MCP access tokens are read by. `sub` when unset. */
+  subjectClaim?: SubjectClaim;
 }
 
 function returnToContext(sessionHash: string) {
@@ -151,10 +154,14 @@ export function authRoutes(deps: AuthRouteDeps): Router {
       });
     }
     if (!claims) throw new BrokerError(502, 'sign_in_failed', M.noIdentity);
-    const problem = identityProblem(claims.iss, claims.sub);
+    const subjectClaim = deps.subjectClaim ?? 'sub';
+    const subject = subjectOf(claims, subjectClaim);
+    // Without the claim the access tokens are read by, this person could never open their own links.
+    if (subject === undefined) throw new BrokerError(502, 'sign_in_failed', M.noSubjectClaim(subjectClaim), { heading: 'Sign-in failed' });
+    const problem = identityProblem(claims.iss, subject, subjectClaim);
     if (problem) throw new BrokerError(400, 'sign_in_failed', M.accountRefused(problem), { heading: 'Sign-in failed' });
     const name = displayNameFrom(claims);
-    const principal = principalFromVerifiedClaims(claims.iss, claims.sub, name);
+    const principal = principalFromVerifiedClaims(claims.iss, subject, name);
     await sessions.signIn(res, principal, idToken);
     log.info('signed_in');
     res.redirect(303, returnTo);

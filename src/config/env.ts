@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { keyIdFor } from '../crypto/seal.js';
 import { isLoopbackHostname } from '../net/loopback.js';
+import { isAudienceIdentifier } from './audience.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
@@ -14,11 +15,18 @@ export interface Config {
   publicUrl: URL;
   /** The MCP endpoint, `<PUBLIC_URL>/mcp`. */
   mcpUrl: URL;
-  /** The resource (token audience) the MCP access tokens must carry. */
+  /** The audience (`aud`) the MCP access tokens must carry: the resource below, or an identifier the IdP writes instead (MCP_AUDIENCE). */
   audience: string;
+  /**
+   * The broker's resource identifier (RFC 9728 `resource`, RFC 8707): MCP_AUDIENCE when it is a URL,
+   * else `<PUBLIC_URL>/mcp` (an identifier such as an Entra ID application id is no resource URL).
+   */
+  resource: string;
+  /** The claim that names a principal's subject in MCP access tokens, subject tokens and ID tokens alike: `sub`, or `oid` (Entra ID). */
+  subjectClaim: 'sub' | 'oid';
   /** Scopes every MCP access token must carry, advertised in the resource metadata and 401 challenges. */
   mcpScopes: string[];
-  /** JOSE `typ` values an MCP access token may carry (lowercase), `at+jwt` (RFC 9068) by default. */
+  /** JOSE `typ` values an MCP access token may carry (lowercase), `at+jwt` (RFC 9068) by default; `none` = no `typ` header. */
   accessTokenTypes: string[];
   /** The store: PostgreSQL when `url` is set (shared by every instance), else SQLite at `path`. */
   database: { url: string | undefined; path: string; poolMax: number; statementTimeoutMs: number };
@@ -118,6 +126,7 @@ const rawSchema = z.object({
   OIDC_CLIENT_ID: z.string().min(1),
   OIDC_CLIENT_SECRET: z.string().min(1),
   OIDC_CLIENT_AUTH_METHOD: z.string().optional(),
+  OIDC_SUBJECT_CLAIM: z.string().optional(),
   GITHUB_CLIENT_ID: z.string().min(1),
   GITHUB_CLIENT_SECRET: z.string().min(1),
   GITHUB_WEB_URL: z.string().optional(),
@@ -222,7 +231,26 @@ function parseKeyRing(ring: string | undefined, single: string | undefined): Arr
   return keys;
 }
 
-/** Comma-separated JOSE `typ` values (media types, `application/` optional), `at+jwt` when unset. */
+/**
+ * MCP_AUDIENCE: a URL (https, or http on loopback) is the resource itself, as before; anything else
+ * is an identifier the IdP writes in `aud` instead (an Entra ID application id, a GUID, or an
+ * `api://…` Application ID URI), accepted in `aud` while the resource stays `<PUBLIC_URL>/mcp`.
+ */
+function parseAudience(value: string | undefined, mcpUrl: URL): { audience: string; resource: string } {
+  const raw = value?.trim();
+  if (!raw) return { audience: mcpUrl.href, resource: mcpUrl.href };
+  if (/^https?:/i.test(raw)) {
+    const url = withoutTrailingSlash(parseUrl('MCP_AUDIENCE', raw, { allowPath: true }));
+    return { audience: url, resource: url };
+  }
+  if (!isAudienceIdentifier(raw))
+    throw new ConfigError(
+      `MCP_AUDIENCE must be an https URL or the identifier your identity provider writes in aud, such as a GUID or an api:// URI (got "${raw}")`,
+    );
+  return { audience: raw, resource: mcpUrl.href };
+}
+
+/** Comma-separated JOSE `typ` values (media types, `application/` optional), `at+jwt` when unset; `none` = no `typ` header. */
 function accessTokenTypes(value: string | undefined): string[] {
   if (value === undefined || value.trim() === '') return ['at+jwt'];
   const types = value
@@ -291,9 +319,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const host = e.HOST?.trim() || '127.0.0.1';
   const publicUrl = take(() => parseUrl('PUBLIC_URL', e.PUBLIC_URL, { allowPath: false }));
   const mcpUrl = take(() => new URL('/mcp', publicUrl));
-  const audience = take(() =>
-    e.MCP_AUDIENCE ? withoutTrailingSlash(parseUrl('MCP_AUDIENCE', e.MCP_AUDIENCE, { allowPath: true })) : mcpUrl.href,
-  );
+  const audiences = take(() => parseAudience(e.MCP_AUDIENCE, mcpUrl));
+  const audience = take(() => audiences.audience);
+  // The page client's ID tokens name its client id in aud: as the MCP audience, only a typ or a
+  // nonce would stand between an ID token and /mcp (an Entra ID app registration used for both).
+  take(() => {
+    if (audience !== undefined && audience === e.OIDC_CLIENT_ID)
+      throw new ConfigError(
+        "MCP_AUDIENCE must not be OIDC_CLIENT_ID: the sign-in client's ID tokens carry that audience. Give the MCP API its own registration at the identity provider",
+      );
+  });
 
   const brokerSecret = take(() => {
     const secret = Buffer.from(e.BROKER_SECRET, 'utf8');
@@ -346,6 +381,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl,
     mcpUrl,
     audience,
+    resource: take(() => audiences.resource),
+    subjectClaim: take(() => oneOf('OIDC_SUBJECT_CLAIM', e.OIDC_SUBJECT_CLAIM, ['sub', 'oid'] as const, 'sub')),
     mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
     accessTokenTypes: take(() => accessTokenTypes(e.MCP_ACCESS_TOKEN_TYPES)),
     database: {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isAudienceIdentifier } from './audience.js';
 import { ConfigError } from './errors.js';
 import { envPrefix, readConfigFile } from './providers.js';
 import { httpsOrLoopbackUrl } from './url-rule.js';
@@ -28,7 +29,12 @@ const serviceSchema = z
   .object({
     id: z.string().regex(/^[a-z][a-z0-9-]{1,62}$/, 'lower-case letters, digits and -, starting with a letter'),
     displayName: z.string().min(1).max(60).optional(),
-    audiences: z.array(z.string().url()).min(1, 'must name at least one audience'),
+    // A URL, or an identifier an IdP writes in aud instead (an Entra ID application id), as MCP_AUDIENCE takes.
+    audiences: z
+      .array(
+        z.string().refine((v) => URL.canParse(v) || isAudienceIdentifier(v), 'must be URLs or identifiers such as a GUID or an api:// URI'),
+      )
+      .min(1, 'must name at least one audience'),
     auth: z.enum(['client_secret_basic', 'private_key_jwt']),
     jwksUri: httpsUrl.optional(),
     allow: z.record(z.string(), z.array(z.string().min(1))),

@@ -16,7 +16,7 @@ import Provider, { errors } from 'oidc-provider';
 import type { AdapterConstructor, Client, ClientAuthMethod, Configuration, Interaction, ResourceServer, ResponseType } from 'oidc-provider';
 import { isLoopbackHostname } from '../net/loopback.js';
 import type { Logger } from '../log.js';
-import { randomHandle, randomId } from '../crypto/index.js';
+import { randomHandle, randomId, sha256Hex } from '../crypto/index.js';
 
 export interface IdpClient {
   client_id: string;
@@ -29,6 +29,8 @@ export interface IdpClient {
   post_logout_redirect_uris?: string[];
   /** Shown on the sign-in page. */
   client_name?: string;
+  /** `pairwise`: this client's ID tokens carry a `sub` of its own (needs `pairwiseSubjects`). */
+  subject_type?: 'public' | 'pairwise';
 }
 
 export interface IdentityProviderOptions {
@@ -52,6 +54,14 @@ export interface IdentityProviderOptions {
   endSession?: boolean;
   /** Claims of an account beside the defaults (its name is its id); `sub` stays the account id. */
   accountClaims?: (accountId: string) => Record<string, unknown>;
+  /** More claims the `profile` scope releases into ID tokens (e.g. Entra ID's `oid`, given by `accountClaims`). */
+  profileClaims?: string[];
+  /**
+   * Offer pairwise subjects (OpenID Connect Core 8.1), as Entra ID does for every application: a
+   * client registered with `subject_type: 'pairwise'` sees a `sub` derived from the account and its
+   * redirect host, never the account id.
+   */
+  pairwiseSubjects?: boolean;
   /**
    * Development only: fetch client ID metadata documents from loopback https URLs, which
    * oidc-provider's SSRF guard refuses, so CIMD works offline. Their certificate is not verified:
@@ -67,8 +77,10 @@ export interface MintAccessTokenClaims {
   iss?: string;
   clientId?: string;
   scope?: string;
-  /** JOSE `typ` header, `at+jwt` when omitted. */
-  typ?: string;
+  /** JOSE `typ` header, `at+jwt` when omitted; null: no `typ` header at all. */
+  typ?: string | null;
+  /** More payload claims (e.g. `oid`, `scp`), set before the registered ones; `scope: undefined` leaves scope out. */
+  claims?: Record<string, unknown>;
   /** `iat` in seconds since the epoch, now when omitted. */
   issuedAt?: number;
   nonce?: string;
@@ -241,9 +253,16 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     scopes: SCOPES,
     claims: {
       openid: ['sub'],
-      profile: ['name', 'preferred_username'],
+      profile: ['name', 'preferred_username', ...(options.profileClaims ?? [])],
       email: ['email'],
     },
+    ...(options.pairwiseSubjects
+      ? {
+          subjectTypes: ['public', 'pairwise'],
+          pairwiseIdentifier: (_ctx: unknown, accountId: string, client: Client) =>
+            sha256Hex(`${client.sectorIdentifier ?? client.clientId}\n${accountId}`),
+        }
+      : {}),
     conformIdTokenClaims: false,
     clientBasedCORS: (_ctx, origin) => isLoopbackOrigin(origin),
     renderError: async (ctx, out) => {
@@ -512,12 +531,15 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
   async function mintAccessToken(claims: MintAccessTokenClaims): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({
+    const body: Record<string, unknown> = {
       client_id: claims.clientId ?? defaultClientId,
       scope: claims.scope ?? RESOURCE_SCOPE,
       ...(claims.nonce !== undefined ? { nonce: claims.nonce } : {}),
-    })
-      .setProtectedHeader({ alg: 'RS256', kid, typ: claims.typ ?? 'at+jwt' })
+      ...claims.claims,
+    };
+    for (const [name, value] of Object.entries(body)) if (value === undefined) delete body[name];
+    return new SignJWT(body)
+      .setProtectedHeader({ alg: 'RS256', kid, ...(claims.typ === null ? {} : { typ: claims.typ ?? 'at+jwt' }) })
       .setIssuer(claims.iss ?? issuer)
       .setSubject(claims.sub)
       .setAudience(claims.aud ?? resource)

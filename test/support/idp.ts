@@ -40,6 +40,8 @@ export async function startIdp(opts: {
   port?: number;
   endSession?: boolean;
   accountClaims?: (accountId: string) => Record<string, unknown>;
+  profileClaims?: string[];
+  pairwiseSubjects?: boolean;
 }): Promise<StartedIdp> {
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   let requests = 0;
@@ -62,6 +64,8 @@ export async function startIdp(opts: {
       resource: opts.resource,
       ...(opts.endSession === false ? { endSession: false } : {}),
       ...(opts.accountClaims ? { accountClaims: opts.accountClaims } : {}),
+      ...(opts.profileClaims ? { profileClaims: opts.profileClaims } : {}),
+      ...(opts.pairwiseSubjects ? { pairwiseSubjects: true } : {}),
     });
   } catch (err) {
     server.close();

@@ -55,6 +55,10 @@ export interface StackOptions {
   idpAccountClaims?: (accountId: string) => Record<string, unknown>;
   /** Options of the in-process broker (e.g. `moreProviders`), given its public URL. */
   brokerOptions?: (publicUrl: string) => BrokerOptions;
+  /** Claims the IdP's `profile` scope releases into ID tokens beside name and preferred_username (e.g. `oid`). */
+  idpProfileClaims?: string[];
+  /** The broker's page client gets pairwise subjects at the IdP (Entra ID's `sub`), so its ID tokens' `sub` is no account id. */
+  idpPairwiseBrokerClient?: boolean;
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -109,9 +113,17 @@ export async function startBrokerSurroundings(
 /** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const { dir, port, publicUrl, github, idp } = await startBrokerSurroundings('broker-test-', options.standIn, (url) => ({
-    clients: [brokerIdpClient(url, { post_logout_redirect_uris: [`${url}/auth/signed-out`] }), ...(options.idpClients?.(url) ?? [])],
+    clients: [
+      brokerIdpClient(url, {
+        post_logout_redirect_uris: [`${url}/auth/signed-out`],
+        ...(options.idpPairwiseBrokerClient ? { subject_type: 'pairwise' as const } : {}),
+      }),
+      ...(options.idpClients?.(url) ?? []),
+    ],
     ...(options.idpEndSession === false ? { endSession: false } : {}),
     ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
+    ...(options.idpProfileClaims ? { profileClaims: options.idpProfileClaims } : {}),
+    ...(options.idpPairwiseBrokerClient ? { pairwiseSubjects: true } : {}),
   }));
   const env: Record<string, string> = {
     PORT: String(port),
