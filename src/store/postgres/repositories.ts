@@ -9,6 +9,7 @@ import { PgRateLimitRepository } from './rate-limits.js';
 import type { Queryable } from './queryable.js';
 import { PgRefreshLeaseRepository } from './refresh-leases.js';
 import { PgSessionRepository } from './sessions.js';
+import { PgWebhookOutboxRepository } from './webhooks.js';
 import { guarded } from './unavailable.js';
 
 /** Every repository over one queryable: the pool for the store, a client for a transaction. */
@@ -24,5 +25,6 @@ export function repositoriesOver(q: Queryable): Repositories {
     rateLimits: guarded(new PgRateLimitRepository(q)),
     clientAssertions: guarded(new PgClientAssertionRepository(q)),
     serviceUsage: guarded(new PgServiceUsageRepository(q)),
+    webhooks: guarded(new PgWebhookOutboxRepository(q)),
   };
 }

@@ -10,6 +10,7 @@ import { SqlitePendingConnectionRepository } from './pending-connections.js';
 import { SqliteRateLimitRepository } from './rate-limits.js';
 import { SqliteRefreshLeaseRepository } from './refresh-leases.js';
 import { SqliteSessionRepository } from './sessions.js';
+import { SqliteWebhookOutboxRepository } from './webhooks.js';
 
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
@@ -29,6 +30,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     rateLimits: new SqliteRateLimitRepository(db, runner),
     clientAssertions: new SqliteClientAssertionRepository(db, runner),
     serviceUsage: new SqliteServiceUsageRepository(db, runner),
+    webhooks: new SqliteWebhookOutboxRepository(db, runner),
   };
 }
 
