@@ -4,6 +4,7 @@ import { isLoopbackHostname } from '../net/loopback.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
+import { loadWebhooks, type ConfiguredWebhook } from './webhooks.js';
 
 export { ConfigError } from './errors.js';
 
@@ -28,6 +29,8 @@ export interface Config {
   providers: ConfiguredProvider[];
   /** The operator's own MCP servers allowed to use the token exchange (PROVIDERS_FILE `services:`). */
   services: ConfiguredService[];
+  /** Receivers of the broker's signed events (PROVIDERS_FILE `webhooks:`). */
+  webhooks: ConfiguredWebhook[];
   /** Token exchanges per minute and service; 0 = off. */
   serviceRateLimitPerMinute: number;
   /** When one upstream account is already linked to another principal: refuse (default) or allow. */
@@ -318,6 +321,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     github,
     providers,
     services,
+    webhooks: take(() => loadWebhooks(env)),
     serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     brokerSecret,

@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import { providerDefinitionSchema, type ProviderDefinition, type ProviderDefinitionInput } from '../providers/definition.js';
 import { builtInDefinitions, type PresetContext } from '../providers/presets.js';
 import { ConfigError } from './errors.js';
+import { readConfigSections } from './file.js';
 
 export interface ConfiguredProvider {
   definition: ProviderDefinition;
@@ -20,34 +19,12 @@ export function envPrefix(id: string): string {
   return id.toUpperCase().replace(/-/g, '_');
 }
 
-/** PROVIDERS_FILE parsed (YAML or JSON), with one-line errors. */
-export function readConfigFile(path: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch {
-    throw new ConfigError(`PROVIDERS_FILE cannot be read (${path})`);
-  }
-  let data: unknown;
-  try {
-    data = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
-  } catch (err) {
-    throw new ConfigError(
-      `PROVIDERS_FILE is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : ''}`,
-    );
-  }
-  return data;
-}
+export { readConfigFile } from './file.js';
 
 function readProvidersFile(path: string): ProviderDefinitionInput[] {
-  const data = readConfigFile(path);
-  // A file may declare services alone (see src/exchange/services.ts): no providers then.
-  const holdsServicesOnly =
-    !Array.isArray(data) &&
-    (data as { providers?: unknown })?.providers === undefined &&
-    Array.isArray((data as { services?: unknown })?.services);
-  const list = Array.isArray(data) ? data : holdsServicesOnly ? [] : (data as { providers?: unknown })?.providers;
-  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE must hold a list of providers (or an object with a "providers" list)');
+  // A file may hold services or webhooks alone: no providers then.
+  const list = readConfigSections(path).providers ?? [];
+  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE providers must be a list of providers');
   return list as ProviderDefinitionInput[];
 }
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
-import { isLoopbackHostname } from '../net/loopback.js';
-import { envPrefix, readConfigFile } from './providers.js';
+import { httpsUrl, readConfigSections } from './file.js';
+import { envPrefix } from './providers.js';
 
 export type ServiceAuthMethod = 'client_secret_basic' | 'private_key_jwt';
 
@@ -21,14 +21,6 @@ export interface ConfiguredService {
   /** Provider id → the most scopes it may obtain there. */
   allow: Record<string, string[]>;
 }
-
-const httpsUrl = z
-  .string()
-  .url()
-  .refine((v) => {
-    const u = new URL(v);
-    return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHostname(u.hostname));
-  }, 'must use https:// (http:// is accepted only for loopback hosts)');
 
 const serviceSchema = z
   .object({
@@ -66,8 +58,7 @@ export function loadServices(
   brokerAudience: string | undefined,
 ): ConfiguredService[] {
   if (!env.PROVIDERS_FILE) return [];
-  const data = readConfigFile(env.PROVIDERS_FILE);
-  const list = Array.isArray(data) ? undefined : (data as { services?: unknown } | null)?.services;
+  const list = readConfigSections(env.PROVIDERS_FILE).services;
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE services must be a list');
   const services: ConfiguredService[] = [];
