@@ -15,6 +15,7 @@ import { GitHubApi } from './providers/github/api.js';
 import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
 import { openStore, type Store } from './store/index.js';
+import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
 import type { Express } from 'express';
 
 export interface Broker {
@@ -23,6 +24,8 @@ export interface Broker {
   watcher: CompletionWatcher;
   /** The IdP's reachability; `startBroker` starts its checks once the server listens (the dev IdP is served by it). */
   idpHealth: IdentityProviderHealth;
+  /** Sends the webhook outbox (running from creation, idle without endpoints). */
+  webhooks: WebhookDelivery;
   close(): Promise<void>;
 }
 
@@ -31,6 +34,8 @@ export interface BrokerOptions {
   mount?: (app: Express, store: Store) => void;
   /** The GitHub the broker talks to is the built-in sandbox: say so on pages and in tool results. */
   sandboxGitHub?: boolean;
+  /** Webhook delivery timing (tests shorten the retries; the defaults are the documented ones). */
+  webhookDelivery?: DeliveryOptions;
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
@@ -65,7 +70,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     maxOpenPerUser: config.pendingConnectionsPerUser,
     onCancelled: (pendingId) => void watcher.notify(pendingId),
   });
-  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
+  const webhooks = createWebhooks(store, config.webhooks, log, options.webhookDelivery);
+  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs, events: webhooks.events });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   const mcpHandler = createMcpEndpointHandler({
     publicUrl: config.publicUrl,
@@ -105,18 +111,22 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     store.pending.prune().catch((err: unknown) => log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) }));
   }, 60_000);
   pruneTimer.unref();
+  webhooks.delivery.start();
 
   return {
     app,
     store,
     watcher,
     idpHealth,
+    webhooks: webhooks.delivery,
     async close() {
       clearInterval(pruneTimer);
       idpHealth.close();
       watcher.close();
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();
+      // Attempts in flight are settled before the database closes (a cut one would only be sent again).
+      await webhooks.delivery.close();
       await mcpHandler.close();
       await store.close();
     },

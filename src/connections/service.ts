@@ -3,6 +3,7 @@ import { SealError, type Sealer } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
 import type { AuditEvent, ConnectionRow, Store } from '../store/index.js';
+import { changeWithEvent, connectionEvent, NO_EVENTS, transactionWithEvents, type EventSink } from '../events/index.js';
 import { needsRefresh, TokenRefresher, type OpenConnection, type RefreshOptions, type Usable } from './refresh.js';
 
 /**
@@ -19,7 +20,10 @@ export interface DisconnectOutcome {
   revokeError?: string;
 }
 
-export type ConnectionServiceOptions = RefreshOptions;
+export type ConnectionServiceOptions = RefreshOptions & {
+  /** Where connection events go (the webhook outbox), written in the transaction of each change. */
+  events?: EventSink;
+};
 
 /**
  * The only way tokens go in and out of the store: sealed on the way in (bound to the principal and
@@ -29,6 +33,7 @@ export type ConnectionServiceOptions = RefreshOptions;
  */
 export class ConnectionService {
   readonly #refresher: TokenRefresher;
+  readonly #events: EventSink;
 
   constructor(
     private readonly store: Store,
@@ -42,7 +47,8 @@ export class ConnectionService {
       markReauthRequired: (owner: Owner, provider: string, reason: string) => this.markReauthRequired(owner, provider, reason),
       audit: (event: AuditEvent, owner: Owner, provider: string, detail?: string) => this.#audit(event, owner, provider, detail),
     };
-    this.#refresher = new TokenRefresher(store, vault, log, options);
+    this.#events = options.events ?? NO_EVENTS;
+    this.#refresher = new TokenRefresher(store, vault, log, { ...options, events: this.#events });
   }
 
   #seal(owner: Owner, provider: string, tokens: ProviderTokens) {
@@ -63,7 +69,7 @@ export class ConnectionService {
     { pendingId, refuseShared, refuseAccountChange = false }: { pendingId?: string; refuseShared: boolean; refuseAccountChange?: boolean },
   ): Promise<'saved' | 'refused_shared_account' | 'refused_different_account'> {
     const sealed = this.#seal(principal, provider, tokens);
-    return this.store.transaction(async (tx) => {
+    return transactionWithEvents(this.store, this.#events, async (tx, emit) => {
       if (refuseShared && (await tx.connections.othersWithAccount(principal, provider, account.id)).length > 0) {
         await tx.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
         if (pendingId) await tx.pending.settle(pendingId, 'denied', 'refused_shared_account');
@@ -88,6 +94,13 @@ export class ConnectionService {
         sealed_tokens: sealed.value,
       });
       await tx.audit.record('connection_created', principal, provider);
+      await emit({
+        type: 'connection.created',
+        principal: { issuer: principal.issuer, subject: principal.subject },
+        provider,
+        login: account.login,
+        scopes: tokens.scopes,
+      });
       if (pendingId) await tx.pending.settle(pendingId, 'completed');
       return 'saved';
     });
@@ -144,7 +157,13 @@ export class ConnectionService {
 
   /** The provider rejected the stored token (HTTP 401): keep the row, ask the user again. */
   async markReauthRequired(owner: Owner, provider: string, reason: string): Promise<void> {
-    if (await this.store.connections.markReauthRequired(owner, provider, reason)) {
+    const marked = await changeWithEvent(this.store, this.#events, 'connection.reauth_required', async (repositories, emit) => {
+      if (!(await repositories.connections.markReauthRequired(owner, provider, reason))) return false;
+      const row = emit && (await repositories.connections.find(owner, provider));
+      if (emit && row) await emit(connectionEvent('connection.reauth_required', row));
+      return true;
+    });
+    if (marked) {
       await this.#audit('reauth_required', owner, provider, reason);
       this.log.info('connection_reauth_required', { provider, reason });
     }
@@ -157,8 +176,12 @@ export class ConnectionService {
       .catch((err: unknown) => this.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
   }
 
-  /** Revokes upstream where the provider allows it, then deletes locally whatever the provider said. */
-  async disconnect(owner: Owner, provider: Provider): Promise<DisconnectOutcome> {
+  /**
+   * Revokes upstream where the provider allows it, then deletes locally whatever the provider said.
+   * `by: 'admin'` (the admin command's revoke) reports `connection.revoked`; the user's own
+   * disconnect reports `connection.deleted`.
+   */
+  async disconnect(owner: Owner, provider: Provider, { by = 'user' }: { by?: 'user' | 'admin' } = {}): Promise<DisconnectOutcome> {
     // Revocation needs a live token (GitHub refuses expired ones): refresh first if we can.
     const usable = await this.usable(owner, provider).catch(() => undefined);
     const connection = usable?.kind === 'ok' ? usable.connection : await this.open(owner, provider.id);
@@ -177,7 +200,13 @@ export class ConnectionService {
         });
       }
     }
-    const deleted = await this.store.connections.delete(owner, provider.id);
+    const type = by === 'admin' ? 'connection.revoked' : 'connection.deleted';
+    const deleted = await changeWithEvent(this.store, this.#events, type, async (repositories, emit) => {
+      const row = emit && (await repositories.connections.find(owner, provider.id));
+      const gone = await repositories.connections.delete(owner, provider.id);
+      if (gone && emit && row) await emit(connectionEvent(type, row));
+      return gone;
+    });
     if (deleted)
       await this.#audit('connection_revoked', owner, provider.id, revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? ''}`);
     return { deleted, revoked, ...(revokeError ? { revokeError } : {}) };

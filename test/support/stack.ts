@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/env.js';
 import { createLogger } from '../../src/log.js';
+import type { BrokerOptions } from '../../src/broker.js';
 import { startBroker, type RunningBroker } from '../../src/server.js';
 import type { Browser, Page } from './browser.js';
 import { eventually } from './eventually.js';
@@ -52,6 +53,8 @@ export interface StackOptions {
   idpEndSession?: boolean;
   /** Claims the IdP gives an account beside the defaults (e.g. a `name`). */
   idpAccountClaims?: (accountId: string) => Record<string, unknown>;
+  /** Options of the in-process broker (e.g. shorter webhook retries). */
+  brokerOptions?: BrokerOptions;
 }
 
 /** The environment every test broker shares (one set of secrets, one database in `dir`); add PORT. */
@@ -112,7 +115,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const log = createLogger('debug', (line) => logs.push(line));
   let broker: RunningBroker;
   try {
-    broker = await startBroker(loadConfig(env), log);
+    broker = await startBroker(loadConfig(env), log, options.brokerOptions);
   } catch (err) {
     // Do not leave the IdP, the stand-in and the folder behind when the broker cannot start.
     await idp.close();
@@ -134,7 +137,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     token: (sub, extra = {}) => idp.mintAccessToken({ sub, ...extra }),
     async restart() {
       await broker.close();
-      broker = await startBroker(loadConfig(env), log);
+      broker = await startBroker(loadConfig(env), log, options.brokerOptions);
     },
     async close() {
       await broker.close();
