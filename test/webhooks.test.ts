@@ -231,6 +231,60 @@ function endpoint(id: string, receiver: { url: string; secret: string }): Config
   };
 }
 
+describe('webhook events are written in the transaction of their change', () => {
+  it('a change that rolls back leaves no event behind, and one that commits leaves exactly its event', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-tx-'));
+    const store = openSqliteStore(join(dir, 'broker.db'));
+    try {
+      const sink: ConfiguredWebhook = {
+        id: 'sink',
+        url: new URL('http://127.0.0.1:9/'),
+        events: ['connection.created'],
+        secret: Buffer.alloc(32, 7),
+      };
+      // Delivery is never started here: the rows stay in the outbox for the test to read.
+      const { events } = createWebhooks(store, [sink], createLogger('error'));
+      // The last write of a save (settling the pending connection) fails, after the event was recorded.
+      const failing: Store = {
+        ...store,
+        transaction: (fn) =>
+          store.transaction((tx) =>
+            fn({
+              ...tx,
+              pending: Object.assign(Object.create(tx.pending) as typeof tx.pending, {
+                settle: async () => {
+                  throw new Error('disk full');
+                },
+              }),
+            }),
+          ),
+      };
+      const sealer = new Sealer([Buffer.alloc(32, 1)]);
+      const principal = principalFromVerifiedClaims('https://idp.example.com', 'tx-user');
+      const tokens = { accessToken: 'gho_secret', tokenType: 'bearer', scopes: ['repo'] };
+      const account = { id: '42', login: 'octocat' };
+      await assert.rejects(
+        new ConnectionService(failing, sealer, createLogger('error'), { events }).save(principal, 'github', account, tokens, {
+          pendingId: 'p-1',
+          refuseShared: false,
+        }),
+        /disk full/,
+      );
+      assert.equal(await store.connections.find(principal, 'github'), undefined);
+      assert.deepEqual((await store.webhooks.stats()).endpoints, [], 'no event for a change that did not happen');
+
+      await new ConnectionService(store, sealer, createLogger('error'), { events }).save(principal, 'github', account, tokens, {
+        refuseShared: false,
+      });
+      assert.ok(await store.connections.find(principal, 'github'));
+      assert.deepEqual((await store.webhooks.stats()).endpoints, [{ endpoint: 'sink', pending: 1, delivered: 0, failed: 0 }]);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('webhook delivery: retries, give-up, redirects, timeouts, concurrency', () => {
   it('retries a receiver that answers 503, with the same webhook-id, and delivers once it answers 2xx', async () => {
     const receiver = await startWebhookReceiver({ mode: 'error' });
