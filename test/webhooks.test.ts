@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { loadConfig } from '../src/config/env.js';
@@ -403,6 +404,34 @@ describe('webhook signatures and schedule', () => {
       webhookSignature(key, 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}'),
       'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
     );
+  });
+
+  it("the README's verification sample accepts the broker's signature and refuses an altered body or an old timestamp", async () => {
+    const readme = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Webhooks'));
+    const sample = /```js\n([\s\S]*?)```/.exec(section)?.[1];
+    assert.ok(sample?.includes('function verifyWebhook'), 'the README shows verifyWebhook');
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-readme-'));
+    try {
+      const file = join(dir, 'verify.mjs');
+      writeFileSync(file, `${sample}\nexport { verifyWebhook };\n`);
+      const { verifyWebhook } = (await import(pathToFileURL(file).href)) as {
+        verifyWebhook: (secret: string, headers: Record<string, string>, body: string) => boolean;
+      };
+      const secret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
+      const ts = Math.floor(Date.now() / 1000);
+      const body = '{"type":"connection.created"}';
+      const headers = (t: number) => ({
+        'webhook-id': 'msg_readme',
+        'webhook-timestamp': String(t),
+        'webhook-signature': webhookSignature(Buffer.alloc(32, 9), 'msg_readme', t, body),
+      });
+      assert.equal(verifyWebhook(secret, headers(ts), body), true);
+      assert.equal(verifyWebhook(secret, headers(ts), `${body} `), false);
+      assert.equal(verifyWebhook(secret, headers(ts - 600), body), false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("the test receiver's own check refuses a wrong key, an altered body and a timestamp more than five minutes old", () => {
