@@ -117,6 +117,7 @@ describe('migrations', () => {
         'refresh_leases',
         'schema_migrations',
         'used_client_assertions',
+        'webhook_outbox',
       ],
     );
     const seq = await sql<{ data_type: string; column_default: string }>(
