@@ -374,6 +374,23 @@ describe('webhook delivery: retries, give-up, redirects, timeouts, concurrency',
     }
   });
 
+  it('close() cuts an attempt in flight at once and releases its row for a retry (shutdown is not held by a silent receiver)', async () => {
+    const receiver = await startWebhookReceiver({ mode: 'hang' });
+    const outbox = await outboxWith([endpoint('silent', receiver)], { pollMs: 20, attemptTimeoutMs: 20_000, leaseMs: 30_000 });
+    try {
+      await outbox.emit('shutdown-user');
+      const attempt = await eventually('the attempt at the receiver', () => receiver.requests[0]);
+      const started = Date.now();
+      await outbox.delivery.close();
+      assert.ok(Date.now() - started < 2_000, `close took ${Date.now() - started} ms`);
+      const row = (await outbox.store.webhooks.byId(attempt.id!))!;
+      assert.deepEqual([row.status, row.claimed_by], ['pending', null], 'released, not left claimed until the lease lapses');
+    } finally {
+      await outbox.close();
+      await receiver.close();
+    }
+  });
+
   it('keeps at most `concurrency` attempts in flight per instance, and delivers every event once', async () => {
     const receiver = await startWebhookReceiver();
     receiver.delayMs = 100;

@@ -58,7 +58,8 @@ function failureOf(err: unknown): string {
  * Sends the outbox: claims due rows of the endpoints this instance knows (a lease per row, so two
  * instances never send one event at once), signs each attempt (Standard Webhooks), settles it on
  * a 2xx and otherwise schedules the retry, until the give-up window has passed. Redirects are not
- * followed. Timers are unref'd; `close` stops them and waits for the attempts in flight.
+ * followed. Timers are unref'd; `close` stops them, cuts the attempts in flight and waits until
+ * their rows are released (they are retried, here or on another instance).
  */
 export class WebhookDelivery {
   readonly #options: Required<DeliveryOptions>;
@@ -70,6 +71,8 @@ export class WebhookDelivery {
   #looking: Promise<void> | undefined;
   #lookAgain = false;
   #closed = false;
+  /** Cuts the attempts in flight at `close`: their rows are released for a retry instead of holding shutdown. */
+  readonly #closing = new AbortController();
 
   constructor(
     private readonly store: Store,
@@ -121,6 +124,7 @@ export class WebhookDelivery {
     this.#closed = true;
     clearInterval(this.#timer);
     clearInterval(this.#pruneTimer);
+    this.#closing.abort();
     await this.#looking;
     await Promise.allSettled([...this.#inflight]);
   }
@@ -163,12 +167,12 @@ export class WebhookDelivery {
         body: row.payload,
         // A receiver's redirect is a failed attempt: the signed event never goes where the operator did not send it.
         redirect: 'manual',
-        signal: AbortSignal.timeout(this.#options.attemptTimeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.#options.attemptTimeoutMs), this.#closing.signal]),
       });
       await res.body?.cancel().catch(() => undefined);
       if (res.status < 200 || res.status > 299) failure = `http_${res.status}`;
     } catch (err) {
-      failure = failureOf(err);
+      failure = this.#closing.signal.aborted ? 'shutdown' : failureOf(err);
     }
     await this.#settle(row, failure).catch((err: unknown) =>
       // The claim lapses by itself: the row is sent again (receivers deduplicate on webhook-id).
