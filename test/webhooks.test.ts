@@ -9,7 +9,7 @@ import { loadConfig } from '../src/config/env.js';
 import type { ConfiguredWebhook } from '../src/config/webhooks.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { Sealer } from '../src/crypto/index.js';
-import { transactionWithEvents, type ConnectionEvent } from '../src/events/index.js';
+import { transactionWithEvents } from '../src/events/index.js';
 import { createLogger } from '../src/log.js';
 import { OAuthProvider } from '../src/providers/oauth-provider.js';
 import { openSqliteStore, type Store } from '../src/store/index.js';
@@ -166,10 +166,18 @@ describe('signed webhooks from a running broker', () => {
     const service = new ConnectionService(store, new Sealer(config.tokenKeys), createLogger('error'), { events });
     const github = config.providers.find((p) => p.definition.id === 'github')!;
     const provider = new OAuthProvider({ ...github, timeoutMs: config.providerTimeoutMs });
-    const outcome = await service.disconnect(principalFromVerifiedClaims(stack.idp.issuer, 'bob'), provider, { by: 'admin' });
+    const outcome = await service.disconnect(principalFromVerifiedClaims(stack.idp.issuer, 'bob'), provider, {
+      kind: 'admin',
+      actor: 'ops@example.com',
+    });
     assert.equal(outcome.deleted, true);
     const revoked = await eventFor(removals, 'connection.revoked', 'bob');
     assert.equal(revoked.json.data.login, 'hubot');
+    assert.deepEqual(
+      Object.keys(revoked.json.data).sort(),
+      ['login', 'principal', 'provider', 'scopes'],
+      'the body is exactly the documented data',
+    );
     assert.equal(delivery.inflight, 0);
     await eventFor(all, 'connection.revoked', 'bob');
   });
@@ -198,16 +206,15 @@ async function outboxWith(endpoints: ConfiguredWebhook[], options: DeliveryOptio
   );
   delivery.start();
   const emit = (subject: string) =>
-    transactionWithEvents(store, events, async (_tx, record) => {
-      const event: ConnectionEvent = {
-        type: 'connection.created',
-        principal: { issuer: 'https://idp.example.com', subject },
+    transactionWithEvents(store, events, (_tx, emit) =>
+      emit('connection.created', {
+        issuer: 'https://idp.example.com',
+        subject,
         provider: 'github',
         login: `${subject}-login`,
         scopes: ['repo'],
-      };
-      await record(event);
-    });
+      }),
+    );
   const rows = () => store.webhooks.stats();
   return {
     store,

@@ -4,7 +4,7 @@ import { randomId } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
 import { StoreUnavailableError, type AuditEvent, type ConnectionRow, type Store } from '../store/index.js';
-import { changeWithEvent, NO_EVENTS, type EventSink } from '../events/index.js';
+import { changeWithEvent, noEvents, type EventSink } from '../events/index.js';
 
 export interface OpenConnection {
   row: ConnectionRow;
@@ -64,7 +64,7 @@ export class TokenRefresher {
     this.#leaseMs = options.leaseMs ?? Math.max(30_000, slowest);
     this.#waitMs = options.waitMs ?? this.#leaseMs + 5_000;
     this.#pollMs = options.pollMs ?? 50;
-    this.#events = options.events ?? NO_EVENTS;
+    this.#events = options.events ?? noEvents;
   }
 
   /** Refreshes `owner`'s connection to `provider`, joining a refresh this process already runs. */
@@ -202,9 +202,9 @@ export class TokenRefresher {
     return changeWithEvent(this.store, this.#events, 'connection.refreshed', async (repositories, emit) => {
       const replaced = await repositories.connections.replaceTokens(owner, provider.id, expected, write);
       if (replaced && emit)
-        await emit({
-          type: 'connection.refreshed',
-          principal: { issuer: owner.issuer, subject: owner.subject },
+        await emit('connection.refreshed', {
+          issuer: owner.issuer,
+          subject: owner.subject,
           provider: provider.id,
           login: latest.row.account_login,
           scopes: write.scopes.split(' ').filter(Boolean),

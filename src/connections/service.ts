@@ -3,7 +3,14 @@ import { SealError, type Sealer } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
 import type { AuditEvent, ConnectionRow, Store } from '../store/index.js';
-import { changeWithEvent, connectionEvent, NO_EVENTS, transactionWithEvents, type EventSink } from '../events/index.js';
+import {
+  changeWithEvent,
+  connectionEventData,
+  noEvents,
+  transactionWithEvents,
+  type DisconnectActor,
+  type EventSink,
+} from '../events/index.js';
 import { needsRefresh, TokenRefresher, type OpenConnection, type RefreshOptions, type Usable } from './refresh.js';
 
 /**
@@ -19,6 +26,8 @@ export interface DisconnectOutcome {
   revoked: boolean;
   revokeError?: string;
 }
+
+export type { DisconnectActor } from '../events/index.js';
 
 export type ConnectionServiceOptions = RefreshOptions & {
   /** Where connection events go (the webhook outbox), written in the transaction of each change. */
@@ -47,7 +56,7 @@ export class ConnectionService {
       markReauthRequired: (owner: Owner, provider: string, reason: string) => this.markReauthRequired(owner, provider, reason),
       audit: (event: AuditEvent, owner: Owner, provider: string, detail?: string) => this.#audit(event, owner, provider, detail),
     };
-    this.#events = options.events ?? NO_EVENTS;
+    this.#events = options.events ?? noEvents;
     this.#refresher = new TokenRefresher(store, vault, log, { ...options, events: this.#events });
   }
 
@@ -94,9 +103,9 @@ export class ConnectionService {
         sealed_tokens: sealed.value,
       });
       await tx.audit.record('connection_created', principal, provider);
-      await emit({
-        type: 'connection.created',
-        principal: { issuer: principal.issuer, subject: principal.subject },
+      await emit('connection.created', {
+        issuer: principal.issuer,
+        subject: principal.subject,
         provider,
         login: account.login,
         scopes: tokens.scopes,
@@ -160,7 +169,7 @@ export class ConnectionService {
     const marked = await changeWithEvent(this.store, this.#events, 'connection.reauth_required', async (repositories, emit) => {
       if (!(await repositories.connections.markReauthRequired(owner, provider, reason))) return false;
       const row = emit && (await repositories.connections.find(owner, provider));
-      if (emit && row) await emit(connectionEvent('connection.reauth_required', row));
+      if (emit && row) await emit('connection.reauth_required', connectionEventData(row));
       return true;
     });
     if (marked) {
@@ -178,10 +187,10 @@ export class ConnectionService {
 
   /**
    * Revokes upstream where the provider allows it, then deletes locally whatever the provider said.
-   * `by: 'admin'` (the admin command's revoke) reports `connection.revoked`; the user's own
-   * disconnect reports `connection.deleted`.
+   * The user's own disconnect reports `connection.deleted`, an operator's (`npm run admin --
+   * connections revoke`) `connection.revoked`, in the deleting transaction.
    */
-  async disconnect(owner: Owner, provider: Provider, { by = 'user' }: { by?: 'user' | 'admin' } = {}): Promise<DisconnectOutcome> {
+  async disconnect(owner: Owner, provider: Provider, by: DisconnectActor = { kind: 'user' }): Promise<DisconnectOutcome> {
     // Revocation needs a live token (GitHub refuses expired ones): refresh first if we can.
     const usable = await this.usable(owner, provider).catch(() => undefined);
     const connection = usable?.kind === 'ok' ? usable.connection : await this.open(owner, provider.id);
@@ -200,11 +209,15 @@ export class ConnectionService {
         });
       }
     }
-    const type = by === 'admin' ? 'connection.revoked' : 'connection.deleted';
+    const type = by.kind === 'admin' ? 'connection.revoked' : 'connection.deleted';
     const deleted = await changeWithEvent(this.store, this.#events, type, async (repositories, emit) => {
       const row = emit && (await repositories.connections.find(owner, provider.id));
       const gone = await repositories.connections.delete(owner, provider.id);
-      if (gone && emit && row) await emit(connectionEvent(type, row));
+      if (gone && emit && row) {
+        const data = { ...connectionEventData(row), revokedUpstream: revoked };
+        if (by.kind === 'admin') await emit('connection.revoked', { ...data, by });
+        else await emit('connection.deleted', { ...data, by });
+      }
       return gone;
     });
     if (deleted)

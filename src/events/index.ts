@@ -1,49 +1,72 @@
 /**
- * The broker's events about connections, and the seam they leave through: a sink that writes each
- * one inside the transaction of the change it reports (so a crash keeps both or neither) and is
- * told when that transaction committed. src/webhooks/ is the sink that turns them into signed
- * webhooks; without it nothing is written.
+ * The broker's events about connections, and the seam they leave through: a sink told of each one
+ * inside the transaction of the change it reports (so a durable sink, an outbox row, lands or is
+ * rolled back with the change itself). src/webhooks/ is the sink that turns them into signed
+ * webhooks; without it they go nowhere.
  */
-import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../config/webhooks.js';
+import type { WebhookEventType } from '../config/webhooks.js';
 import type { ConnectionRow, Repositories, Store } from '../store/index.js';
 
-export const CONNECTION_EVENT_TYPES = WEBHOOK_EVENT_TYPES;
-export type ConnectionEventType = WebhookEventType;
-
-/** What happened to whose connection. Never a token: the login and scopes people see, nothing more. */
-export interface ConnectionEvent {
-  type: ConnectionEventType;
-  principal: { issuer: string; subject: string };
+/** Whose connection, to what, as people see it: never a token. */
+export interface ConnectionEventData {
+  issuer: string;
+  subject: string;
   provider: string;
   /** The upstream account's login. */
   login: string;
   scopes: string[];
 }
 
-export interface EventSink {
-  /** Whether anything would be written for events of `type` (no transaction is opened for nothing). */
-  wants(type: ConnectionEventType): boolean;
-  /** Writes `event` through `tx`, the repositories of the transaction that makes the change. */
-  record(tx: Repositories, event: ConnectionEvent): Promise<void>;
-  /** A transaction that recorded events has committed: they may go out now. */
-  committed(): void;
+/** Who asked for a disconnect: the connection's own user, or an operator (`npm run admin`), named. */
+export type DisconnectActor = { kind: 'user' } | { kind: 'admin'; actor: string };
+
+/** What the broker tells the operator's other systems about (the signed webhooks deliver these). */
+export interface BrokerEvents {
+  /** A connection was stored: a first connect, a reconnect or more access. */
+  'connection.created': ConnectionEventData;
+  /** Its tokens were refreshed (once per refresh across every instance). */
+  'connection.refreshed': ConnectionEventData;
+  /** The provider stopped accepting its tokens; the user must reconnect. */
+  'connection.reauth_required': ConnectionEventData;
+  /** Deleted by its own user (disconnect), after an attempt to revoke it upstream. */
+  'connection.deleted': ConnectionEventData & { revokedUpstream: boolean; by: { kind: 'user' } };
+  /** Deleted by an operator (`npm run admin -- connections revoke`), after an attempt to revoke it upstream. */
+  'connection.revoked': ConnectionEventData & { revokedUpstream: boolean; by: DisconnectActor };
 }
 
-/** The sink of a broker with no webhook endpoints. */
-export const NO_EVENTS: EventSink = {
+export type BrokerEventType = keyof BrokerEvents;
+
+// The endpoints' `events:` filter (src/config/webhooks.ts) names exactly these.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameNames: Same<BrokerEventType, WebhookEventType> = true;
+void sameNames;
+
+/**
+ * Where events go. `emit` runs inside the transaction that made the change, with its repositories
+ * as `tx`, and must only write through `tx` (no network, no other store handle).
+ */
+export interface EventSink {
+  emit<K extends BrokerEventType>(type: K, data: BrokerEvents[K], tx: Repositories): Promise<void>;
+  /** Whether anything would be written for `type`: when not, a one-statement change needs no transaction. Default: yes. */
+  wants?(type: BrokerEventType): boolean;
+  /** A transaction that emitted events has committed: they may go out now. */
+  committed?(): void;
+}
+
+/** The default until webhooks are configured: events go nowhere. */
+export const noEvents: EventSink = {
+  emit: () => Promise.resolve(),
   wants: () => false,
-  record: async () => {},
-  committed: () => {},
 };
 
-/** Records one event, when the sink wants its type. */
-export type Emit = (event: ConnectionEvent) => Promise<void>;
+/** Emits one event in the transaction at hand. */
+export type Emit = <K extends BrokerEventType>(type: K, data: BrokerEvents[K]) => Promise<void>;
 
-/** The event of `type` about a connection row: its principal, provider, login and scopes. */
-export function connectionEvent(type: ConnectionEventType, row: ConnectionRow): ConnectionEvent {
+/** The data every connection event carries, from the connection's row. */
+export function connectionEventData(row: ConnectionRow): ConnectionEventData {
   return {
-    type,
-    principal: { issuer: row.issuer, subject: row.subject },
+    issuer: row.issuer,
+    subject: row.subject,
     provider: row.provider,
     login: row.account_login,
     scopes: row.scopes.split(' ').filter(Boolean),
@@ -61,13 +84,13 @@ export async function transactionWithEvents<T>(
 ): Promise<T> {
   let emitted = false;
   const result = await store.transaction((tx) =>
-    change(tx, async (event) => {
-      if (!sink.wants(event.type)) return;
-      await sink.record(tx, event);
+    change(tx, async (type, data) => {
+      if (sink.wants?.(type) === false) return;
+      await sink.emit(type, data, tx);
       emitted = true;
     }),
   );
-  if (emitted) sink.committed();
+  if (emitted) sink.committed?.();
   return result;
 }
 
@@ -78,9 +101,9 @@ export async function transactionWithEvents<T>(
 export function changeWithEvent<T>(
   store: Store,
   sink: EventSink,
-  type: ConnectionEventType,
+  type: BrokerEventType,
   change: (repositories: Repositories, emit: Emit | undefined) => Promise<T>,
 ): Promise<T> {
-  if (!sink.wants(type)) return change(store, undefined);
+  if (sink.wants?.(type) === false) return change(store, undefined);
   return transactionWithEvents(store, sink, change);
 }

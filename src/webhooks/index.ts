@@ -1,5 +1,5 @@
 import type { ConfiguredWebhook } from '../config/webhooks.js';
-import { NO_EVENTS, type EventSink } from '../events/index.js';
+import { noEvents, type EventSink } from '../events/index.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/index.js';
 import { WebhookDelivery, type DeliveryOptions } from './delivery.js';
@@ -23,6 +23,6 @@ export function createWebhooks(
   options: DeliveryOptions = {},
 ): Webhooks {
   const delivery = new WebhookDelivery(store, endpoints, log, options);
-  const events = endpoints.length === 0 ? NO_EVENTS : new WebhookOutbox(endpoints, () => delivery.nudge());
+  const events = endpoints.length === 0 ? noEvents : new WebhookOutbox(endpoints, () => delivery.nudge());
   return { events, delivery };
 }

@@ -1,18 +1,21 @@
 import type { ConfiguredWebhook } from '../config/webhooks.js';
 import { randomHandle } from '../crypto/index.js';
-import type { ConnectionEvent, ConnectionEventType, EventSink } from '../events/index.js';
+import type { BrokerEvents, BrokerEventType, ConnectionEventData, EventSink } from '../events/index.js';
 import type { NewOutboxRow, Repositories } from '../store/index.js';
 
-/** The JSON body every endpoint receives for `event`: `type`, `timestamp` and `data`, never a token. */
-export function webhookPayload(event: ConnectionEvent, at: Date): string {
+/**
+ * The JSON body every endpoint receives: `type`, `timestamp` and `data` (the principal, provider,
+ * login and scopes, picked field by field so nothing else an event carries can slip in).
+ */
+export function webhookPayload(type: BrokerEventType, data: ConnectionEventData, at: Date): string {
   return JSON.stringify({
-    type: event.type,
+    type,
     timestamp: at.toISOString(),
     data: {
-      principal: { issuer: event.principal.issuer, subject: event.principal.subject },
-      provider: event.provider,
-      login: event.login,
-      scopes: event.scopes,
+      principal: { issuer: data.issuer, subject: data.subject },
+      provider: data.provider,
+      login: data.login,
+      scopes: data.scopes,
     },
   });
 }
@@ -28,15 +31,15 @@ export class WebhookOutbox implements EventSink {
     private readonly onCommitted: () => void = () => {},
   ) {}
 
-  wants(type: ConnectionEventType): boolean {
+  wants(type: BrokerEventType): boolean {
     return this.endpoints.some((e) => e.events.includes(type));
   }
 
-  async record(tx: Repositories, event: ConnectionEvent): Promise<void> {
-    const payload = webhookPayload(event, new Date());
+  async emit<K extends BrokerEventType>(type: K, data: BrokerEvents[K], tx: Repositories): Promise<void> {
+    const payload = webhookPayload(type, data, new Date());
     const rows: NewOutboxRow[] = this.endpoints
-      .filter((e) => e.events.includes(event.type))
-      .map((e) => ({ id: `msg_${randomHandle(18)}`, endpoint: e.id, event_type: event.type, payload }));
+      .filter((e) => e.events.includes(type))
+      .map((e) => ({ id: `msg_${randomHandle(18)}`, endpoint: e.id, event_type: type, payload }));
     if (rows.length > 0) await tx.webhooks.enqueue(rows);
   }
 

@@ -124,9 +124,9 @@ function twoInstances(name: string, skip: string | false, database: () => Promis
       const { events } = createWebhooks(store, config.webhooks, createLogger('error'));
       for (let i = 0; i < EVENTS; i += 1)
         await transactionWithEvents(store, events, (_tx, emit) =>
-          emit({
-            type: 'connection.created',
-            principal: { issuer: config.oidc.issuerId, subject: `user-${i}` },
+          emit('connection.created', {
+            issuer: config.oidc.issuerId,
+            subject: `user-${i}`,
             provider: 'github',
             login: `login-${i}`,
             scopes: ['repo'],
