@@ -647,6 +647,19 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
       );
   });
 
+  it('stops `npm start` with one line naming the variable when a webhook secret is missing or malformed, never echoing it', async () => {
+    for (const [secret, line] of [
+      [undefined, 'WEBHOOK_AUDIT_SINK_SECRET is required for webhook "audit-sink" (whsec_ and the base64 of 24 to 64 random bytes)'],
+      ['whsec_c2hvcnQ=', 'WEBHOOK_AUDIT_SINK_SECRET must be whsec_ followed by the base64 of 24 to 64 random bytes'],
+    ] as const) {
+      const env = withFile(SINK, { WEBHOOK_AUDIT_SINK_SECRET: secret, PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1' });
+      const { code, stdout, stderr } = await runMain({ PATH: process.env.PATH, ...env });
+      assert.equal(code, 1);
+      assert.equal(stderr, `Configuration error: ${line}\n`);
+      assert.equal(stdout, '');
+    }
+  });
+
   it('refuses a plain-http or credentialed url, an unknown event, a duplicate id and an unknown field, one line naming the field', () => {
     refuses(
       withFile(SINK.replace('https://hooks', 'http://hooks')),
