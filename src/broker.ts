@@ -20,6 +20,7 @@ import { GitHubApi } from './providers/github/api.js';
 import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
 import { openStore, type Store } from './store/index.js';
+import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
 import type { Express } from 'express';
 import { metrics } from './observability/metrics.js';
 
@@ -31,6 +32,8 @@ export interface Broker {
   idpHealth: IdentityProviderHealth;
   /** What the MCP tools are built with (the gateway's forwarder takes the same). */
   toolDeps: ToolDeps;
+  /** Sends the webhook outbox (running from creation, idle without endpoints). */
+  webhooks: WebhookDelivery;
   close(): Promise<void>;
 }
 
@@ -41,6 +44,8 @@ export interface BrokerOptions {
   sandboxGitHub?: boolean;
   /** Providers built over the broker's store and sealer beside the configured ones (tests of `auth: mcp` upstreams, src/gateway/mcp-auth/). */
   moreProviders?: (deps: { store: Store; sealer: Sealer }) => Provider[];
+  /** Webhook delivery timing (tests shorten the retries; the defaults are the documented ones). */
+  webhookDelivery?: DeliveryOptions;
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
@@ -102,7 +107,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     maxOpenPerUser: config.pendingConnectionsPerUser,
     onCancelled: (pendingId) => void watcher.notify(pendingId),
   });
-  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs });
+  const webhooks = createWebhooks(store, config.webhooks, log, options.webhookDelivery);
+  const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs, events: webhooks.events });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
   const upstreamStates = new UpstreamStates(config.brokerSecret);
@@ -173,6 +179,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   }, 60_000);
   pruneTimer.unref();
   const stopCountingPending = metrics.countPendingFrom(() => store.pending.countInFlight());
+  webhooks.delivery.start();
 
   return {
     app,
@@ -180,6 +187,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     watcher,
     idpHealth,
     toolDeps,
+    webhooks: webhooks.delivery,
     async close() {
       clearInterval(pruneTimer);
       stopCountingPending();
@@ -187,6 +195,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       watcher.close();
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();
+      // Attempts in flight are settled before the database closes (a cut one would only be sent again).
+      await webhooks.delivery.close();
       await mcpHandler.close();
       gateway?.close();
       await store.close();

@@ -321,7 +321,7 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
           // Inside the transaction the row is already gone; another store, outside it, still sees it until commit.
           const goneInside = (await tx.connections.find(bob, 'github')) === undefined;
           const stillThereOutside = (await store.connections.find(bob, 'github')) !== undefined;
-          seen.push({ type, data, goneInside, stillThereOutside });
+          seen.push({ type, data: data as BrokerEvents['connection.revoked'], goneInside, stillThereOutside });
         },
       };
       const out = sink();
@@ -475,6 +475,27 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
       assert.match(text.stdout, /^Connections\n {2}PROVIDER\s+STATUS\s+COUNT\n {2}github\s+active\s+4\n {2}github\s+reauth_required\s+1\n/);
       assert.match(text.stdout, new RegExp(`\\nPending connections: ${open} open, ${expected.pending.authorizing} authorizing\\n`));
       assert.match(text.stdout, new RegExp(`\\nRefresh failures in the last 24 hours: ${failures} \\(github ${failures}\\)\\n$`));
+    });
+
+    it('stats: webhook deliveries per endpoint, failed ones included, once an endpoint holds events', async () => {
+      const rows = ['msg_stats_1', 'msg_stats_2', 'msg_stats_3'].map((id) => ({
+        id,
+        endpoint: 'audit-sink',
+        event_type: 'connection.created',
+        payload: `{"n":"${id}"}`,
+      }));
+      await store.webhooks.enqueue(rows);
+      const claimed = await store.webhooks.claim('admin-test', ['audit-sink'], 2, 30_000);
+      assert.equal(claimed.length, 2);
+      await store.webhooks.delivered(claimed[0]!.id, 'admin-test');
+      await store.webhooks.undelivered(claimed[1]!.id, 'admin-test', null, 'HTTP 500 for a day');
+      const json = await admin(['stats', '--json']);
+      assert.equal(json.code, 0, json.stderr);
+      const webhooks = (JSON.parse(json.stdout) as { webhooks?: { endpoints: unknown[]; oldestPendingAt: string | null } }).webhooks;
+      assert.deepEqual(webhooks?.endpoints, [{ endpoint: 'audit-sink', pending: 1, delivered: 1, failed: 1 }]);
+      assert.match(String(webhooks?.oldestPendingAt), /^\d{4}-\d{2}-\d{2}T/);
+      const text = await admin(['stats']);
+      assert.match(text.stdout, /\nWebhook audit-sink: 1 waiting, 1 delivered, 1 failed \(gave up after a day of retries\)\n$/);
     });
 
     it('connections revoke deletes locally what the keys cannot open, and changes nothing for a provider not configured here', async () => {

@@ -663,3 +663,122 @@ describe('loadConfig: services (token exchange) in PROVIDERS_FILE', () => {
     );
   });
 });
+
+describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'config-webhooks-'));
+  let n = 0;
+  const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+  /** Writes `text` (YAML) to a file of its own and returns the env naming it, with the audit-sink secret set. */
+  function withFile(text: string, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+    const file = join(dir, `webhooks-${++n}.yaml`);
+    writeFileSync(file, text);
+    return validEnv({ PROVIDERS_FILE: file, WEBHOOK_AUDIT_SINK_SECRET: SECRET, ...extra });
+  }
+  const SINK = ['webhooks:', '  - id: audit-sink', '    url: https://hooks.example.com/broker'].join('\n');
+
+  it('reads webhooks alone (no providers: or services:), every event by default, the secret decoded from WEBHOOK_<ID>_SECRET', () => {
+    const config = loadConfig(withFile(`${SINK}\n`));
+    assert.deepEqual(
+      config.webhooks.map((w) => [w.id, w.url.href, w.events]),
+      [
+        [
+          'audit-sink',
+          'https://hooks.example.com/broker',
+          ['connection.created', 'connection.refreshed', 'connection.reauth_required', 'connection.revoked', 'connection.deleted'],
+        ],
+      ],
+    );
+    assert.deepEqual(config.webhooks[0]!.secret, Buffer.from(SECRET.slice('whsec_'.length), 'base64'));
+    assert.deepEqual(
+      config.providers.map((p) => p.definition.id),
+      ['github'],
+    );
+    assert.deepEqual(config.services, []);
+  });
+
+  it('reads webhooks beside providers and services, with an event filter and loopback http', () => {
+    const config = loadConfig(
+      withFile(
+        [
+          'services:',
+          '  - id: issue-bot',
+          '    audiences: [https://bot.example.com/mcp]',
+          '    auth: private_key_jwt',
+          '    jwksUri: https://bot.example.com/jwks.json',
+          '    allow: { github: [repo] }',
+          `${SINK}`,
+          '    events: [connection.created, connection.revoked]',
+          '  - id: local',
+          '    url: http://127.0.0.1:9999/hooks',
+        ].join('\n'),
+        { WEBHOOK_LOCAL_SECRET: SECRET },
+      ),
+    );
+    assert.deepEqual(
+      config.webhooks.map((w) => [w.id, w.url.href, w.events.length]),
+      [
+        ['audit-sink', 'https://hooks.example.com/broker', 2],
+        ['local', 'http://127.0.0.1:9999/hooks', 5],
+      ],
+    );
+    assert.deepEqual(config.webhooks[0]!.events, ['connection.created', 'connection.revoked']);
+    assert.equal(config.services.length, 1);
+    assert.deepEqual(loadConfig(validEnv()).webhooks, []);
+  });
+
+  it('refuses a missing or malformed secret, naming the variable and never echoing the value', () => {
+    refuses(
+      withFile(SINK, { WEBHOOK_AUDIT_SINK_SECRET: undefined }),
+      'WEBHOOK_AUDIT_SINK_SECRET is required for webhook "audit-sink" (whsec_ and the base64 of 24 to 64 random bytes)',
+    );
+    for (const bad of [
+      randomBytes(32).toString('base64'),
+      `whsec_${randomBytes(8).toString('base64')}`,
+      `whsec_${randomBytes(80).toString('base64')}`,
+      'whsec_not base64!',
+    ])
+      refuses(
+        withFile(SINK, { WEBHOOK_AUDIT_SINK_SECRET: bad }),
+        'WEBHOOK_AUDIT_SINK_SECRET must be whsec_ followed by the base64 of 24 to 64 random bytes',
+      );
+  });
+
+  it('stops `npm start` with one line naming the variable when a webhook secret is missing or malformed, never echoing it', async () => {
+    for (const [secret, line] of [
+      [undefined, 'WEBHOOK_AUDIT_SINK_SECRET is required for webhook "audit-sink" (whsec_ and the base64 of 24 to 64 random bytes)'],
+      ['whsec_c2hvcnQ=', 'WEBHOOK_AUDIT_SINK_SECRET must be whsec_ followed by the base64 of 24 to 64 random bytes'],
+    ] as const) {
+      const env = withFile(SINK, { WEBHOOK_AUDIT_SINK_SECRET: secret, PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1' });
+      const { code, stdout, stderr } = await runMain({ PATH: process.env.PATH, ...env });
+      assert.equal(code, 1);
+      assert.equal(stderr, `Configuration error: ${line}\n`);
+      assert.equal(stdout, '');
+    }
+  });
+
+  it('refuses a plain-http or credentialed url, an unknown event, a duplicate id and an unknown field, one line naming the field', () => {
+    refuses(
+      withFile(SINK.replace('https://hooks', 'http://hooks')),
+      'PROVIDERS_FILE webhooks.audit-sink.url: must use https:// (http:// is accepted only for loopback hosts)',
+    );
+    refuses(
+      withFile(SINK.replace('https://hooks', 'https://user:pw@hooks')),
+      'PROVIDERS_FILE webhooks.audit-sink.url: must not carry credentials or a fragment (the secret signs every request instead)',
+    );
+    assert.throws(
+      () => loadConfig(withFile(`${SINK}\n    events: [connection.exploded]\n`)),
+      (err: unknown) => err instanceof ConfigError && /^PROVIDERS_FILE webhooks\.audit-sink\.events\.0: /.test(err.message),
+    );
+    refuses(withFile(`${SINK}\n${SINK.split('\n').slice(1).join('\n')}\n`), 'PROVIDERS_FILE webhooks.audit-sink: the id is declared twice');
+    assert.throws(
+      () => loadConfig(withFile(`${SINK}\n    secret: in-the-file\n`)),
+      (err: unknown) =>
+        err instanceof ConfigError && /^PROVIDERS_FILE webhooks\.audit-sink: /.test(err.message) && !/in-the-file/.test(err.message),
+    );
+    refuses(withFile('webhooks: audit-sink\n'), 'PROVIDERS_FILE webhooks must be a list');
+    refuses(
+      withFile('hooks: []\n'),
+      'PROVIDERS_FILE must hold a list of providers, or an object with any of "providers", "services", "upstreams", "builtinTools", "webhooks"',
+    );
+  });
+});

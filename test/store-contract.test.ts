@@ -17,6 +17,7 @@ import {
   OAUTH_FLOW_TTL_MS,
   PENDING_PRUNE_GRACE_MS,
   type LoginTransaction,
+  type NewOutboxRow,
   type NewPendingConnection,
   type OAuthFlow,
   type Owner,
@@ -1314,6 +1315,124 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           (await b.audit.list()).filter((r) => r.event.startsWith('token_')).map((r) => r.event),
           ['token_exchanged', 'token_exchange_refused'],
         );
+      });
+    });
+
+    describe('webhook outbox', () => {
+      after(closeOpened);
+      let a: Store;
+      let b: Store;
+      before(async () => ([a, b] = await fresh()));
+      const event = (id: string, endpoint = 'sink'): NewOutboxRow => ({
+        id,
+        endpoint,
+        event_type: 'connection.created',
+        payload: `{"type":"connection.created","n":"${id}"}`,
+      });
+
+      test('a claim is held by one instance until it lapses; only its holder settles it; a lapsed claim is taken again', async () => {
+        const t = 10_000_000;
+        await a.webhooks.enqueue([event('wh-1')], t);
+        assert.deepEqual(await b.webhooks.claim('h-b', ['sink'], 10, 30_000, t - 1), [], 'not due before it was written');
+        const [claimed] = await a.webhooks.claim('h-a', ['sink'], 10, 30_000, t);
+        assert.equal(claimed?.id, 'wh-1');
+        assert.deepEqual(
+          [claimed!.status, claimed!.attempts, claimed!.claimed_by, claimed!.due_at, claimed!.created_at, claimed!.payload],
+          ['pending', 1, 'h-a', t + 30_000, t, '{"type":"connection.created","n":"wh-1"}'],
+        );
+        assert.deepEqual(await b.webhooks.claim('h-b', ['sink'], 10, 30_000, t + 29_999), [], 'held while the claim lasts');
+        const [again] = await b.webhooks.claim('h-b', ['sink'], 10, 30_000, t + 30_000);
+        assert.deepEqual(
+          [again?.id, again?.attempts, again?.claimed_by],
+          ['wh-1', 2, 'h-b'],
+          'a lapsed claim (its holder died) is taken again',
+        );
+        assert.equal(await a.webhooks.delivered('wh-1', 'h-a', t + 30_001), false, 'the first holder lost it');
+        assert.equal(await b.webhooks.delivered('wh-1', 'h-b', t + 30_002), true);
+        assert.equal(await b.webhooks.delivered('wh-1', 'h-b', t + 30_003), false, 'settled once');
+        const row = await a.webhooks.byId('wh-1');
+        assert.deepEqual([row?.status, row?.settled_at, row?.claimed_by], ['delivered', t + 30_002, null]);
+        assert.deepEqual(await a.webhooks.claim('h-a', ['sink'], 10, 30_000, t + 10 * DAY), [], 'a delivered row is never claimed again');
+      });
+
+      test('of two instances claiming at once, each row goes to exactly one; only the endpoints named are claimed', async () => {
+        const t = 20_000_000;
+        const ids = Array.from({ length: 30 }, (_, i) => `wh-race-${String(i).padStart(2, '0')}`);
+        await a.webhooks.enqueue(
+          ids.map((id) => event(id, 'race')),
+          t,
+        );
+        await b.webhooks.enqueue([event('wh-other', 'elsewhere')], t);
+        const claims = await Promise.all(
+          Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).webhooks.claim(`h${i}`, ['race', 'nowhere'], 4, 30_000, t)),
+        );
+        const claimed = claims.flat().map((r) => r.id);
+        assert.equal(claimed.length, 30, 'every row claimed');
+        assert.equal(new Set(claimed).size, 30, 'none twice');
+        assert.deepEqual([...claimed].sort(), ids);
+        assert.equal((await a.webhooks.byId('wh-other'))?.claimed_by, null, "another endpoint's row is left alone");
+      });
+
+      test('an undelivered row is due again at its retry time; without one it is failed for good; stats and prune see them', async () => {
+        const t = 30_000_000;
+        await a.webhooks.enqueue(
+          [event('wh-retry', 'stats'), event('wh-fail', 'stats'), event('wh-ok', 'stats'), event('wh-wait', 'stats')],
+          t,
+        );
+        const claimed = await a.webhooks.claim('h', ['stats'], 3, 30_000, t);
+        assert.deepEqual(claimed.map((r) => r.id).sort(), ['wh-fail', 'wh-ok', 'wh-retry'], 'oldest due first, at most the limit');
+        assert.equal(await b.webhooks.undelivered('wh-retry', 'someone-else', t + 5_000, 'http_500', t + 1), false, 'only by its holder');
+        assert.equal(await a.webhooks.undelivered('wh-retry', 'h', t + 5_000, 'http_500', t + 1), true);
+        assert.equal(await a.webhooks.undelivered('wh-fail', 'h', null, 'ECONNREFUSED', t + 2), true);
+        assert.equal(await a.webhooks.delivered('wh-ok', 'h', t + 3), true);
+        const retry = await b.webhooks.byId('wh-retry');
+        assert.deepEqual(
+          [retry?.status, retry?.due_at, retry?.claimed_by, retry?.last_error, retry?.settled_at],
+          ['pending', t + 5_000, null, 'http_500', null],
+        );
+        const failed = await b.webhooks.byId('wh-fail');
+        assert.deepEqual([failed?.status, failed?.settled_at, failed?.last_error], ['failed', t + 2, 'ECONNREFUSED']);
+        assert.deepEqual(
+          (await b.webhooks.claim('h2', ['stats'], 10, 30_000, t + 4_999)).map((r) => r.id),
+          ['wh-wait'],
+          'the retry is not due yet; the failed row never is',
+        );
+        assert.deepEqual(
+          (await b.webhooks.claim('h2', ['stats'], 10, 30_000, t + 5_000)).map((r) => [r.id, r.attempts]),
+          [['wh-retry', 2]],
+        );
+        const stats = await a.webhooks.stats();
+        assert.deepEqual(
+          stats.endpoints.find((e) => e.endpoint === 'stats'),
+          { endpoint: 'stats', pending: 2, delivered: 1, failed: 1 },
+        );
+        assert.equal(typeof stats.oldestPendingAt, 'number');
+        await a.webhooks.prune(t + 3, t + 2);
+        assert.ok((await b.webhooks.byId('wh-ok')) && (await b.webhooks.byId('wh-fail')), 'nothing settled at or after the cut-offs goes');
+        assert.equal(await a.webhooks.prune(t + 4, t + 3), 2, 'the delivered and the failed row');
+        assert.equal(await b.webhooks.byId('wh-ok'), undefined);
+        assert.equal(await b.webhooks.byId('wh-fail'), undefined);
+        assert.equal((await b.webhooks.byId('wh-retry'))?.status, 'pending', 'a pending row is never pruned');
+      });
+
+      test('rows enqueued in a transaction land with its other writes, or not at all', async () => {
+        await assert.rejects(
+          a.transaction(async (tx) => {
+            await tx.connections.save(connection(CAROL, 'wh-tx'));
+            await tx.webhooks.enqueue([event('wh-rolled-back')]);
+            throw new Error('boom');
+          }),
+          /boom/,
+        );
+        assert.equal(await b.webhooks.byId('wh-rolled-back'), undefined);
+        assert.equal(await b.connections.find(CAROL, 'wh-tx'), undefined);
+        await a.transaction(async (tx) => {
+          await tx.connections.save(connection(CAROL, 'wh-tx'));
+          await tx.webhooks.enqueue([event('wh-committed')]);
+          assert.equal(await b.webhooks.byId('wh-committed'), undefined, 'invisible outside before commit');
+        });
+        assert.equal((await b.webhooks.byId('wh-committed'))?.status, 'pending');
+        assert.ok(await b.connections.find(CAROL, 'wh-tx'));
       });
     });
 

@@ -6,6 +6,7 @@ import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
 import { loadGateway, type ConfiguredUpstream } from './upstreams.js';
+import { loadWebhooks, type ConfiguredWebhook } from './webhooks.js';
 
 export { ConfigError } from './errors.js';
 
@@ -37,6 +38,8 @@ export interface Config {
   providers: ConfiguredProvider[];
   /** The operator's own MCP servers allowed to use the token exchange (PROVIDERS_FILE `services:`). */
   services: ConfiguredService[];
+  /** Receivers of the broker's signed events (PROVIDERS_FILE `webhooks:`). */
+  webhooks: ConfiguredWebhook[];
   /** Token exchanges per minute and service; 0 = off. */
   serviceRateLimitPerMinute: number;
   /** Remote MCP servers behind the broker (PROVIDERS_FILE `upstreams:`). */
@@ -406,6 +409,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamMaxResultBytes: take(() =>
       integer('UPSTREAM_MAX_RESULT_BYTES', e.UPSTREAM_MAX_RESULT_BYTES, 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     ),
+    webhooks: take(() => loadWebhooks(env)),
     serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     adminActor: take(() => adminActor(e.ADMIN_ACTOR)),

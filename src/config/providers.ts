@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import { providerDefinitionSchema, type ProviderDefinition, type ProviderDefinitionInput } from '../providers/definition.js';
 import { builtInDefinitions, type PresetContext } from '../providers/presets.js';
 import { ConfigError } from './errors.js';
+import { readConfigSections } from './file.js';
 
 export interface ConfiguredProvider {
   definition: ProviderDefinition;
@@ -20,38 +19,10 @@ export function envPrefix(id: string): string {
   return id.toUpperCase().replace(/-/g, '_');
 }
 
-/** PROVIDERS_FILE parsed (YAML or JSON), with one-line errors. */
-export function readConfigFile(path: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch {
-    throw new ConfigError(`PROVIDERS_FILE cannot be read (${path})`);
-  }
-  let data: unknown;
-  try {
-    data = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
-  } catch (err) {
-    throw new ConfigError(
-      `PROVIDERS_FILE is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : ''}`,
-    );
-  }
-  return data;
-}
-
-/** The sections PROVIDERS_FILE may hold, any subset of them (an object with none of them is a mistake). */
-export const PROVIDERS_FILE_SECTIONS = ['providers', 'services', 'upstreams', 'builtinTools'] as const;
-
 function readProvidersFile(path: string): ProviderDefinitionInput[] {
-  const data = readConfigFile(path);
-  if (Array.isArray(data)) return data as ProviderDefinitionInput[];
-  const sections = data && typeof data === 'object' ? (data as Record<string, unknown>) : undefined;
-  const holdsAny = sections !== undefined && PROVIDERS_FILE_SECTIONS.some((k) => sections[k] !== undefined);
-  if (!holdsAny)
-    throw new ConfigError(`PROVIDERS_FILE must hold a list of providers, or an object with any of ${PROVIDERS_FILE_SECTIONS.join(', ')}`);
-  // A file may declare services or upstreams alone: no providers then.
-  const list = sections.providers ?? [];
-  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE providers must be a list');
+  // A file may hold any other section alone: no providers then.
+  const list = readConfigSections(path).providers ?? [];
+  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE providers must be a list of providers');
   return list as ProviderDefinitionInput[];
 }
 

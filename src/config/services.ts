@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { isAudienceIdentifier } from './audience.js';
 import { ConfigError } from './errors.js';
-import { envPrefix, readConfigFile } from './providers.js';
+import { readConfigSections } from './file.js';
+import { envPrefix } from './providers.js';
 import { httpsOrLoopbackUrl } from './url-rule.js';
 
 export type ServiceAuthMethod = 'client_secret_basic' | 'private_key_jwt';
@@ -66,8 +67,7 @@ export function loadServices(
   brokerAudience: string | undefined,
 ): ConfiguredService[] {
   if (!env.PROVIDERS_FILE) return [];
-  const data = readConfigFile(env.PROVIDERS_FILE);
-  const list = Array.isArray(data) ? undefined : (data as { services?: unknown } | null)?.services;
+  const list = readConfigSections(env.PROVIDERS_FILE).services;
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE services must be a list');
   const services: ConfiguredService[] = [];

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
-import { envPrefix, readConfigFile } from './providers.js';
+import { readConfigSections } from './file.js';
+import { envPrefix } from './providers.js';
 import { httpsOrLoopbackUrl } from './url-rule.js';
 
 /** MCP's tool-name rule (2025-11-25 and later): these characters, at most 128 of them. */
@@ -123,8 +124,7 @@ function fail(where: string, issue: { path: PropertyKey[]; message: string }): n
  */
 export function loadGateway(env: NodeJS.ProcessEnv, providers: KnownProviders): GatewayConfig {
   if (!env.PROVIDERS_FILE) return { upstreams: [], builtinTools: {} };
-  const data = readConfigFile(env.PROVIDERS_FILE);
-  const sections = Array.isArray(data) || !data || typeof data !== 'object' ? {} : (data as Record<string, unknown>);
+  const sections = readConfigSections(env.PROVIDERS_FILE);
   return { upstreams: readUpstreams(sections.upstreams, providers, env), builtinTools: readBuiltinTools(sections.builtinTools, providers) };
 }
 

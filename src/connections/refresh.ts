@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderTokens } from '../providers/provider.js';
 import { StoreUnavailableError, type AuditEvent, type ConnectionRow, type Store } from '../store/index.js';
 import { metrics } from '../observability/metrics.js';
+import { changeWithEvent, noEvents, type EventSink } from '../events/index.js';
 
 export interface OpenConnection {
   row: ConnectionRow;
@@ -22,6 +23,8 @@ export interface RefreshOptions {
   /** The provider timeout, from which the lease and the wait are derived. */
   providerTimeoutMs?: number;
   pollMs?: number;
+  /** Where `connection.refreshed` goes, written with the new tokens. */
+  events?: EventSink;
 }
 
 /** What the refresh needs from the connection service: reading, sealing and recording, nothing else. */
@@ -48,6 +51,7 @@ export class TokenRefresher {
   readonly #leaseMs: number;
   readonly #waitMs: number;
   readonly #pollMs: number;
+  readonly #events: EventSink;
 
   constructor(
     private readonly store: Store,
@@ -61,6 +65,7 @@ export class TokenRefresher {
     this.#leaseMs = options.leaseMs ?? Math.max(30_000, slowest);
     this.#waitMs = options.waitMs ?? this.#leaseMs + 5_000;
     this.#pollMs = options.pollMs ?? 50;
+    this.#events = options.events ?? noEvents;
   }
 
   /**
@@ -181,20 +186,38 @@ export class TokenRefresher {
   async #storeRotated(owner: Principal, provider: Provider, latest: OpenConnection, next: ProviderTokens): Promise<boolean> {
     const sealed = this.vault.seal(owner, provider.id, next);
     const write = { key_id: sealed.keyId, sealed_tokens: sealed.value, scopes: next.scopes.join(' ') };
-    let stored = await this.#whileStoreComesBack(() =>
-      this.store.connections.replaceTokens(owner, provider.id, latest.row.sealed_tokens, write),
-    );
+    let stored = await this.#whileStoreComesBack(() => this.#replaceTokens(owner, provider, latest, latest.row.sealed_tokens, write));
     if (!stored) {
       // The row changed under us. If it still holds the same tokens (re-encrypted by rotate-keys),
       // our new pair is the only live one: write it over the re-encrypted copy.
       const now = await this.#whileStoreComesBack(() => this.vault.open(owner, provider.id));
       if (now && now.tokens.refreshToken === latest.tokens.refreshToken && now.tokens.accessToken === latest.tokens.accessToken) {
-        stored = await this.#whileStoreComesBack(() =>
-          this.store.connections.replaceTokens(owner, provider.id, now.row.sealed_tokens, write),
-        );
+        stored = await this.#whileStoreComesBack(() => this.#replaceTokens(owner, provider, latest, now.row.sealed_tokens, write));
       }
     }
     return stored;
+  }
+
+  /** The compare-and-swap of the tokens, with its `connection.refreshed` event in the same transaction. */
+  #replaceTokens(
+    owner: Principal,
+    provider: Provider,
+    latest: OpenConnection,
+    expected: string,
+    write: { key_id: string; sealed_tokens: string; scopes: string },
+  ): Promise<boolean> {
+    return changeWithEvent(this.store, this.#events, 'connection.refreshed', async (repositories, emit) => {
+      const replaced = await repositories.connections.replaceTokens(owner, provider.id, expected, write);
+      if (replaced && emit)
+        await emit('connection.refreshed', {
+          issuer: owner.issuer,
+          subject: owner.subject,
+          provider: provider.id,
+          login: latest.row.account_login,
+          scopes: write.scopes.split(' ').filter(Boolean),
+        });
+      return replaced;
+    });
   }
 
   async #recordRefreshed(owner: Principal, provider: Provider, stored: boolean): Promise<void> {

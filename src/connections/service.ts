@@ -1,9 +1,16 @@
 import type { Principal } from '../auth/principal.js';
 import { SealError, type Sealer } from '../crypto/index.js';
-import { noEvents, type EventSink } from '../events/index.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
 import type { AuditEvent, ConnectionRow, Store } from '../store/index.js';
+import {
+  changeWithEvent,
+  connectionEventData,
+  noEvents,
+  transactionWithEvents,
+  type DisconnectActor,
+  type EventSink,
+} from '../events/index.js';
 import { needsRefresh, TokenRefresher, type OpenConnection, type RefreshOptions, type Usable } from './refresh.js';
 
 /**
@@ -20,13 +27,12 @@ export interface DisconnectOutcome {
   revokeError?: string;
 }
 
+export type { DisconnectActor } from '../events/index.js';
+
 export type ConnectionServiceOptions = RefreshOptions & {
-  /** Told of each revocation in the transaction that deletes the row (default: nowhere). */
+  /** Where connection events go (the webhook outbox), written in the transaction of each change. */
   events?: EventSink;
 };
-
-/** Who asked for a disconnect: the connection's own user, or an operator (`npm run admin`), named. */
-export type DisconnectActor = { kind: 'user' } | { kind: 'admin'; actor: string };
 
 /**
  * The only way tokens go in and out of the store: sealed on the way in (bound to the principal and
@@ -50,9 +56,8 @@ export class ConnectionService {
       markReauthRequired: (owner: Owner, provider: string, reason: string) => this.markReauthRequired(owner, provider, reason),
       audit: (event: AuditEvent, owner: Owner, provider: string, detail?: string) => this.#audit(event, owner, provider, detail),
     };
-    const { events = noEvents, ...refreshOptions } = options;
-    this.#events = events;
-    this.#refresher = new TokenRefresher(store, vault, log, refreshOptions);
+    this.#events = options.events ?? noEvents;
+    this.#refresher = new TokenRefresher(store, vault, log, { ...options, events: this.#events });
   }
 
   #seal(owner: Owner, provider: string, tokens: ProviderTokens) {
@@ -73,7 +78,7 @@ export class ConnectionService {
     { pendingId, refuseShared, refuseAccountChange = false }: { pendingId?: string; refuseShared: boolean; refuseAccountChange?: boolean },
   ): Promise<'saved' | 'refused_shared_account' | 'refused_different_account'> {
     const sealed = this.#seal(principal, provider, tokens);
-    return this.store.transaction(async (tx) => {
+    return transactionWithEvents(this.store, this.#events, async (tx, emit) => {
       // An account the provider cannot name (ProviderAccount.unverified) cannot be compared: neither check applies.
       if (refuseShared && !account.unverified && (await tx.connections.othersWithAccount(principal, provider, account.id)).length > 0) {
         await tx.audit.record('binding_refused', principal, provider, 'account already linked to another principal');
@@ -99,6 +104,13 @@ export class ConnectionService {
         sealed_tokens: sealed.value,
       });
       await tx.audit.record('connection_created', principal, provider);
+      await emit('connection.created', {
+        issuer: principal.issuer,
+        subject: principal.subject,
+        provider,
+        login: account.login,
+        scopes: tokens.scopes,
+      });
       if (pendingId) await tx.pending.settle(pendingId, 'completed');
       return 'saved';
     });
@@ -166,7 +178,13 @@ export class ConnectionService {
 
   /** The provider rejected the stored token (HTTP 401): keep the row, ask the user again. */
   async markReauthRequired(owner: Owner, provider: string, reason: string): Promise<void> {
-    if (await this.store.connections.markReauthRequired(owner, provider, reason)) {
+    const marked = await changeWithEvent(this.store, this.#events, 'connection.reauth_required', async (repositories, emit) => {
+      if (!(await repositories.connections.markReauthRequired(owner, provider, reason))) return false;
+      const row = emit && (await repositories.connections.find(owner, provider));
+      if (emit && row) await emit('connection.reauth_required', connectionEventData(row));
+      return true;
+    });
+    if (marked) {
       await this.#audit('reauth_required', owner, provider, reason);
       this.log.info('connection_reauth_required', { provider, reason });
     }
@@ -180,8 +198,9 @@ export class ConnectionService {
   }
 
   /**
-   * Revokes upstream where the provider allows it, then deletes locally whatever the provider said,
-   * telling the event sink in the deleting transaction. `by` an operator is audited as such.
+   * Revokes upstream where the provider allows it, then deletes locally whatever the provider said.
+   * The user's own disconnect reports `connection.deleted`, an operator's (`npm run admin --
+   * connections revoke`) `connection.revoked`, in the deleting transaction.
    */
   async disconnect(owner: Owner, provider: Provider, by: DisconnectActor = { kind: 'user' }): Promise<DisconnectOutcome> {
     // Revocation needs a live token (GitHub refuses expired ones): refresh first if we can.
@@ -202,25 +221,16 @@ export class ConnectionService {
         });
       }
     }
-    // The row as it was, for the event: the open one, or (sealed under a key no longer in the ring) the bare row.
-    const row = connection?.row ?? (await this.store.connections.find(owner, provider.id));
-    const deleted = await this.store.transaction(async (tx) => {
-      if (!(await tx.connections.delete(owner, provider.id))) return false;
-      if (row)
-        await this.#events.emit(
-          'connection.revoked',
-          {
-            issuer: owner.issuer,
-            subject: owner.subject,
-            provider: provider.id,
-            login: row.account_login,
-            scopes: row.scopes.split(' ').filter(Boolean),
-            revokedUpstream: revoked,
-            by,
-          },
-          tx,
-        );
-      return true;
+    const type = by.kind === 'admin' ? 'connection.revoked' : 'connection.deleted';
+    const deleted = await changeWithEvent(this.store, this.#events, type, async (repositories, emit) => {
+      const row = emit && (await repositories.connections.find(owner, provider.id));
+      const gone = await repositories.connections.delete(owner, provider.id);
+      if (gone && emit && row) {
+        const data = { ...connectionEventData(row), revokedUpstream: revoked };
+        if (by.kind === 'admin') await emit('connection.revoked', { ...data, by });
+        else await emit('connection.deleted', { ...data, by });
+      }
+      return gone;
     });
     if (deleted) {
       const outcome = revoked ? 'revoked upstream' : `local delete only: ${revokeError ?? (connection ? '' : 'tokens unreadable')}`;

@@ -1,36 +1,109 @@
-import type { Repositories } from '../store/index.js';
-
 /**
- * What the broker tells the operator's other systems about (the signed webhooks deliver these).
- * Data names the principal, the provider and the account, never a token.
+ * The broker's events about connections, and the seam they leave through: a sink told of each one
+ * inside the transaction of the change it reports (so a durable sink, an outbox row, lands or is
+ * rolled back with the change itself). src/webhooks/ is the sink that turns them into signed
+ * webhooks; without it they go nowhere.
  */
+import type { WebhookEventType } from '../config/webhooks.js';
+import type { ConnectionRow, Repositories, Store } from '../store/index.js';
+
+/** Whose connection, to what, as people see it: never a token. */
+export interface ConnectionEventData {
+  issuer: string;
+  subject: string;
+  provider: string;
+  /** The upstream account's login. */
+  login: string;
+  scopes: string[];
+}
+
+/** Who asked for a disconnect: the connection's own user, or an operator (`npm run admin`), named. */
+export type DisconnectActor = { kind: 'user' } | { kind: 'admin'; actor: string };
+
+/** What the broker tells the operator's other systems about (the signed webhooks deliver these). */
 export interface BrokerEvents {
-  /** A connection was deleted after an attempt to revoke it upstream: by its user (disconnect) or by an operator. */
-  'connection.revoked': {
-    issuer: string;
-    subject: string;
-    provider: string;
-    login: string;
-    scopes: string[];
-    /** Whether the provider confirmed the grant is gone. */
-    revokedUpstream: boolean;
-    /** `admin` with the operator's name from `npm run admin -- connections revoke`, `user` from a disconnect. */
-    by: { kind: 'user' } | { kind: 'admin'; actor: string };
-  };
+  /** A connection was stored: a first connect, a reconnect or more access. */
+  'connection.created': ConnectionEventData;
+  /** Its tokens were refreshed (once per refresh across every instance). */
+  'connection.refreshed': ConnectionEventData;
+  /** The provider stopped accepting its tokens; the user must reconnect. */
+  'connection.reauth_required': ConnectionEventData;
+  /** Deleted by its own user (disconnect), after an attempt to revoke it upstream. */
+  'connection.deleted': ConnectionEventData & { revokedUpstream: boolean; by: { kind: 'user' } };
+  /** Deleted by an operator (`npm run admin -- connections revoke`), after an attempt to revoke it upstream. */
+  'connection.revoked': ConnectionEventData & { revokedUpstream: boolean; by: DisconnectActor };
 }
 
 export type BrokerEventType = keyof BrokerEvents;
 
+// The endpoints' `events:` filter (src/config/webhooks.ts) names exactly these.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameNames: Same<BrokerEventType, WebhookEventType> = true;
+void sameNames;
+
 /**
  * Where events go. `emit` runs inside the transaction that made the change, with its repositories
- * as `tx`, so a durable sink (an outbox row) lands or is rolled back with the change itself; it
- * must only write through `tx` (no network, no other store handle).
+ * as `tx`, and must only write through `tx` (no network, no other store handle).
  */
 export interface EventSink {
   emit<K extends BrokerEventType>(type: K, data: BrokerEvents[K], tx: Repositories): Promise<void>;
+  /** Whether anything would be written for `type`: when not, a one-statement change needs no transaction. Default: yes. */
+  wants?(type: BrokerEventType): boolean;
+  /** A transaction that emitted events has committed: they may go out now. */
+  committed?(): void;
 }
 
 /** The default until webhooks are configured: events go nowhere. */
 export const noEvents: EventSink = {
   emit: () => Promise.resolve(),
+  wants: () => false,
 };
+
+/** Emits one event in the transaction at hand. */
+export type Emit = <K extends BrokerEventType>(type: K, data: BrokerEvents[K]) => Promise<void>;
+
+/** The data every connection event carries, from the connection's row. */
+export function connectionEventData(row: ConnectionRow): ConnectionEventData {
+  return {
+    issuer: row.issuer,
+    subject: row.subject,
+    provider: row.provider,
+    login: row.account_login,
+    scopes: row.scopes.split(' ').filter(Boolean),
+  };
+}
+
+/**
+ * Runs `change` in one transaction whose events land with it, and tells the sink once it has
+ * committed (never when it rolled back).
+ */
+export async function transactionWithEvents<T>(
+  store: Store,
+  sink: EventSink,
+  change: (tx: Repositories, emit: Emit) => Promise<T>,
+): Promise<T> {
+  let emitted = false;
+  const result = await store.transaction((tx) =>
+    change(tx, async (type, data) => {
+      if (sink.wants?.(type) === false) return;
+      await sink.emit(type, data, tx);
+      emitted = true;
+    }),
+  );
+  if (emitted) sink.committed?.();
+  return result;
+}
+
+/**
+ * For a change that is one statement: in a transaction with its event when the sink wants `type`,
+ * else on the store as before, with no `emit` (so callers skip reading what only the event needs).
+ */
+export function changeWithEvent<T>(
+  store: Store,
+  sink: EventSink,
+  type: BrokerEventType,
+  change: (repositories: Repositories, emit: Emit | undefined) => Promise<T>,
+): Promise<T> {
+  if (sink.wants?.(type) === false) return change(store, undefined);
+  return transactionWithEvents(store, sink, change);
+}

@@ -356,6 +356,60 @@ export interface UpstreamToolsRepository {
   put(upstream: string, definitionsJson: string, at?: number): Promise<boolean>;
 }
 
+export type OutboxStatus = 'pending' | 'delivered' | 'failed';
+
+/** One event to one webhook endpoint (015_webhook_outbox.sql under migrations/ says what each column means). */
+export interface OutboxRow {
+  /** The stable `webhook-id`, the same on every attempt. */
+  id: string;
+  endpoint: string;
+  event_type: string;
+  /** The JSON body exactly as it is signed and sent; never a secret. */
+  payload: string;
+  status: OutboxStatus;
+  /** Attempts started so far (counted when claimed, so one a crash cut short counts too). */
+  attempts: number;
+  created_at: number;
+  /** When the next attempt may start; while claimed, when the claim lapses. */
+  due_at: number;
+  claimed_by: string | null;
+  /** Why the last attempt failed: an HTTP status or a network error code, never a body. */
+  last_error: string | null;
+  settled_at: number | null;
+}
+
+export type NewOutboxRow = Pick<OutboxRow, 'id' | 'endpoint' | 'event_type' | 'payload'>;
+
+/** What `npm run admin -- stats` shows of the webhooks, per endpoint. */
+export interface WebhookStats {
+  endpoints: Array<{ endpoint: string; pending: number; delivered: number; failed: number }>;
+  /** When the oldest event still waiting was written; null when none waits. */
+  oldestPendingAt: number | null;
+}
+
+/**
+ * The webhook outbox. Events are enqueued inside `Store.transaction`, with the change they report;
+ * any instance then claims due rows for a while (a lease, like refresh leases), sends them, and
+ * settles them. Of instances claiming at once, each row goes to one; a claim whose holder died
+ * lapses at its `due_at`.
+ */
+export interface WebhookOutboxRepository {
+  enqueue(rows: readonly NewOutboxRow[], now?: number): Promise<void>;
+  /**
+   * Claims for `holder`, for `leaseMs`, up to `limit` pending rows of `endpoints` that are due (new,
+   * retry time reached, or an earlier claim lapsed), oldest due first, counting an attempt on each.
+   */
+  claim(holder: string, endpoints: readonly string[], limit: number, leaseMs: number, now?: number): Promise<OutboxRow[]>;
+  /** Settles a claimed row as delivered; false when `holder` no longer holds it. */
+  delivered(id: string, holder: string, now?: number): Promise<boolean>;
+  /** An attempt that did not deliver: due again at `retryAt`, or `failed` for good when it is null. */
+  undelivered(id: string, holder: string, retryAt: number | null, error: string, now?: number): Promise<boolean>;
+  byId(id: string): Promise<OutboxRow | undefined>;
+  stats(): Promise<WebhookStats>;
+  /** Deletes delivered rows settled before `deliveredBefore` and failed ones before `failedBefore`; how many went. */
+  prune(deliveredBefore: number, failedBefore: number): Promise<number>;
+}
+
 export interface Repositories {
   sessions: SessionRepository;
   loginTransactions: LoginTransactionRepository;
@@ -370,6 +424,7 @@ export interface Repositories {
   admin: AdminRepository;
   upstreamClients: UpstreamClientRepository;
   upstreamTools: UpstreamToolsRepository;
+  webhooks: WebhookOutboxRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { CONFIG_VARIABLES } from '../../src/config/env.js';
 import { envPrefix, PROVIDER_VARIABLE_SUFFIXES } from '../../src/config/providers.js';
 import { SERVICE_SECRET_VARIABLE } from '../../src/config/services.js';
+import { WEBHOOK_SECRET_VARIABLE } from '../../src/config/webhooks.js';
 import { builtInDefinitions } from '../../src/providers/presets.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -47,11 +48,11 @@ export interface ReadVariables {
   providerIds: string[];
 }
 
-/** What the broker reads: the schema, every other `env.NAME` in src/ (less the dev-only ones), the service secrets and the provider pattern. */
+/** What the broker reads: the schema, every other `env.NAME` in src/ (less the dev-only ones), the service and webhook secrets and the provider pattern. */
 export function variablesTheBrokerReads(): ReadVariables {
   const inSource = [...variablesReadInSource()].filter((name) => !DEV_MODE_ONLY.includes(name));
   return {
-    variables: [...new Set([...CONFIG_VARIABLES, ...inSource, SERVICE_SECRET_VARIABLE])],
+    variables: [...new Set([...CONFIG_VARIABLES, ...inSource, SERVICE_SECRET_VARIABLE, WEBHOOK_SECRET_VARIABLE])],
     suffixes: PROVIDER_VARIABLE_SUFFIXES,
     providerIds: builtInDefinitions({
       githubWebUrl: new URL('https://github.com'),

@@ -118,6 +118,7 @@ describe('migrations', () => {
         'schema_migrations',
         'upstream_clients',
         'used_client_assertions',
+        'webhook_outbox',
       ],
     );
     const seq = await sql<{ data_type: string; column_default: string }>(

@@ -1,4 +1,4 @@
-import type { AuditRow, ConnectionListing, StoreStats } from '../../store/index.js';
+import type { AuditRow, ConnectionListing, StoreStats, WebhookStats } from '../../store/index.js';
 import { OUT } from './messages.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -74,7 +74,8 @@ export function connectionsTable(): { rows(rows: ConnectionListing[]): string } 
   };
 }
 
-export function statsJson(stats: StoreStats) {
+/** @param webhooks the outbox's counts, shown only where webhook endpoints hold events. */
+export function statsJson(stats: StoreStats, webhooks?: WebhookStats) {
   return {
     connections: stats.connections.map((c) => ({ provider: c.provider, status: c.status, count: c.n })),
     pendingConnections: { open: stats.pending.open, authorizing: stats.pending.authorizing },
@@ -82,11 +83,19 @@ export function statsJson(stats: StoreStats) {
       total: stats.refreshFailures.reduce((sum, r) => sum + r.n, 0),
       byProvider: stats.refreshFailures.map((r) => ({ provider: r.provider, count: r.n })),
     },
+    ...(webhooks && webhooks.endpoints.length > 0
+      ? {
+          webhooks: {
+            endpoints: webhooks.endpoints,
+            oldestPendingAt: webhooks.oldestPendingAt === null ? null : new Date(webhooks.oldestPendingAt).toISOString(),
+          },
+        }
+      : {}),
   };
 }
 
-export function statsText(stats: StoreStats): string {
-  const json = statsJson(stats);
+export function statsText(stats: StoreStats, webhooks?: WebhookStats): string {
+  const json = statsJson(stats, webhooks);
   const width = Math.max(8, ...json.connections.map((c) => c.provider.length));
   const rows = json.connections.map((c) => `  ${shown(c.provider).padEnd(width)}  ${c.status.padEnd(15)}  ${String(c.count).padStart(6)}`);
   return (
@@ -100,6 +109,7 @@ export function statsText(stats: StoreStats): string {
         json.refreshFailuresLastDay.total,
         json.refreshFailuresLastDay.byProvider.map((r) => `${shown(r.provider || '-')} ${r.count}`).join(', '),
       ),
+      ...(json.webhooks?.endpoints ?? []).map((e) => OUT.statsWebhooks(shown(e.endpoint), e.pending, e.delivered, e.failed)),
     ].join('\n') + '\n'
   );
 }

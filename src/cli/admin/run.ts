@@ -5,7 +5,8 @@ import { principalFromVerifiedClaims } from '../../auth/principal.js';
 import { ConfigError, loadConfig, type Config } from '../../config/env.js';
 import { ConnectionService } from '../../connections/index.js';
 import { Sealer } from '../../crypto/index.js';
-import { noEvents, type EventSink } from '../../events/index.js';
+import type { EventSink } from '../../events/index.js';
+import { createWebhooks } from '../../webhooks/index.js';
 import type { Logger } from '../../log.js';
 import { OAuthProvider } from '../../providers/oauth-provider.js';
 import { openStore, StoreUnavailableError, type AuditCursor, type Store } from '../../store/index.js';
@@ -135,7 +136,8 @@ async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Co
     }
     case 'stats': {
       const stats = await store.admin.stats(Date.now() - DAY_MS);
-      await write(command.json ? JSON.stringify(statsJson(stats), null, 2) + '\n' : statsText(stats));
+      const webhooks = await store.webhooks.stats();
+      await write(command.json ? JSON.stringify(statsJson(stats, webhooks), null, 2) + '\n' : statsText(stats, webhooks));
       return EXIT.ok;
     }
   }
@@ -161,9 +163,11 @@ async function revoke(command: Extract<AdminCommand, { kind: 'connections revoke
     timeoutMs: config.providerTimeoutMs,
     ...(configured.scopes ? { scopes: configured.scopes } : {}),
   });
-  const connections = new ConnectionService(store, new Sealer(config.tokenKeys), stderrLogger(io.stderr), {
+  const log = stderrLogger(io.stderr);
+  const connections = new ConnectionService(store, new Sealer(config.tokenKeys), log, {
     providerTimeoutMs: config.providerTimeoutMs,
-    events: io.events ?? noEvents,
+    // The revocation's webhook goes into the outbox here; the running brokers send it (never this command).
+    events: io.events ?? createWebhooks(store, config.webhooks, log).events,
   });
   // The identity is the one the store holds for this row, which the IdP vouched for when it was connected.
   const principal = principalFromVerifiedClaims(existing.issuer, existing.subject);

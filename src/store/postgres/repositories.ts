@@ -12,6 +12,7 @@ import { PgRefreshLeaseRepository } from './refresh-leases.js';
 import { PgSessionRepository } from './sessions.js';
 import { PgUpstreamClientRepository } from './upstream-clients.js';
 import { PgUpstreamToolsRepository } from './upstream-tools.js';
+import { PgWebhookOutboxRepository } from './webhooks.js';
 import { guarded } from './unavailable.js';
 
 /** Every repository over one queryable: the pool for the store, a client for a transaction. */
@@ -30,5 +31,6 @@ export function repositoriesOver(q: Queryable): Repositories {
     admin: guarded(new PgAdminRepository(q)),
     upstreamClients: guarded(new PgUpstreamClientRepository(q)),
     upstreamTools: guarded(new PgUpstreamToolsRepository(q)),
+    webhooks: guarded(new PgWebhookOutboxRepository(q)),
   };
 }

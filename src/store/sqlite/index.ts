@@ -13,6 +13,7 @@ import { SqliteRefreshLeaseRepository } from './refresh-leases.js';
 import { SqliteSessionRepository } from './sessions.js';
 import { SqliteUpstreamClientRepository } from './upstream-clients.js';
 import { SqliteUpstreamToolsRepository } from './upstream-tools.js';
+import { SqliteWebhookOutboxRepository } from './webhooks.js';
 
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
@@ -35,6 +36,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     admin: new SqliteAdminRepository(db, runner),
     upstreamClients: new SqliteUpstreamClientRepository(db, runner),
     upstreamTools: new SqliteUpstreamToolsRepository(db, runner),
+    webhooks: new SqliteWebhookOutboxRepository(db, runner),
   };
 }
 

@@ -1,0 +1,44 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { ConfigError } from './errors.js';
+
+/** The sections PROVIDERS_FILE may hold, each optional. */
+export const CONFIG_FILE_SECTIONS = ['providers', 'services', 'upstreams', 'builtinTools', 'webhooks'] as const;
+export type ConfigFileSection = (typeof CONFIG_FILE_SECTIONS)[number];
+
+/** PROVIDERS_FILE parsed (YAML or JSON), with one-line errors. */
+export function readConfigFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    throw new ConfigError(`PROVIDERS_FILE cannot be read (${path})`);
+  }
+  let data: unknown;
+  try {
+    data = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(
+      `PROVIDERS_FILE is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : ''}`,
+    );
+  }
+  return data;
+}
+
+/**
+ * The one place that decides which sections PROVIDERS_FILE holds: a bare list is the providers
+ * (the file's first format); an object holds any subset of {@link CONFIG_FILE_SECTIONS}, each left
+ * undefined when absent. An object with none of them is refused, since it configures nothing.
+ */
+export function readConfigSections(path: string): Partial<Record<ConfigFileSection, unknown>> {
+  const data = readConfigFile(path);
+  if (Array.isArray(data)) return { providers: data };
+  const object = typeof data === 'object' && data !== null ? (data as Record<string, unknown>) : {};
+  const sections: Partial<Record<ConfigFileSection, unknown>> = {};
+  for (const name of CONFIG_FILE_SECTIONS) if (object[name] !== undefined) sections[name] = object[name];
+  if (Object.keys(sections).length === 0)
+    throw new ConfigError(
+      `PROVIDERS_FILE must hold a list of providers, or an object with any of ${CONFIG_FILE_SECTIONS.map((s) => `"${s}"`).join(', ')}`,
+    );
+  return sections;
+}
