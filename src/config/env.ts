@@ -4,6 +4,8 @@ import { isLoopbackHostname } from '../net/loopback.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
+import { otlpEndpoint, sdkDisabled, traceExporters, tracingSettings } from './tracing.js';
+import type { TracingSettings } from '../observability/tracing.js';
 
 export { ConfigError } from './errors.js';
 
@@ -57,6 +59,8 @@ export interface Config {
   /** Express `trust proxy` setting, for deployments behind a reverse proxy. */
   trustProxy: boolean | number | string;
   secureCookies: boolean;
+  /** OpenTelemetry traces, from the standard OTEL_* variables (src/config/tracing.ts). */
+  tracing: TracingSettings;
 }
 
 function parseUrl(name: string, value: string, { allowPath }: { allowPath: boolean }): URL {
@@ -118,6 +122,11 @@ const rawSchema = z.object({
   SERVICE_RATE_LIMIT_PER_MINUTE: z.string().optional(),
   PENDING_CONNECTIONS_PER_USER: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
+  OTEL_SDK_DISABLED: z.string().optional(),
+  OTEL_TRACES_EXPORTER: z.string().optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().optional(),
+  OTEL_SERVICE_NAME: z.string().optional(),
 });
 
 /** Every variable the schema reads (the README's configuration table is checked against it). */
@@ -334,6 +343,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pendingConnectionsPerUser: take(() => integer('PENDING_CONNECTIONS_PER_USER', e.PENDING_CONNECTIONS_PER_USER, 20, 1, 1000)),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     secureCookies: take(() => publicUrl.protocol === 'https:'),
+    tracing: tracingSettings({
+      disabled: take(() => sdkDisabled(e.OTEL_SDK_DISABLED)),
+      exporters: take(() => traceExporters(e.OTEL_TRACES_EXPORTER)),
+      endpoint: take(() => otlpEndpoint('OTEL_EXPORTER_OTLP_ENDPOINT', e.OTEL_EXPORTER_OTLP_ENDPOINT)),
+      tracesEndpoint: take(() => otlpEndpoint('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)),
+      serviceName: e.OTEL_SERVICE_NAME,
+    }),
   };
   problems.throwIfAny();
   return config;
