@@ -13,6 +13,7 @@ import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVer
 import type { Logger } from '../log.js';
 import { M } from './messages.js';
 import { withCallScope } from './call-scope.js';
+import { traceMcpRequest } from '../observability/mcp-tracing.js';
 
 export interface McpEndpointOptions {
   handler: McpHttpHandler;
@@ -111,12 +112,15 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
       if (Array.isArray(parsed) && options.rateLimit && (await options.rateLimit.chargeBatch(res, parsed.length))) return;
     }
 
-    const request = toWebRequest(req, res, publicUrl.href, body);
-    const response = await handler.fetch(request, {
-      authInfo: withCallScope(authInfo, parsed),
-      ...(parsed !== undefined ? { parsedBody: parsed } : {}),
+    await traceMcpRequest(req.method, req.headers, parsed, async () => {
+      const request = toWebRequest(req, res, publicUrl.href, body);
+      const response = await handler.fetch(request, {
+        authInfo: withCallScope(authInfo, parsed),
+        ...(parsed !== undefined ? { parsedBody: parsed } : {}),
+      });
+      await sendWebResponse(res, response);
+      return response.status;
     });
-    await sendWebResponse(res, response);
   };
   return [authenticate, ...(options.rateLimit ? [options.rateLimit] : []), serve];
 }

@@ -9,6 +9,7 @@ import { registerGitHubCreateIssue } from './tools/github-create-issue.js';
 import { registerGitHubWhoami } from './tools/github-whoami.js';
 import { registerListConnections } from './tools/list-connections.js';
 import { M } from './messages.js';
+import { traceToolCalls } from '../observability/mcp-tracing.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
@@ -38,6 +39,7 @@ export function buildMcpServer(rc: McpRequestContext, deps: ToolDeps): McpServer
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
   reuseConvertedOutputSchemas(server);
   answerStoreOutagesAsToolErrors(server, deps);
+  traceToolCalls(server, rc.era);
   const facts = { era: rc.era };
   const call = callScopeOf(rc.authInfo);
   const only = call?.method === 'tools/call' ? TOOLS.get(call.name) : undefined;
