@@ -21,6 +21,7 @@ import { mcpRateLimit, pageRateLimit } from './http/rate-limits.js';
 import { readiness } from './http/readiness.js';
 import { noStore, securityHeaders } from './http/security-headers.js';
 import { StoreUnavailableError } from './store/index.js';
+import { traceHttpRequests } from './observability/http-tracing.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -82,6 +83,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/healthz', (_req, res) => void res.set('Cache-Control', 'no-store').json({ status: 'ok' }));
   app.get('/readyz', readiness(deps.store, deps.idpHealth));
 
+  app.use(traceHttpRequests());
   app.use(hostGuard(hosts));
   app.use(
     securityHeaders({

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { startTracing, type Tracing } from '../src/observability/tracing.js';
+import { startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
 import { modernClient, resultText } from './support/mcp.js';
 import { seedConnection } from './support/seed.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -176,6 +176,55 @@ describe('traces', () => {
     const all = byId(spans);
     const pending = spans.find((s) => s.name === 'store pending.openOrCreate');
     assert.ok(pending && descendsFrom(pending, mcp, all), `store spans: ${spans.map((s) => s.name)}`);
+  });
+
+  it('gives a page request its own span, named by the route template, with the store calls under it, never the query', async () => {
+    // A well-formed handle of no link: looked up in the store, then refused.
+    const handle = randomBytes(32).toString('base64url');
+    secrets.push(handle);
+    exporter.reset();
+    const res = await fetch(`${stack.publicUrl}/connect/github?req=${handle}`, { redirect: 'manual' });
+    await res.text();
+    const spans = exporter.getFinishedSpans();
+    const http = spans.find((s) => s.name.startsWith('http '));
+    assert.ok(http, `got ${spans.map((s) => s.name)}`);
+    assert.equal(http.name, 'http GET /connect/:provider');
+    assert.equal(http.kind, SpanKind.SERVER);
+    assert.equal(http.attributes['http.response.status_code'], res.status);
+
+    const store = spans.filter((s) => s.name.startsWith('store '));
+    assert.ok(store.length > 0, `store spans: ${spans.map((s) => s.name)}`);
+    for (const s of store) assert.ok(descendsFrom(s, http, byId(spans)), `${s.name} is under the page's span`);
+  });
+
+  it('opens no trace for a store call outside a request (pruning, a watcher polling)', async () => {
+    exporter.reset();
+    await stack.broker.broker.store.pending.prune();
+    await stack.broker.broker.store.pending.settledSince(Date.now() - 1000);
+    assert.deepEqual(
+      exporter.getFinishedSpans().map((s) => s.name),
+      [],
+    );
+  });
+
+  it("gives the gateway a fetch that carries the span's trace upstream, and the same trace as _meta entries for a 2026-07-28 upstream", async () => {
+    exporter.reset();
+    stack.github.traceHeaders.length = 0;
+    let meta: Record<string, string> = {};
+    await withSpan('upstream call', {}, async () => {
+      meta = traceContextMeta();
+      const res = await tracedFetch('upstream standin', { 'broker.upstream': 'standin' }, new URL('/rate_limit', stack.github.apiUrl), {
+        method: 'GET',
+      });
+      await res.text();
+    });
+    const outer = exporter.getFinishedSpans().find((s) => s.name === 'upstream call')!;
+    const client = exporter.getFinishedSpans().find((s) => s.name === 'upstream standin')!;
+    assert.equal(client.kind, SpanKind.CLIENT);
+    assert.equal(client.parentSpanContext?.spanId, outer.spanContext().spanId);
+    assert.equal(meta.traceparent, `00-${outer.spanContext().traceId}-${outer.spanContext().spanId}-01`);
+    assert.equal(stack.github.traceHeaders.at(-1)?.traceparent, `00-${client.spanContext().traceId}-${client.spanContext().spanId}-01`);
+    assert.equal(client.attributes['url.full'], undefined, 'no URL, only the host');
   });
 
   it('names a method it does not know "other", and starts a new trace for a traceparent that is not W3C', async () => {

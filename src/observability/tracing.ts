@@ -134,11 +134,13 @@ export function withSpan<T>(
   name: string,
   attributes: Attributes,
   fn: (span: Span | undefined) => Promise<T>,
-  options: { kind?: SpanKind; parent?: Context } = {},
+  options: { kind?: SpanKind; parent?: Context; onlyAsChild?: boolean } = {},
 ): Promise<T> {
   const t = tracer;
   if (!t) return fn(undefined);
   const parent = options.parent ?? context.active();
+  // Background work (the prune timer, a watcher's polling) would otherwise open a trace per call.
+  if (options.onlyAsChild && !trace.getSpan(parent)) return fn(undefined);
   return t.startActiveSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes }, parent, async (span) => {
     try {
       return await fn(span);
@@ -149,6 +151,17 @@ export function withSpan<T>(
       span.end();
     }
   });
+}
+
+/**
+ * Starts a span that the caller ends (an HTTP request's, ended when the response is), and runs
+ * `fn` with it active; when tracing is off, runs `fn` alone.
+ */
+export function runInSpan<T>(name: string, attributes: Attributes, parent: Context, kind: SpanKind, fn: (span: Span | undefined) => T): T {
+  const t = tracer;
+  if (!t) return fn(undefined);
+  const span = t.startSpan(name, { kind, attributes }, parent);
+  return context.with(trace.setSpan(parent, span), () => fn(span));
 }
 
 /** The span of the current request, if tracing is on. */
@@ -214,6 +227,17 @@ export function fetchInSpans(
 ): (input: URL | string, init?: RequestInit) => Promise<Response> {
   if (!tracer) return (input, init) => doFetch(input, init ?? {});
   return (input, init) => tracedFetch(name, attributes, input, init ?? {}, doFetch);
+}
+
+/**
+ * The active span's trace context as `_meta` entries (`traceparent`, `tracestate`), for a request
+ * to a 2026-07-28 MCP server (SEP-414): what the gateway puts in an upstream call's `_meta` in place
+ * of the client's own. Empty when tracing is off.
+ */
+export function traceContextMeta(): Record<string, string> {
+  const meta: Record<string, string> = {};
+  injectTraceContext(meta);
+  return meta;
 }
 
 type Carrier = Record<string, string | string[] | undefined>;

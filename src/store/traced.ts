@@ -17,6 +17,7 @@ const REPOSITORIES = [
 /**
  * A repository whose every method runs in a span `store <repo>.<method>`: the operation's name and
  * the database kind, never its arguments or results (they hold hashes, principals and sealed tokens).
+ * Only inside a traced request: background calls (pruning, a watcher's polling) open no trace.
  */
 function traceRepository<R extends object>(repo: R, name: string, system: string): R {
   const wrapped = new Map<string, unknown>();
@@ -29,8 +30,11 @@ function traceRepository<R extends object>(repo: R, name: string, system: string
         const method = value as (...args: unknown[]) => unknown;
         const operation = `${name}.${prop}`;
         fn = (...args: unknown[]) =>
-          withSpan(`store ${operation}`, { 'db.system.name': system, 'db.operation.name': operation }, async () =>
-            method.apply(target, args),
+          withSpan(
+            `store ${operation}`,
+            { 'db.system.name': system, 'db.operation.name': operation },
+            async () => method.apply(target, args),
+            { onlyAsChild: true },
           );
         wrapped.set(prop, fn);
       }
@@ -52,7 +56,9 @@ export function traceStore<S extends Store>(store: S): S {
   const system = store.kind === 'postgres' ? 'postgresql' : 'sqlite';
   const repos = traceRepositories(store, system);
   const transaction: Store['transaction'] = (fn) =>
-    withSpan('store transaction', { 'db.system.name': system }, () => store.transaction((tx) => fn(traceRepositories(tx, system))));
+    withSpan('store transaction', { 'db.system.name': system }, () => store.transaction((tx) => fn(traceRepositories(tx, system))), {
+      onlyAsChild: true,
+    });
   return new Proxy(store, {
     get(target, prop) {
       if (prop === 'transaction') return transaction;
