@@ -12,6 +12,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
+import { sqliteHandle } from '../src/store/index.js';
 import { modernClient, resultText } from './support/mcp.js';
 import { seedConnection } from './support/seed.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -205,6 +206,25 @@ describe('traces', () => {
       exporter.getFinishedSpans().map((s) => s.name),
       [],
     );
+  });
+
+  it('traces a transaction with its calls as children, and the traced store still commits and reads like the store', async () => {
+    exporter.reset();
+    const store = stack.broker.broker.store;
+    const owner = { issuer: stack.idp.issuer, subject: `tx-${hex(4)}` };
+    await withSpan('request', {}, () => store.transaction((tx) => tx.audit.record('keys_rotated', owner, 'github', 'n=1')));
+    const rows = await store.audit.list({ subject: owner.subject });
+    assert.deepEqual(
+      rows.map((r) => [r.event, r.provider, r.detail]),
+      [['keys_rotated', 'github', 'n=1']],
+    );
+    const spans = exporter.getFinishedSpans();
+    const tx = spans.find((s) => s.name === 'store transaction');
+    const record = spans.find((s) => s.name === 'store audit.record');
+    assert.ok(tx && record, `got ${spans.map((s) => s.name)}`);
+    assert.equal(record.parentSpanContext?.spanId, tx.spanContext().spanId);
+    assert.equal(store.kind, 'sqlite');
+    assert.equal((sqliteHandle(store).prepare('SELECT 1 AS one').get() as { one: number }).one, 1, 'the SQLite handle passes through');
   });
 
   it("gives the gateway a fetch that carries the span's trace upstream, and the same trace as _meta entries for a 2026-07-28 upstream", async () => {
