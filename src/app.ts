@@ -24,6 +24,7 @@ import { StoreUnavailableError } from './store/index.js';
 import { requestLog } from './http/request-log.js';
 import { metrics } from './observability/metrics.js';
 import { metricsHandler } from './observability/endpoint.js';
+import { traceHttpRequests } from './observability/http-tracing.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -90,6 +91,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Scraped by pod IP too; behind a bearer. With METRICS_PORT it is served on that port instead.
   if (config.metrics.token !== undefined && config.metrics.port === undefined) app.get('/metrics', metricsHandler(config.metrics.token));
 
+  app.use(traceHttpRequests());
   app.use(hostGuard(hosts));
   app.use(
     securityHeaders({

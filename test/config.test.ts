@@ -782,3 +782,48 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     );
   });
 });
+
+describe('loadConfig: OpenTelemetry traces (OTEL_*)', () => {
+  const tracing = (env: Record<string, string>) => loadConfig(validEnv(env)).tracing;
+
+  it('is off by default, and named service mcp-connect-broker', () => {
+    assert.deepEqual(tracing({}), { enabled: false, exporters: [], serviceName: 'mcp-connect-broker' });
+  });
+
+  it('turns on with an exporter named in OTEL_TRACES_EXPORTER, or with an OTLP endpoint alone', () => {
+    assert.deepEqual(tracing({ OTEL_TRACES_EXPORTER: 'otlp' }).exporters, ['otlp']);
+    assert.equal(tracing({ OTEL_TRACES_EXPORTER: 'OTLP, console' }).enabled, true);
+    assert.deepEqual(tracing({ OTEL_TRACES_EXPORTER: 'OTLP, console' }).exporters, ['otlp', 'console']);
+    assert.deepEqual(tracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318' }), {
+      enabled: true,
+      exporters: ['otlp'],
+      serviceName: 'mcp-connect-broker',
+    });
+    assert.equal(tracing({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector.example.com/v1/traces' }).enabled, true);
+    assert.equal(tracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SERVICE_NAME: ' broker-eu ' }).serviceName, 'broker-eu');
+  });
+
+  it('stays off with OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true (any case), whatever else is set', () => {
+    assert.equal(tracing({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }).enabled, false);
+    for (const value of ['true', 'TRUE', 'True'])
+      assert.equal(tracing({ OTEL_SDK_DISABLED: value, OTEL_TRACES_EXPORTER: 'otlp' }).enabled, false, value);
+    assert.equal(tracing({ OTEL_SDK_DISABLED: 'false', OTEL_TRACES_EXPORTER: 'otlp' }).enabled, true);
+  });
+
+  it('refuses an exporter that is not installed, none beside another, a boolean that is not one, and an endpoint that is not http(s) or carries credentials, without echoing it', () => {
+    refuses(
+      validEnv({ OTEL_TRACES_EXPORTER: 'zipkin' }),
+      'OTEL_TRACES_EXPORTER must be otlp, console or none (got "zipkin"; no other exporter is installed)',
+    );
+    refuses(validEnv({ OTEL_TRACES_EXPORTER: 'otlp,none' }), 'OTEL_TRACES_EXPORTER lists none beside another exporter');
+    refuses(validEnv({ OTEL_SDK_DISABLED: 'yes' }), 'OTEL_SDK_DISABLED must be true or false (got "yes")');
+    refuses(
+      validEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'grpc://collector:4317' }),
+      'OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, such as http://otel-collector:4318',
+    );
+    refuses(
+      validEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://user:s3cret-key@collector.example.com/v1/traces' }),
+      'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must not carry credentials (put them in OTEL_EXPORTER_OTLP_HEADERS)',
+    );
+  });
+});

@@ -7,6 +7,8 @@ import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
 import { loadGateway, type ConfiguredUpstream } from './upstreams.js';
 import { loadWebhooks, type ConfiguredWebhook } from './webhooks.js';
+import { otlpEndpoint, sdkDisabled, traceExporters, tracingSettings } from './tracing.js';
+import type { TracingSettings } from '../observability/tracing.js';
 
 export { ConfigError } from './errors.js';
 
@@ -82,6 +84,8 @@ export interface Config {
    * 127.0.0.1, which also asks for the bearer when `token` is set) is given.
    */
   metrics: { token: string | undefined; port: number | undefined };
+  /** OpenTelemetry traces, from the standard OTEL_* variables (src/config/tracing.ts). */
+  tracing: TracingSettings;
 }
 
 function parseUrl(name: string, value: string, { allowPath }: { allowPath: boolean }): URL {
@@ -156,6 +160,11 @@ const rawSchema = z.object({
   TRUST_PROXY: z.string().optional(),
   METRICS_TOKEN: z.string().optional(),
   METRICS_PORT: z.string().optional(),
+  OTEL_SDK_DISABLED: z.string().optional(),
+  OTEL_TRACES_EXPORTER: z.string().optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().optional(),
+  OTEL_SERVICE_NAME: z.string().optional(),
 });
 
 /** Every variable the schema reads (the README's configuration table is checked against it). */
@@ -431,6 +440,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       token: take(() => metricsToken(e.METRICS_TOKEN)),
       port: take(() => (e.METRICS_PORT ? integer('METRICS_PORT', e.METRICS_PORT, 0, 1, 65535) : undefined)),
     },
+    tracing: tracingSettings({
+      disabled: take(() => sdkDisabled(e.OTEL_SDK_DISABLED)),
+      exporters: take(() => traceExporters(e.OTEL_TRACES_EXPORTER)),
+      endpoint: take(() => otlpEndpoint('OTEL_EXPORTER_OTLP_ENDPOINT', e.OTEL_EXPORTER_OTLP_ENDPOINT)),
+      tracesEndpoint: take(() => otlpEndpoint('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)),
+      serviceName: e.OTEL_SERVICE_NAME,
+    }),
   };
   problems.throwIfAny();
   return config;

@@ -17,6 +17,7 @@ import { G } from './messages.js';
 import type { ToolRoute } from './names.js';
 import type { GatewaySeams, SeamCall } from './seams.js';
 import { foreignMeta, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js';
+import { traceContextMeta } from '../observability/tracing.js';
 
 export interface ForwardDeps {
   clients: ReadonlyMap<string, UpstreamClient>;
@@ -72,8 +73,9 @@ async function forwardWithConnection(
   const purpose = G.purpose(upstream.displayName, call.tool);
   const repeat = await gw.seams.repeatParams(call);
   const body: Record<string, unknown> = { name: call.tool, arguments: call.arguments, ...(repeat ?? {}) };
-  const meta = foreignMeta(params._meta);
-  if (meta) body._meta = meta;
+  // The client's own keys pass; the trace continues from our span (traceparent/tracestate), not the client's.
+  const meta = { ...foreignMeta(params._meta), ...traceContextMeta() };
+  if (Object.keys(meta).length > 0) body._meta = meta;
   const client = gw.clients.get(upstream.id)!;
   const send = (token: string | undefined) =>
     client.request('tools/call', body, {

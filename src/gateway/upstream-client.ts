@@ -17,6 +17,7 @@
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { Logger } from '../log.js';
 import { Lru } from './lru.js';
+import { tracedFetch } from '../observability/tracing.js';
 
 export const MODERN_VERSION = '2026-07-28';
 export const LEGACY_VERSION = '2025-11-25';
@@ -121,7 +122,8 @@ export class UpstreamClient {
   }
 
   async #post(headers: Record<string, string>, body: unknown, signal: AbortSignal): Promise<Response> {
-    return fetch(this.upstream.url, { method: 'POST', headers, body: JSON.stringify(body), signal, redirect: 'error' });
+    const init: RequestInit = { method: 'POST', headers, body: JSON.stringify(body), signal, redirect: 'error' };
+    return tracedFetch(`upstream ${this.upstream.id}`, { 'broker.upstream': this.upstream.id }, this.upstream.url, init);
   }
 
   async #discover(caller: UpstreamCaller, signal: AbortSignal): Promise<'modern' | 'legacy'> {

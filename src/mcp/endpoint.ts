@@ -15,6 +15,7 @@ import { requestIdOf } from '../http/request-log.js';
 import { M } from './messages.js';
 import { withCallScope } from './call-scope.js';
 import { withRequestId } from './request-id.js';
+import { traceMcpRequest } from '../observability/mcp-tracing.js';
 
 export interface McpEndpointOptions {
   handler: McpHttpHandler;
@@ -113,12 +114,15 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
       if (Array.isArray(parsed) && options.rateLimit && (await options.rateLimit.chargeBatch(res, parsed.length))) return;
     }
 
-    const request = toWebRequest(req, res, publicUrl.href, body);
-    const response = await handler.fetch(request, {
-      authInfo: withRequestId(withCallScope(authInfo, parsed), requestIdOf(res)),
-      ...(parsed !== undefined ? { parsedBody: parsed } : {}),
+    await traceMcpRequest(req.method, req.headers, parsed, async () => {
+      const request = toWebRequest(req, res, publicUrl.href, body);
+      const response = await handler.fetch(request, {
+        authInfo: withRequestId(withCallScope(authInfo, parsed), requestIdOf(res)),
+        ...(parsed !== undefined ? { parsedBody: parsed } : {}),
+      });
+      await sendWebResponse(res, response);
+      return response.status;
     });
-    await sendWebResponse(res, response);
   };
   return [authenticate, ...(options.rateLimit ? [options.rateLimit] : []), serve];
 }

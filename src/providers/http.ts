@@ -1,9 +1,24 @@
+import { tracedFetch } from '../observability/tracing.js';
 import { ProviderError } from './provider.js';
 
-/** A fetch that gives up after `timeoutMs` and turns network failures into `unavailable`. */
-export async function fetchWithTimeout(url: URL | string, init: RequestInit, timeoutMs: number, label: string): Promise<Response> {
+/**
+ * A fetch that gives up after `timeoutMs` and turns network failures into `unavailable`; while
+ * tracing is on, in a span `provider <operation>` (our own words, e.g. `github user`) that carries
+ * the trace to the provider in `traceparent`.
+ */
+export async function fetchWithTimeout(
+  url: URL | string,
+  init: RequestInit,
+  timeoutMs: number,
+  label: string,
+  operation: string = label,
+): Promise<Response> {
   try {
-    return await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
+    return await tracedFetch(`provider ${operation}`, { 'broker.provider': label }, url, {
+      ...init,
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'manual',
+    });
   } catch (err) {
     const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
     throw new ProviderError(

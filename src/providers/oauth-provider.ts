@@ -3,6 +3,7 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../net/loopback.js';
 import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
+import { injectTraceContext, SpanKind, tracingEnabled, withSpan } from '../observability/tracing.js';
 import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from './provider.js';
 
@@ -78,10 +79,13 @@ export class OAuthProvider implements Provider {
     let config: oidc.Configuration;
     if (d.kind === 'oidc') {
       const insecure = isLocalHttp(d.issuer);
-      config = await oidc.discovery(new URL(d.issuer), this.#options.clientId, undefined, auth, {
-        timeout,
-        ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
-      });
+      config = await this.#span('discovery', () =>
+        oidc.discovery(new URL(d.issuer), this.#options.clientId, undefined, auth, {
+          timeout,
+          ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+          ...(tracingEnabled() ? { [oidc.customFetch]: carryTrace() } : {}),
+        }),
+      );
       const endpoint = config.serverMetadata().authorization_endpoint;
       if (endpoint) this.authorizationOrigin = new URL(endpoint).origin;
     } else {
@@ -95,8 +99,15 @@ export class OAuthProvider implements Provider {
       if (isLocalHttp(d.tokenEndpoint)) oidc.allowInsecureRequests(config);
     }
     config.timeout = timeout;
-    if (d.tokenErrorsAsHttp200) config[oidc.customFetch] = relabelHttp200Errors;
+    const send = d.tokenErrorsAsHttp200 ? relabelHttp200Errors : undefined;
+    if (tracingEnabled()) config[oidc.customFetch] = carryTrace(send);
+    else if (send) config[oidc.customFetch] = send;
     return config;
+  }
+
+  /** `fn` (openid-client's calls to the provider) in a span `provider <id> <operation>` while tracing is on. */
+  #span<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    return withSpan(`provider ${this.id} ${operation}`, { 'broker.provider': this.id }, fn, { kind: SpanKind.CLIENT });
   }
 
   async prepare(): Promise<void> {
@@ -152,11 +163,13 @@ export class OAuthProvider implements Provider {
     const config = await this.#configuration();
     let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
     try {
-      response = await oidc.authorizationCodeGrant(config, callbackUrl, {
-        expectedState,
-        ...(d.pkce ? { pkceCodeVerifier: codeVerifier } : {}),
-        idTokenExpected: d.identity.source === 'id_token',
-      });
+      response = await this.#span('token', () =>
+        oidc.authorizationCodeGrant(config, callbackUrl, {
+          expectedState,
+          ...(d.pkce ? { pkceCodeVerifier: codeVerifier } : {}),
+          idTokenExpected: d.identity.source === 'id_token',
+        }),
+      );
     } catch (err) {
       throw this.#grantError(err, 'code');
     }
@@ -181,7 +194,8 @@ export class OAuthProvider implements Provider {
     const config = await this.#configuration();
     let response: oidc.TokenEndpointResponse;
     try {
-      response = await oidc.refreshTokenGrant(config, tokens.refreshToken);
+      const refreshToken = tokens.refreshToken;
+      response = await this.#span('refresh', () => oidc.refreshTokenGrant(config, refreshToken));
     } catch (err) {
       throw this.#grantError(err, 'refresh');
     }
@@ -211,6 +225,7 @@ export class OAuthProvider implements Provider {
         },
         this.#options.timeoutMs,
         this.displayName,
+        `${this.id} revoke`,
       );
       await response.body?.cancel();
       // 404: the grant is already gone (the user revoked it upstream), which is what we want.
@@ -222,10 +237,12 @@ export class OAuthProvider implements Provider {
     }
     const config = await this.#configuration();
     try {
-      await oidc.tokenRevocation(
-        config,
-        tokens.refreshToken ?? tokens.accessToken,
-        tokens.refreshToken ? { token_type_hint: 'refresh_token' } : { token_type_hint: 'access_token' },
+      await this.#span('revoke', () =>
+        oidc.tokenRevocation(
+          config,
+          tokens.refreshToken ?? tokens.accessToken,
+          tokens.refreshToken ? { token_type_hint: 'refresh_token' } : { token_type_hint: 'access_token' },
+        ),
       );
       return { revoked: true };
     } catch (err) {
@@ -268,7 +285,7 @@ export class OAuthProvider implements Provider {
       case 'userinfo': {
         const sub = response.claims()?.sub;
         try {
-          source = await oidc.fetchUserInfo(config, tokens.accessToken, sub ?? oidc.skipSubjectCheck);
+          source = await this.#span('userinfo', () => oidc.fetchUserInfo(config, tokens.accessToken, sub ?? oidc.skipSubjectCheck));
         } catch (err) {
           throw new ProviderError(
             'unavailable',
@@ -295,6 +312,7 @@ export class OAuthProvider implements Provider {
             },
             this.#options.timeoutMs,
             this.displayName,
+            `${this.id} identity`,
           );
         let res = await call();
         // The token was minted a moment ago and may not have replicated yet.
@@ -366,6 +384,17 @@ export class OAuthProvider implements Provider {
     const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     return new ProviderError('unavailable', `${name} did not answer properly (it may be down). Please try again in a moment.`, detail);
   }
+}
+
+/** openid-client's fetch with the active span's `traceparent` added (the span is the caller's, see `#span`). */
+function carryTrace(
+  send: (url: string, init: oidc.CustomFetchOptions) => Promise<Response> = (url, init) => fetch(url, init as RequestInit),
+) {
+  return (url: string, init: oidc.CustomFetchOptions): Promise<Response> => {
+    const headers = { ...init.headers };
+    injectTraceContext(headers);
+    return send(url, { ...init, headers });
+  };
 }
 
 /** GitHub-style token endpoints answer errors as HTTP 200 + `error`; re-label them 400 so openid-client reads them as OAuth errors. */

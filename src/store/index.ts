@@ -1,6 +1,8 @@
 import type { Config } from '../config/env.js';
 import { openPostgresStore } from './postgres/index.js';
 import { openSqliteStore } from './sqlite/index.js';
+import { tracingEnabled } from '../observability/tracing.js';
+import { traceStore } from './traced.js';
 import type { Store } from './types.js';
 
 export type * from './types.js';
@@ -11,9 +13,18 @@ export type { Db as SqliteDb } from './sqlite/database.js';
 
 /**
  * Opens (and migrates) the store the configuration names: PostgreSQL when DATABASE_URL is set,
- * shared by every instance; otherwise the embedded SQLite file at DATABASE_PATH.
+ * shared by every instance; otherwise the embedded SQLite file at DATABASE_PATH. While tracing is
+ * on, every repository call runs in a span (src/store/traced.ts).
  */
 export async function openStore(
+  database: Config['database'],
+  onError?: (event: string, detail: Record<string, unknown>) => void,
+): Promise<Store> {
+  const store = await openConfiguredStore(database, onError);
+  return tracingEnabled() ? traceStore(store) : store;
+}
+
+async function openConfiguredStore(
   database: Config['database'],
   onError?: (event: string, detail: Record<string, unknown>) => void,
 ): Promise<Store> {

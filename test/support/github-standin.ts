@@ -47,6 +47,8 @@ export interface GitHubStandIn {
   clientId: string;
   clientSecret: string;
   requests: Array<{ method: string; path: string; at: number }>;
+  /** The W3C trace context each request arrived with (test/tracing.test.ts). */
+  traceHeaders: Array<{ method: string; path: string; traceparent: string | undefined }>;
   issues: StandInIssue[];
   faults: StandInFaults;
   users: Map<string, { id: number; login: string; name: string }>;
@@ -170,6 +172,11 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  const traceHeaders: GitHubStandIn['traceHeaders'] = [];
+  app.use((req, _res, next) => {
+    traceHeaders.push({ method: req.method, path: req.path, traceparent: req.get('traceparent') });
+    next();
+  });
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(0, '127.0.0.1', (err?: Error) => (err ? reject(err) : resolve(s)));
   });
@@ -210,6 +217,7 @@ export async function startGitHubStandIn(options: StandInOptions = {}): Promise<
     clientId,
     clientSecret,
     requests,
+    traceHeaders,
     get issues(): StandInIssue[] {
       return store.listIssues().map((i) => ({
         owner: i.owner,

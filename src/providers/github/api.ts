@@ -19,7 +19,13 @@ export class GitHubApi {
     this.#base = apiUrl.href.endsWith('/') ? apiUrl : new URL(`${apiUrl.href}/`);
   }
 
-  async #call(path: string, tokens: ProviderTokens, init: RequestInit, action: string): Promise<Record<string, unknown>> {
+  async #call(
+    path: string,
+    tokens: ProviderTokens,
+    init: RequestInit,
+    action: string,
+    operation: string,
+  ): Promise<Record<string, unknown>> {
     const response = await fetchWithTimeout(
       new URL(path, this.#base),
       {
@@ -34,6 +40,7 @@ export class GitHubApi {
       },
       this.timeoutMs,
       'GitHub',
+      operation,
     );
     const body = await readJson(response, 'GitHub');
     if (!response.ok) throw githubApiError(response, body, action);
@@ -41,7 +48,7 @@ export class GitHubApi {
   }
 
   async user(tokens: ProviderTokens): Promise<ProviderAccount> {
-    const body = await this.#call('user', tokens, { method: 'GET' }, 'read your GitHub profile');
+    const body = await this.#call('user', tokens, { method: 'GET' }, 'read your GitHub profile', 'github user');
     if (typeof body.login !== 'string' || (typeof body.id !== 'number' && typeof body.id !== 'string')) {
       throw new ProviderError('unavailable', 'GitHub sent an unexpected profile. Please try again.', 'missing login/id');
     }
@@ -58,6 +65,7 @@ export class GitHubApi {
       tokens,
       { method: 'POST', body: JSON.stringify(fields) },
       `create an issue in ${owner}/${repo}`,
+      'github create_issue',
     );
     if (typeof body.number !== 'number' || typeof body.html_url !== 'string') {
       throw new ProviderError('unavailable', 'GitHub sent an unexpected answer after creating the issue.', 'missing number/html_url');

@@ -1,0 +1,343 @@
+// OpenTelemetry traces (issue 14): spans collected in memory through the same start-up path the
+// OTEL_* variables drive (startTracing with a test-only span processor), against the real stack:
+// the test IdP, the GitHub stand-in, the official MCP clients of both eras.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { SpanKind } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
+import { sqliteHandle } from '../src/store/index.js';
+import { modernClient, resultText } from './support/mcp.js';
+import { seedConnection } from './support/seed.js';
+import { startStack, type Stack } from './support/stack.js';
+import { tracingSettingsFor } from './support/tracing.js';
+
+const ROOT = join(import.meta.dirname, '..');
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+
+/** A client's W3C traceparent: a fresh trace id and the id of the client's own (sampled) span. */
+function clientTrace(): { traceId: string; spanId: string; traceparent: string } {
+  const traceId = hex(16);
+  const spanId = hex(8);
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+/** The spans of one trace, by span id. */
+function byId(spans: ReadableSpan[]): Map<string, ReadableSpan> {
+  return new Map(spans.map((s) => [s.spanContext().spanId, s]));
+}
+
+/** Whether `span` descends from `ancestor` through spans that were all collected. */
+function descendsFrom(span: ReadableSpan, ancestor: ReadableSpan, all: Map<string, ReadableSpan>): boolean {
+  for (let parent = span.parentSpanContext?.spanId; parent; parent = all.get(parent)?.parentSpanContext?.spanId)
+    if (parent === ancestor.spanContext().spanId) return true;
+  return false;
+}
+
+/** A client of either era whose every HTTP request also carries `headers`. */
+async function clientWithHeaders(url: string, token: string, headers: Record<string, string>, era: 'modern' | 'legacy'): Promise<Client> {
+  const client = new Client(
+    { name: 'traced-assistant', version: '1.0.0' },
+    era === 'modern'
+      ? { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } }
+      : { capabilities: { elicitation: { url: {} } } },
+  );
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(url), { authProvider: { token: async () => token }, requestInit: { headers } }),
+  );
+  return client;
+}
+
+describe('traces', () => {
+  const exporter = new InMemorySpanExporter();
+  /** Every span of the suite (never reset), for the last test's search for secrets. */
+  const everything = new InMemorySpanExporter();
+  let tracing: Tracing;
+  let stack: Stack;
+  const subject = `tracing-subject-${hex(6)}`;
+  const secrets: string[] = [subject];
+  let githubToken: string;
+
+  before(async () => {
+    // The same path OTEL_TRACES_EXPORTER=otlp takes in src/main.ts, with an in-memory processor instead of the OTLP one.
+    tracing = await startTracing(tracingSettingsFor({ OTEL_TRACES_EXPORTER: 'otlp' }), {
+      spanProcessors: [new SimpleSpanProcessor(exporter), new SimpleSpanProcessor(everything)],
+    });
+    assert.equal(tracing.enabled, true);
+    stack = await startStack();
+    const t = stack.github.issueTokenFor('octocat');
+    githubToken = t.accessToken;
+    secrets.push(githubToken);
+    await seedConnection(
+      stack.env,
+      subject,
+      'github',
+      { id: String(stack.github.users.get('octocat')!.id), login: 'octocat' },
+      { accessToken: t.accessToken, tokenType: 'bearer', scopes: ['repo'] },
+    );
+  });
+  after(async () => {
+    await stack?.close();
+    await tracing?.shutdown();
+  });
+
+  it("continues the traceparent a 2026-07-28 client sends in _meta (over its HTTP header), with store and provider spans as children and GitHub's request in the trace", async () => {
+    const meta = clientTrace();
+    const header = clientTrace();
+    const token = await stack.token(subject);
+    secrets.push(token);
+    const client = await clientWithHeaders(stack.mcpUrl, token, { traceparent: header.traceparent }, 'modern');
+    exporter.reset();
+    stack.github.traceHeaders.length = 0;
+    try {
+      const result = await client.callTool({ name: 'github_whoami', arguments: {}, _meta: { traceparent: meta.traceparent } });
+      assert.match(resultText(result), /octocat/);
+    } finally {
+      await client.close();
+    }
+
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === meta.traceId);
+    const all = byId(spans);
+    const mcp = spans.find((s) => s.name === 'mcp tools/call');
+    assert.ok(mcp, `an MCP span in the client's trace; got ${exporter.getFinishedSpans().map((s) => s.name)}`);
+    assert.equal(mcp.parentSpanContext?.spanId, meta.spanId, "the client's span is the MCP span's parent");
+    assert.equal(mcp.kind, SpanKind.SERVER);
+    assert.deepEqual(
+      {
+        method: mcp.attributes['mcp.method.name'],
+        tool: mcp.attributes['gen_ai.tool.name'],
+        era: mcp.attributes['mcp.era'],
+        version: mcp.attributes['mcp.protocol.version'],
+        outcome: mcp.attributes['broker.tool.outcome'],
+        status: mcp.attributes['http.response.status_code'],
+      },
+      { method: 'tools/call', tool: 'github_whoami', era: 'modern', version: '2026-07-28', outcome: 'complete', status: 200 },
+    );
+    assert.ok(
+      !exporter.getFinishedSpans().some((s) => s.spanContext().traceId === header.traceId),
+      '_meta wins over the HTTP traceparent header',
+    );
+
+    const store = spans.filter((s) => s.name.startsWith('store '));
+    assert.ok(
+      store.some((s) => s.name === 'store connections.find'),
+      `store spans: ${store.map((s) => s.name)}`,
+    );
+    for (const s of store) assert.ok(descendsFrom(s, mcp, all), `${s.name} is under the MCP span`);
+
+    const provider = spans.find((s) => s.name === 'provider github user');
+    assert.ok(provider, `a span for GitHub's /user; got ${spans.map((s) => s.name)}`);
+    assert.equal(provider.kind, SpanKind.CLIENT);
+    assert.ok(descendsFrom(provider, mcp, all));
+    assert.equal(provider.attributes['http.response.status_code'], 200);
+
+    const toGitHub = stack.github.traceHeaders.filter((h) => h.path.endsWith('/user'));
+    assert.equal(toGitHub.length, 1);
+    assert.equal(
+      toGitHub[0]!.traceparent,
+      `00-${meta.traceId}-${provider.spanContext().spanId}-01`,
+      'GitHub sees the provider span as its parent',
+    );
+  });
+
+  it('continues the HTTP traceparent header of a 2025-11-25 client, and a connect link it is answered with stays out of every span', async () => {
+    const header = clientTrace();
+    const other = `tracing-other-${hex(6)}`;
+    secrets.push(other);
+    const token = await stack.token(other);
+    secrets.push(token);
+    const client = await clientWithHeaders(stack.mcpUrl, token, { traceparent: header.traceparent }, 'legacy');
+    exporter.reset();
+    let link = '';
+    try {
+      await assert.rejects(
+        () => client.callTool({ name: 'github_whoami', arguments: {} }),
+        (err: Error & { data?: { elicitations?: Array<{ url?: string }> } }) => {
+          link = err.data?.elicitations?.[0]?.url ?? '';
+          return /\/connect\/github\?req=/.test(link);
+        },
+      );
+    } finally {
+      await client.close();
+    }
+    secrets.push(new URL(link).searchParams.get('req')!);
+
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === header.traceId);
+    const mcp = spans.find((s) => s.name === 'mcp tools/call');
+    assert.ok(mcp, `got ${exporter.getFinishedSpans().map((s) => s.name)}`);
+    assert.equal(mcp.parentSpanContext?.spanId, header.spanId);
+    assert.equal(mcp.attributes['mcp.era'], 'legacy');
+    assert.equal(mcp.attributes['broker.tool.outcome'], 'input_required');
+    const all = byId(spans);
+    const pending = spans.find((s) => s.name === 'store pending.openOrCreate');
+    assert.ok(pending && descendsFrom(pending, mcp, all), `store spans: ${spans.map((s) => s.name)}`);
+  });
+
+  it('gives a page request its own span, named by the route template, with the store calls under it, never the query', async () => {
+    // A well-formed handle of no link: looked up in the store, then refused.
+    const handle = randomBytes(32).toString('base64url');
+    secrets.push(handle);
+    exporter.reset();
+    const res = await fetch(`${stack.publicUrl}/connect/github?req=${handle}`, { redirect: 'manual' });
+    await res.text();
+    const spans = exporter.getFinishedSpans();
+    const http = spans.find((s) => s.name.startsWith('http '));
+    assert.ok(http, `got ${spans.map((s) => s.name)}`);
+    assert.equal(http.name, 'http GET /connect/:provider');
+    assert.equal(http.kind, SpanKind.SERVER);
+    assert.equal(http.attributes['http.response.status_code'], res.status);
+
+    const store = spans.filter((s) => s.name.startsWith('store '));
+    assert.ok(store.length > 0, `store spans: ${spans.map((s) => s.name)}`);
+    for (const s of store) assert.ok(descendsFrom(s, http, byId(spans)), `${s.name} is under the page's span`);
+  });
+
+  it('opens no trace for a store call outside a request (pruning, a watcher polling)', async () => {
+    exporter.reset();
+    await stack.broker.broker.store.pending.prune();
+    await stack.broker.broker.store.pending.settledSince(Date.now() - 1000);
+    assert.deepEqual(
+      exporter.getFinishedSpans().map((s) => s.name),
+      [],
+    );
+  });
+
+  it('traces a transaction with its calls as children, and the traced store still commits and reads like the store', async () => {
+    exporter.reset();
+    const store = stack.broker.broker.store;
+    const owner = { issuer: stack.idp.issuer, subject: `tx-${hex(4)}` };
+    await withSpan('request', {}, () => store.transaction((tx) => tx.audit.record('keys_rotated', owner, 'github', 'n=1')));
+    const rows = await store.audit.list({ subject: owner.subject });
+    assert.deepEqual(
+      rows.map((r) => [r.event, r.provider, r.detail]),
+      [['keys_rotated', 'github', 'n=1']],
+    );
+    const spans = exporter.getFinishedSpans();
+    const tx = spans.find((s) => s.name === 'store transaction');
+    const record = spans.find((s) => s.name === 'store audit.record');
+    assert.ok(tx && record, `got ${spans.map((s) => s.name)}`);
+    assert.equal(record.parentSpanContext?.spanId, tx.spanContext().spanId);
+    assert.equal(store.kind, 'sqlite');
+    assert.equal((sqliteHandle(store).prepare('SELECT 1 AS one').get() as { one: number }).one, 1, 'the SQLite handle passes through');
+  });
+
+  it("gives the gateway a fetch that carries the span's trace upstream, and the same trace as _meta entries for a 2026-07-28 upstream", async () => {
+    exporter.reset();
+    stack.github.traceHeaders.length = 0;
+    let meta: Record<string, string> = {};
+    await withSpan('upstream call', {}, async () => {
+      meta = traceContextMeta();
+      const res = await tracedFetch('upstream standin', { 'broker.upstream': 'standin' }, new URL('/rate_limit', stack.github.apiUrl), {
+        method: 'GET',
+      });
+      await res.text();
+    });
+    const outer = exporter.getFinishedSpans().find((s) => s.name === 'upstream call')!;
+    const client = exporter.getFinishedSpans().find((s) => s.name === 'upstream standin')!;
+    assert.equal(client.kind, SpanKind.CLIENT);
+    assert.equal(client.parentSpanContext?.spanId, outer.spanContext().spanId);
+    assert.equal(meta.traceparent, `00-${outer.spanContext().traceId}-${outer.spanContext().spanId}-01`);
+    assert.equal(stack.github.traceHeaders.at(-1)?.traceparent, `00-${client.spanContext().traceId}-${client.spanContext().spanId}-01`);
+    assert.equal(client.attributes['url.full'], undefined, 'no URL, only the host');
+  });
+
+  it('names a method it does not know "other", and starts a new trace for a traceparent that is not W3C', async () => {
+    const token = await stack.token(subject);
+    exporter.reset();
+    const res = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${token}`,
+        traceparent: 'not-a-traceparent',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: `made/up-${subject}`, params: {} }),
+    });
+    await res.text();
+    const mcp = exporter.getFinishedSpans().find((s) => s.name.startsWith('mcp '));
+    assert.ok(mcp);
+    assert.equal(mcp.name, 'mcp other');
+    assert.equal(mcp.parentSpanContext, undefined, 'a root span');
+  });
+
+  it('puts no token, link handle or subject in any span name or attribute', async () => {
+    // Every span of the suite, plus a fresh whoami with its store and provider spans.
+    const token = await stack.token(subject);
+    secrets.push(token);
+    const client = await modernClient({ url: stack.mcpUrl, token });
+    try {
+      await client.callTool({ name: 'github_whoami', arguments: {} });
+    } finally {
+      await client.close();
+    }
+    const spans = everything.getFinishedSpans();
+    assert.ok(spans.some((s) => s.name.startsWith('provider ')) && spans.some((s) => s.name.startsWith('store ')));
+    for (const span of spans) {
+      const text = JSON.stringify([span.name, span.attributes, span.events, span.resource.attributes]);
+      for (const secret of secrets) assert.ok(!text.includes(secret), `${span.name} carries ${secret.slice(0, 12)}…`);
+    }
+  });
+});
+
+describe('traces, off', () => {
+  /** Runs test/fixtures/tracing/tool-call.ts in its own process with `env`; returns its report and the OTel modules it resolved. */
+  async function toolCallIn(env: Record<string, string>): Promise<{ report: Record<string, unknown>; modules: string[] }> {
+    const dir = mkdtempSync(join(tmpdir(), 'otel-imports-'));
+    const log = join(dir, 'imports.log');
+    try {
+      const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('OTEL_')));
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', '--import', './test/fixtures/tracing/import-log.mjs', 'test/fixtures/tracing/tool-call.ts'],
+        { cwd: ROOT, env: { ...clean, ...env, OTEL_IMPORT_LOG: log }, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+      assert.equal(code, 0, err);
+      const modules = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
+      return { report: JSON.parse(out.trim().split('\n').at(-1)!) as Record<string, unknown>, modules };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  const SDK = /\/@opentelemetry\/(?!api\/)/;
+
+  it('records no span and loads no module of the SDK or the exporter, and sends GitHub no traceparent', async () => {
+    const { report, modules } = await toolCallIn({});
+    assert.deepEqual(report, { ok: true, tracing: false, delegate: 'NoopTracerProvider', githubTraceparents: 0 });
+    assert.ok(
+      modules.some((m) => m.includes('/@opentelemetry/api/')),
+      'the hooks saw the API load (so they would see the SDK)',
+    );
+    assert.deepEqual(
+      modules.filter((m) => SDK.test(m)),
+      [],
+    );
+  });
+
+  it('loads them, by the same path, once OTEL_TRACES_EXPORTER names an exporter (the check above can fail)', async () => {
+    const { report, modules } = await toolCallIn({
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces',
+    });
+    assert.equal(report.ok, true);
+    assert.equal(report.tracing, true);
+    assert.equal(report.githubTraceparents, 1);
+    for (const pkg of ['sdk-trace-node', 'sdk-trace-base', 'exporter-trace-otlp-http'])
+      assert.ok(
+        modules.some((m) => m.includes(`/@opentelemetry/${pkg}/`)),
+        pkg,
+      );
+  });
+});
