@@ -21,12 +21,16 @@ export interface UpstreamAuthorization {
   server: oidc.ServerMetadata;
 }
 
-/** https, or plain http on a loopback address (the rule for upstream URLs); no credentials in it. */
-export function isAllowedUrl(value: unknown): value is string {
+/**
+ * https, or plain http on a loopback address (the rule for upstream URLs); no credentials in it.
+ * `plainHttp: false` (what an upstream reached over https names) allows https only: a server the
+ * broker reached over TLS must not send it to plain http, least of all to a service on its own host.
+ */
+export function isAllowedUrl(value: unknown, { plainHttp = true }: { plainHttp?: boolean } = {}): value is string {
   if (typeof value !== 'string') return false;
   const url = URL.parse(value);
   if (!url || url.username || url.password) return false;
-  return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHostname(url.hostname));
+  return url.protocol === 'https:' || (plainHttp && url.protocol === 'http:' && isLoopbackHostname(url.hostname));
 }
 
 export function isLoopbackHttp(value: string): boolean {
@@ -108,6 +112,8 @@ export async function discoverUpstreamAuthorization(
 ): Promise<UpstreamAuthorization> {
   const { name, timeoutMs } = opts;
   const resource = upstreamUrl.href;
+  // Plain http (loopback) only where the configured upstream is itself plain http on loopback.
+  const allowed = (value: unknown): value is string => isAllowedUrl(value, { plainHttp: upstreamUrl.protocol === 'http:' });
   // A ping, not an initialize: an upstream that lets it through unauthenticated gets no session from us.
   const probe = await fetchWithTimeout(
     upstreamUrl,
@@ -125,7 +131,7 @@ export async function discoverUpstreamAuthorization(
 
   let candidates: string[];
   if (challenge?.resource_metadata) {
-    if (!isAllowedUrl(challenge.resource_metadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
+    if (!allowed(challenge.resource_metadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
     candidates = [challenge.resource_metadata];
   } else {
     candidates = wellKnownMetadataUrls(upstreamUrl);
@@ -160,7 +166,7 @@ export async function discoverUpstreamAuthorization(
     );
   const issuer = strings(prm.authorization_servers)[0];
   if (!issuer) throw new ProviderError('misconfigured', M.noAuthorizationServer(name));
-  if (!isAllowedUrl(issuer)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'authorization server'));
+  if (!allowed(issuer)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'authorization server'));
 
   const { server, algorithm } = await authorizationServerMetadata(new URL(issuer), name, timeoutMs);
   if (!sameUrl(server.issuer, issuer))
@@ -174,8 +180,7 @@ export async function discoverUpstreamAuthorization(
     'userinfo_endpoint',
   ] as const) {
     const value = server[field];
-    if (value !== undefined && !isAllowedUrl(value))
-      throw new ProviderError('misconfigured', M.insecureUrl(name, field.replace(/_/g, ' ')));
+    if (value !== undefined && !allowed(value)) throw new ProviderError('misconfigured', M.insecureUrl(name, field.replace(/_/g, ' ')));
   }
   if (!server.authorization_endpoint || !server.token_endpoint)
     throw new ProviderError('misconfigured', M.noMetadata(name), 'authorization or token endpoint missing');
