@@ -140,7 +140,9 @@ export class McpAuthProvider implements Provider {
       (d) => (this.#discovered = d),
       (err: unknown) => {
         this.#discovery = undefined;
-        this.#options.log.warn('upstream_discovery_failed', { upstream: this.id, ...describe(err) });
+        const { code, detail } = describe(err);
+        // `errorCode`: `code` is a redacted field name (an authorization code is one, src/log.ts).
+        this.#options.log.warn('upstream_discovery_failed', { upstream: this.id, ...(code ? { errorCode: code } : {}), detail });
         throw asProviderError(err, this.displayName);
       },
     );
