@@ -2,6 +2,7 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
+import { scopeTokens } from '../relay/www-authenticate.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -127,7 +128,8 @@ export async function discoverUpstreamAuthorization(
   );
   await probe.body?.cancel().catch(() => undefined);
   const challenge = probe.status === 401 ? bearerChallenge(probe.headers.get('www-authenticate')) : undefined;
-  const challengeScopes = (challenge?.scope ?? '').split(' ').filter(Boolean);
+  // Scope names reach the authorization request and the consent page: RFC 6749 scope-tokens, bounded, or none.
+  const challengeScopes = scopeTokens((challenge?.scope ?? '').split(' '));
 
   let candidates: string[];
   if (challenge?.resource_metadata) {
@@ -186,7 +188,7 @@ export async function discoverUpstreamAuthorization(
     throw new ProviderError('misconfigured', M.noMetadata(name), 'authorization or token endpoint missing');
   // MCP authorization: a client must refuse to proceed without S256 advertised.
   if (!strings(server.code_challenge_methods_supported).includes('S256')) throw new ProviderError('misconfigured', M.noPkce(name));
-  return { resource: prm.resource, challengeScopes, scopesSupported: strings(prm.scopes_supported), algorithm, server };
+  return { resource: prm.resource, challengeScopes, scopesSupported: scopeTokens(strings(prm.scopes_supported)), algorithm, server };
 }
 
 /** RFC 8414 metadata (path-inserted well-known), else OpenID Connect discovery; openid-client checks `issuer`. */
