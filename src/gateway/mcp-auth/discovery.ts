@@ -3,6 +3,7 @@ import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
 import { scopeTokens } from '../relay/www-authenticate.js';
+import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -203,7 +204,12 @@ async function authorizationServerMetadata(
   for (const algorithm of ['oauth2', 'oidc'] as const) {
     try {
       // The client id is a placeholder: only the server's metadata is read from this configuration.
-      const config = await oidc.discovery(issuer, 'discovery', undefined, oidc.None(), { algorithm, timeout, execute });
+      const config = await oidc.discovery(issuer, 'discovery', undefined, oidc.None(), {
+        algorithm,
+        timeout,
+        execute,
+        [oidc.customFetch]: boundedFetch,
+      });
       return { server: config.serverMetadata(), algorithm };
     } catch (err) {
       first ??= err;
@@ -214,6 +220,6 @@ async function authorizationServerMetadata(
       }
     }
   }
-  const detail = first instanceof Error ? `${first.name}: ${first.message}` : String(first);
+  const detail = errorDetail(first);
   throw new ProviderError('unavailable', M.unreachable(name), `authorization server metadata: ${detail}`);
 }

@@ -4,6 +4,7 @@ import { displayText, hasInvisibleCharacters } from '../../http/display-text.js'
 import type { Logger } from '../../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../../providers/provider.js';
 import type { Store } from '../../store/index.js';
+import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { discoverUpstreamAuthorization, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
@@ -191,6 +192,8 @@ export class McpAuthProvider implements Provider {
       )
         oidc.allowInsecureRequests(config);
       config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
+      // Token, revocation and JWKS answers are read only up to a bound, like the metadata.
+      config[oidc.customFetch] = boundedFetch;
       const listed = strings(server.scopes_supported);
       const openid = listed.includes('openid');
       const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
@@ -373,7 +376,7 @@ function oauthError(err: unknown): { error: string; description?: string } | und
 
 function describe(err: unknown): { code?: string; detail: string } {
   if (err instanceof ProviderError) return { code: err.code, detail: err.detail ?? err.message };
-  return { detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
+  return { detail: errorDetail(err) };
 }
 
 function asProviderError(err: unknown, name: string): ProviderError {
