@@ -286,16 +286,20 @@ export class McpAuthProvider implements Provider {
     return next;
   }
 
-  async revoke(tokens: ProviderTokens, _what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
+  async revoke(tokens: ProviderTokens, what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
     const setup = await this.#ready();
     if (!setup.auth.server.revocation_endpoint) return { revoked: false };
+    // RFC 7009 §2.1: revoking the refresh token revokes its access tokens too (the whole grant, where it has one).
+    // A token the broker does not keep ('token') must not take that grant, which another connection may use, with it.
+    const refresh = what === 'grant' ? tokens.refreshToken : undefined;
     try {
-      // RFC 7009 §2.1: revoking the refresh token revokes its access tokens too (the whole grant, where it has one).
-      await oidc.tokenRevocation(setup.config, tokens.refreshToken ?? tokens.accessToken, {
-        token_type_hint: tokens.refreshToken ? 'refresh_token' : 'access_token',
+      await oidc.tokenRevocation(setup.config, refresh ?? tokens.accessToken, {
+        token_type_hint: refresh ? 'refresh_token' : 'access_token',
       });
       return { revoked: true };
     } catch (err) {
+      // RFC 7009 §2.2.1: a server that cannot revoke this kind of token (a JWT access token, often) revoked nothing.
+      if (oauthError(err)?.error === 'unsupported_token_type') return { revoked: false };
       throw new ProviderError('unavailable', M.revokeUnconfirmed(this.displayName), describe(err).detail);
     }
   }
