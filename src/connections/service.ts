@@ -216,7 +216,7 @@ export class ConnectionService {
         revokeError = err instanceof ProviderError ? err.message : 'the provider could not be reached';
         this.log.warn('revoke_failed', {
           provider: provider.id,
-          code: err instanceof ProviderError ? err.code : 'unknown',
+          errorCode: err instanceof ProviderError ? err.code : 'unknown',
           detail: err instanceof ProviderError ? err.detail : undefined,
         });
       }

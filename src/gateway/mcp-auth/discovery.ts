@@ -2,6 +2,8 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
+import { scopeTokens } from '../relay/www-authenticate.js';
+import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -21,12 +23,16 @@ export interface UpstreamAuthorization {
   server: oidc.ServerMetadata;
 }
 
-/** https, or plain http on a loopback address (the rule for upstream URLs); no credentials in it. */
-export function isAllowedUrl(value: unknown): value is string {
+/**
+ * https, or plain http on a loopback address (the rule for upstream URLs); no credentials in it.
+ * `plainHttp: false` (what an upstream reached over https names) allows https only: a server the
+ * broker reached over TLS must not send it to plain http, least of all to a service on its own host.
+ */
+export function isAllowedUrl(value: unknown, { plainHttp = true }: { plainHttp?: boolean } = {}): value is string {
   if (typeof value !== 'string') return false;
   const url = URL.parse(value);
   if (!url || url.username || url.password) return false;
-  return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHostname(url.hostname));
+  return url.protocol === 'https:' || (plainHttp && url.protocol === 'http:' && isLoopbackHostname(url.hostname));
 }
 
 export function isLoopbackHttp(value: string): boolean {
@@ -108,6 +114,8 @@ export async function discoverUpstreamAuthorization(
 ): Promise<UpstreamAuthorization> {
   const { name, timeoutMs } = opts;
   const resource = upstreamUrl.href;
+  // Plain http (loopback) only where the configured upstream is itself plain http on loopback.
+  const allowed = (value: unknown): value is string => isAllowedUrl(value, { plainHttp: upstreamUrl.protocol === 'http:' });
   // A ping, not an initialize: an upstream that lets it through unauthenticated gets no session from us.
   const probe = await fetchWithTimeout(
     upstreamUrl,
@@ -121,11 +129,12 @@ export async function discoverUpstreamAuthorization(
   );
   await probe.body?.cancel().catch(() => undefined);
   const challenge = probe.status === 401 ? bearerChallenge(probe.headers.get('www-authenticate')) : undefined;
-  const challengeScopes = (challenge?.scope ?? '').split(' ').filter(Boolean);
+  // Scope names reach the authorization request and the consent page: RFC 6749 scope-tokens, bounded, or none.
+  const challengeScopes = scopeTokens((challenge?.scope ?? '').split(' '));
 
   let candidates: string[];
   if (challenge?.resource_metadata) {
-    if (!isAllowedUrl(challenge.resource_metadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
+    if (!allowed(challenge.resource_metadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
     candidates = [challenge.resource_metadata];
   } else {
     candidates = wellKnownMetadataUrls(upstreamUrl);
@@ -160,7 +169,7 @@ export async function discoverUpstreamAuthorization(
     );
   const issuer = strings(prm.authorization_servers)[0];
   if (!issuer) throw new ProviderError('misconfigured', M.noAuthorizationServer(name));
-  if (!isAllowedUrl(issuer)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'authorization server'));
+  if (!allowed(issuer)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'authorization server'));
 
   const { server, algorithm } = await authorizationServerMetadata(new URL(issuer), name, timeoutMs);
   if (!sameUrl(server.issuer, issuer))
@@ -174,14 +183,13 @@ export async function discoverUpstreamAuthorization(
     'userinfo_endpoint',
   ] as const) {
     const value = server[field];
-    if (value !== undefined && !isAllowedUrl(value))
-      throw new ProviderError('misconfigured', M.insecureUrl(name, field.replace(/_/g, ' ')));
+    if (value !== undefined && !allowed(value)) throw new ProviderError('misconfigured', M.insecureUrl(name, field.replace(/_/g, ' ')));
   }
   if (!server.authorization_endpoint || !server.token_endpoint)
     throw new ProviderError('misconfigured', M.noMetadata(name), 'authorization or token endpoint missing');
   // MCP authorization: a client must refuse to proceed without S256 advertised.
   if (!strings(server.code_challenge_methods_supported).includes('S256')) throw new ProviderError('misconfigured', M.noPkce(name));
-  return { resource: prm.resource, challengeScopes, scopesSupported: strings(prm.scopes_supported), algorithm, server };
+  return { resource: prm.resource, challengeScopes, scopesSupported: scopeTokens(strings(prm.scopes_supported)), algorithm, server };
 }
 
 /** RFC 8414 metadata (path-inserted well-known), else OpenID Connect discovery; openid-client checks `issuer`. */
@@ -196,7 +204,12 @@ async function authorizationServerMetadata(
   for (const algorithm of ['oauth2', 'oidc'] as const) {
     try {
       // The client id is a placeholder: only the server's metadata is read from this configuration.
-      const config = await oidc.discovery(issuer, 'discovery', undefined, oidc.None(), { algorithm, timeout, execute });
+      const config = await oidc.discovery(issuer, 'discovery', undefined, oidc.None(), {
+        algorithm,
+        timeout,
+        execute,
+        [oidc.customFetch]: boundedFetch,
+      });
       return { server: config.serverMetadata(), algorithm };
     } catch (err) {
       first ??= err;
@@ -207,6 +220,6 @@ async function authorizationServerMetadata(
       }
     }
   }
-  const detail = first instanceof Error ? `${first.name}: ${first.message}` : String(first);
+  const detail = errorDetail(first);
   throw new ProviderError('unavailable', M.unreachable(name), `authorization server metadata: ${detail}`);
 }

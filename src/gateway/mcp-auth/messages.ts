@@ -8,7 +8,7 @@ export const M = {
   noAuthorizationServer: (name: string) =>
     `${name} is not set up correctly: its protected resource metadata names no authorization server. Tell the operator.`,
   insecureUrl: (name: string, what: string) =>
-    `${name} is not set up correctly: its ${what} is not an https URL (plain http is allowed only on this machine). Nothing was sent there. Tell the operator.`,
+    `${name} is not set up correctly: its ${what} is not an https URL (plain http is allowed only on this machine, for an upstream itself served over plain http there). Nothing was sent there. Tell the operator.`,
   wrongIssuer: (name: string, said: string, expected: string) =>
     `${name} is not set up correctly: its authorization server calls itself ${said}, not ${expected}. Nothing was sent to it. Tell the operator.`,
   noPkce: (name: string) =>

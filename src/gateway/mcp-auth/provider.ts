@@ -4,6 +4,7 @@ import { displayText, hasInvisibleCharacters } from '../../http/display-text.js'
 import type { Logger } from '../../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../../providers/provider.js';
 import type { Store } from '../../store/index.js';
+import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { discoverUpstreamAuthorization, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
@@ -140,7 +141,9 @@ export class McpAuthProvider implements Provider {
       (d) => (this.#discovered = d),
       (err: unknown) => {
         this.#discovery = undefined;
-        this.#options.log.warn('upstream_discovery_failed', { upstream: this.id, ...describe(err) });
+        const { code, detail } = describe(err);
+        // `errorCode`: `code` is a redacted field name (an authorization code is one, src/log.ts).
+        this.#options.log.warn('upstream_discovery_failed', { upstream: this.id, ...(code ? { errorCode: code } : {}), detail });
         throw asProviderError(err, this.displayName);
       },
     );
@@ -189,6 +192,8 @@ export class McpAuthProvider implements Provider {
       )
         oidc.allowInsecureRequests(config);
       config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
+      // Token, revocation and JWKS answers are read only up to a bound, like the metadata.
+      config[oidc.customFetch] = boundedFetch;
       const listed = strings(server.scopes_supported);
       const openid = listed.includes('openid');
       const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
@@ -281,16 +286,20 @@ export class McpAuthProvider implements Provider {
     return next;
   }
 
-  async revoke(tokens: ProviderTokens, _what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
+  async revoke(tokens: ProviderTokens, what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
     const setup = await this.#ready();
     if (!setup.auth.server.revocation_endpoint) return { revoked: false };
+    // RFC 7009 §2.1: revoking the refresh token revokes its access tokens too (the whole grant, where it has one).
+    // A token the broker does not keep ('token') must not take that grant, which another connection may use, with it.
+    const refresh = what === 'grant' ? tokens.refreshToken : undefined;
     try {
-      // RFC 7009 §2.1: revoking the refresh token revokes its access tokens too (the whole grant, where it has one).
-      await oidc.tokenRevocation(setup.config, tokens.refreshToken ?? tokens.accessToken, {
-        token_type_hint: tokens.refreshToken ? 'refresh_token' : 'access_token',
+      await oidc.tokenRevocation(setup.config, refresh ?? tokens.accessToken, {
+        token_type_hint: refresh ? 'refresh_token' : 'access_token',
       });
       return { revoked: true };
     } catch (err) {
+      // RFC 7009 §2.2.1: a server that cannot revoke this kind of token (a JWT access token, often) revoked nothing.
+      if (oauthError(err)?.error === 'unsupported_token_type') return { revoked: false };
       throw new ProviderError('unavailable', M.revokeUnconfirmed(this.displayName), describe(err).detail);
     }
   }
@@ -371,7 +380,7 @@ function oauthError(err: unknown): { error: string; description?: string } | und
 
 function describe(err: unknown): { code?: string; detail: string } {
   if (err instanceof ProviderError) return { code: err.code, detail: err.detail ?? err.message };
-  return { detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
+  return { detail: errorDetail(err) };
 }
 
 function asProviderError(err: unknown, name: string): ProviderError {

@@ -3,6 +3,7 @@ import { SealError, type Sealer } from '../../crypto/index.js';
 import type { Logger } from '../../log.js';
 import { ProviderError } from '../../providers/provider.js';
 import type { Store, UpstreamClientRow } from '../../store/index.js';
+import { boundedFetch } from './bounded-fetch.js';
 import { isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 
@@ -106,6 +107,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
         algorithm: auth.algorithm,
         timeout: Math.max(1, Math.ceil(ctx.timeoutMs / 1000)),
         execute: isLoopbackHttp(issuer) ? [oidc.allowInsecureRequests] : [],
+        [oidc.customFetch]: boundedFetch,
       },
     );
     response = config.clientMetadata();

@@ -182,6 +182,15 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 export const MAX_CHALLENGED_SCOPES = 32;
 export const MAX_SCOPE_LENGTH = 128;
 
+/**
+ * `scopes` without duplicates when every one is an RFC 6749 §3.3 scope-token within the bounds
+ * above, else none: what an upstream names is asked for, and shown on the consent page, exactly or not at all.
+ */
+export function scopeTokens(scopes: readonly string[]): string[] {
+  const unique = [...new Set(scopes.filter(Boolean))];
+  return unique.length <= MAX_CHALLENGED_SCOPES && unique.every((s) => s.length <= MAX_SCOPE_LENGTH && SCOPE_TOKEN.test(s)) ? unique : [];
+}
+
 /** What an RFC 6750 §3 Bearer challenge says. */
 export interface BearerChallenge {
   error?: string;
