@@ -16,15 +16,30 @@ export interface Child {
 
 const ROOT = new URL('../../', import.meta.url);
 
+/** Where a child's stdout goes instead of the parent, and how its readiness shows without its log line. */
+export interface SpawnOptions {
+  /** A file descriptor for stdout: the write end of a pipe another process reads (the observability phase's log collector). */
+  stdout: number;
+  /** Polled (GET, every 100 ms) until it answers 200; its origin is the child's url. */
+  readyUrl: string;
+}
+
 /**
  * Runs `node [execArgv] --import tsx <script>` from the repository root and waits for its
- * `{"event":"listening","url":...}` log line (the broker's own, which the bench servers copy).
+ * `{"event":"listening","url":...}` log line (the broker's own, which the bench servers copy), or,
+ * with `options`, with stdout on `options.stdout`, for `options.readyUrl` to answer.
  */
-export async function spawnNode(name: string, script: string, env: Record<string, string>, execArgv: string[] = []): Promise<Child> {
+export async function spawnNode(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  execArgv: string[] = [],
+  options?: SpawnOptions,
+): Promise<Child> {
   const child = spawn(process.execPath, [...execArgv, '--import', 'tsx', script], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', options ? options.stdout : 'pipe', 'pipe'],
   });
   let output = '';
   const keep = (d: Buffer) => {
@@ -32,28 +47,45 @@ export async function spawnNode(name: string, script: string, env: Record<string
     // Keep the tail only: a long run must not grow the parent's memory.
     if (output.length > 200_000) output = output.slice(-100_000);
   };
-  child.stdout!.on('data', keep);
+  child.stdout?.on('data', keep);
   child.stderr!.on('data', keep);
   const url = await new Promise<string>((resolve, reject) => {
+    let done = false;
+    const finish = (err: Error | undefined, url?: string) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      child.off('exit', onExit);
+      if (err) reject(err);
+      else resolve(url!);
+    };
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`${name} did not start in 30 s:\n${output}`));
+      finish(new Error(`${name} did not start in 30 s:\n${output}`));
     }, 30_000);
     const check = () => {
       const m = /"event":"listening","url":"([^"]+)"/.exec(output);
-      if (m) {
-        clearTimeout(timer);
-        child.off('exit', onExit);
-        resolve(m[1]!);
-      }
+      if (m) finish(undefined, m[1]!);
     };
-    const onExit = (code: number | null) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited with ${code}:\n${output}`));
-    };
-    child.stdout!.on('data', check);
-    child.stderr!.on('data', check);
+    const onExit = (code: number | null) => finish(new Error(`${name} exited with ${code}:\n${output}`));
     child.once('exit', onExit);
+    if (!options) {
+      child.stdout!.on('data', check);
+      child.stderr!.on('data', check);
+      return;
+    }
+    const poll = () => {
+      if (done) return;
+      fetch(options.readyUrl).then(
+        async (res) => {
+          await res.arrayBuffer();
+          if (res.ok) finish(undefined, new URL(options.readyUrl).origin);
+          else setTimeout(poll, 100);
+        },
+        () => setTimeout(poll, 100),
+      );
+    };
+    poll();
   });
   return {
     name,

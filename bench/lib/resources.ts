@@ -3,7 +3,7 @@
 import { rmSync } from 'node:fs';
 import type { StartedIdp } from '../../test/support/idp.js';
 import type { PgServer } from '../../test/support/postgres.js';
-import { spawnNode, type Child } from './proc.js';
+import { spawnNode, type Child, type SpawnOptions } from './proc.js';
 
 export class Resources {
   readonly children: Child[] = [];
@@ -13,15 +13,15 @@ export class Resources {
   constructor(readonly dir: string) {}
 
   /** Starts a child server and keeps it in `children`, so that the end of the run stops it. */
-  async start(name: string, script: string, env: Record<string, string>, execArgv: string[] = []): Promise<Child> {
-    const child = await spawnNode(name, script, env, execArgv);
+  async start(name: string, script: string, env: Record<string, string>, execArgv: string[] = [], options?: SpawnOptions): Promise<Child> {
+    const child = await spawnNode(name, script, env, execArgv, options);
     this.children.push(child);
     return child;
   }
 
   /** A broker process: `node --import tsx src/main.ts`, configured by `env`. */
-  spawnBroker(name: string, env: Record<string, string>, execArgv: string[] = []): Promise<Child> {
-    return this.start(name, 'src/main.ts', env, execArgv);
+  spawnBroker(name: string, env: Record<string, string>, execArgv: string[] = [], options?: SpawnOptions): Promise<Child> {
+    return this.start(name, 'src/main.ts', env, execArgv, options);
   }
 
   /** Each child's state and the tail of its output, for the report of a failed run. */

@@ -6,7 +6,18 @@ import { createLogger } from '../../src/log.js';
 export const BENCH_DIR = fileURLToPath(new URL('../', import.meta.url));
 
 /** Every phase, in the order a run takes them. */
-export const PHASE_NAMES = ['throughput', 'overhead', 'first', 'completion', 'exchange', 'gateway', 'postgres', 'held', 'store'] as const;
+export const PHASE_NAMES = [
+  'throughput',
+  'overhead',
+  'first',
+  'completion',
+  'exchange',
+  'gateway',
+  'observability',
+  'postgres',
+  'held',
+  'store',
+] as const;
 export type PhaseName = (typeof PHASE_NAMES)[number];
 
 export const DURATION = Number(process.env.BENCH_DURATION ?? 5);
