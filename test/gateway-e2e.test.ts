@@ -5,6 +5,7 @@
 // official 2026-07-28 client.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { decodeJwt } from 'jose';
 import type { Client } from '@modelcontextprotocol/client';
 import { inputRequired } from '@modelcontextprotocol/server';
 import { Browser } from './support/browser.js';
@@ -13,6 +14,8 @@ import { envelope, modernClient, rawCall, resultText, type ElicitAnswer } from '
 import { readConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
+import { freePort } from './support/idp.js';
+import { startProtectedUpstream, type ProtectedUpstream } from './support/mcp-auth-upstream.js';
 
 async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
   try {
@@ -139,6 +142,86 @@ describe('gateway end to end: relayed input_required and scope challenges throug
       assert.equal(calls.at(-1)!.who, 'octocat');
     } finally {
       delete github.faults.forbiddenScope;
+    }
+  });
+});
+
+describe('gateway end to end: an auth: mcp upstream configured in PROVIDERS_FILE, through the broker', () => {
+  let stack: Stack;
+  let tracker: ProtectedUpstream;
+  let file: { path: string; remove(): void };
+  const mcpTokens: string[] = [];
+
+  before(async () => {
+    // The upstream's port first, so the file can name it; the broker's start-up discovery fails
+    // until the upstream is there and is retried on first use.
+    const mcpPort = await freePort();
+    file = providersFile({ upstreams: [{ id: 'tracker', url: `http://127.0.0.1:${mcpPort}/mcp`, auth: 'mcp' }] });
+    stack = await startStack({ holdSeconds: 1, env: { PROVIDERS_FILE: file.path } });
+    tracker = await startProtectedUpstream({ mcpPort });
+  });
+  after(async () => {
+    await stack.close();
+    await tracker.close();
+    file.remove();
+  });
+
+  const token = async (sub: string) => {
+    const t = await stack.token(sub);
+    mcpTokens.push(t);
+    return t;
+  };
+  const names = async (sub: string) => {
+    const client = await modernClient({ url: stack.mcpUrl, token: await token(sub) });
+    return closing(client, async (c) => (await c.listTools()).tools.map((t) => t.name));
+  };
+
+  it('lists tracker_connect before anyone connected, asks at the call with a URL elicitation to /connect/tracker, forwards with the user’s own upstream token, then lists live', async () => {
+    const before = await names('ann');
+    assert.ok(before.includes('tracker_connect'), before.join(' '));
+    assert.ok(!before.includes('tracker_whoami'));
+
+    const browser = new Browser();
+    const links: string[] = [];
+    const client = await modernClient({
+      url: stack.mcpUrl,
+      token: await token('ann'),
+      onUrl: async (url) => {
+        links.push(url);
+        let page = await browser.open(url);
+        if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: 'ann' } });
+        assert.match(page.html, /Connect Tracker|tracker/i);
+        page = await browser.submit(page, { button: 'allow' });
+        assert.ok(page.url.startsWith(tracker.issuer), `at the upstream's own AS: ${page.trail.join(' -> ')}`);
+        page = await browser.submit(page, { fields: { login: 'ann-at-tracker' } });
+        assert.equal(page.status, 200, page.html);
+        return { action: 'accept' };
+      },
+    });
+    const result = await closing(client, (c) => c.callTool({ name: 'tracker_whoami', arguments: {} }));
+    assert.equal(links.length, 1);
+    assert.match(links[0]!, /\/connect\/tracker\?req=[A-Za-z0-9_-]{43}$/);
+    assert.equal(resultText(result), 'you are ann-at-tracker');
+
+    const claims = tracker.accepted.at(-1)!;
+    assert.equal(claims.sub, 'ann-at-tracker');
+    assert.ok([claims.aud].flat().includes(tracker.url), `aud = the upstream's URL: ${String(claims.aud)}`);
+
+    const live = await names('ann');
+    assert.ok(live.includes('tracker_whoami'), live.join(' '));
+    assert.ok(!live.includes('tracker_connect'));
+    // Another user, not connected: the definitions last seen (stored), never a call with anyone's token.
+    const accepted = tracker.accepted.length;
+    const other = await names('bea');
+    assert.ok(other.includes('tracker_whoami') && !other.includes('tracker_connect'), other.join(' '));
+    assert.equal(tracker.accepted.length, accepted, 'bea caused no upstream call');
+  });
+
+  it('never lets an MCP access token of the broker reach the upstream: every bearer it saw is its own AS’s', async () => {
+    assert.ok(tracker.bearers.length > 0);
+    for (const bearer of tracker.bearers) {
+      assert.ok(!mcpTokens.includes(bearer), 'not an MCP access token');
+      assert.notEqual(decodeJwt(bearer).iss, stack.idp.issuer, "not a token of the broker's IdP");
     }
   });
 });
