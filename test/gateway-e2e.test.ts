@@ -4,6 +4,7 @@
 // Real parts: the test IdP, the GitHub stand-in, the SDK-built upstream fixture (2026-07-28) and the
 // official 2026-07-28 client.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import type { Client } from '@modelcontextprotocol/client';
@@ -143,6 +144,52 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     } finally {
       delete github.faults.forbiddenScope;
     }
+  });
+
+  it("relays the sandbox GitHub MCP endpoint's delete_repository form confirmation as GitHub's own server would ask it", async () => {
+    // The stand-in's /mcp (the sandbox's stand-in for GitHub's remote server) as a second upstream.
+    const sandboxUrl = `${stack.github.webUrl}/mcp`;
+    writeFileSync(
+      file.path,
+      JSON.stringify({
+        upstreams: [
+          { id: 'github', url: github.url, provider: 'github', scopes: ['repo'] },
+          { id: 'sandbox', url: sandboxUrl, provider: 'github', scopes: ['repo'], toolPrefix: 'ghmcp_' },
+        ],
+      }),
+    );
+    await stack.restart();
+    const { accessToken } = await connectGitHub(stack, 'vic', 'octocat', { scopes: ['repo', 'delete_repo'] });
+    const call = async (name: string, args: Record<string, unknown>, more: Record<string, unknown> = {}) =>
+      rawCall(stack.mcpUrl, await stack.token('vic'), {
+        method: 'tools/call',
+        params: { name, arguments: args, ...more, _meta: envelope() },
+      });
+    const made = await call('ghmcp_create_issue', { owner: 'octocat', repo: 'doomed', title: 'before the end' });
+    assert.equal(made.json.result?.isError, undefined, made.text);
+
+    const target = { owner: 'octocat', repo: 'doomed' };
+    const direct = await rawCall(sandboxUrl, accessToken, {
+      method: 'tools/call',
+      params: { name: 'delete_repository', arguments: target, _meta: envelope() },
+    });
+    assert.equal(direct.json.result?.resultType, 'input_required', direct.text);
+    const askedUs = async () => {
+      const res = await call('ghmcp_delete_repository', target);
+      assert.equal(res.json.result?.resultType, 'input_required', res.text);
+      assert.deepEqual(res.json.result.inputRequests, direct.json.result.inputRequests, 'the form exactly as the sandbox asks it');
+      return res.json.result.requestState as string;
+    };
+    const kept = await call('ghmcp_delete_repository', target, {
+      requestState: await askedUs(),
+      inputResponses: { delete_repository_confirmation: { action: 'decline' } },
+    });
+    assert.equal(resultText(kept.json.result), 'Repository deletion was not confirmed. The repository was not deleted.');
+    const gone = await call('ghmcp_delete_repository', target, {
+      requestState: await askedUs(),
+      inputResponses: { delete_repository_confirmation: { action: 'accept', content: { repository_name: 'octocat/doomed' } } },
+    });
+    assert.equal(resultText(gone.json.result), 'Repository octocat/doomed was deleted.', gone.text);
   });
 });
 
