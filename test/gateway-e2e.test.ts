@@ -4,7 +4,10 @@
 // Real parts: the test IdP, the GitHub stand-in, the SDK-built upstream fixture (2026-07-28) and the
 // official 2026-07-28 client.
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import type { Client } from '@modelcontextprotocol/client';
@@ -12,6 +15,7 @@ import { inputRequired } from '@modelcontextprotocol/server';
 import { Browser } from './support/browser.js';
 import { connectGitHub, providersFile, standInVerifier } from './support/gateway.js';
 import { envelope, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
+import { PYTHON_MCP_CLIENT, pythonMcpClient } from './support/python-mcp.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
@@ -145,6 +149,50 @@ describe('gateway end to end: relayed input_required and scope challenges throug
       delete github.faults.forbiddenScope;
     }
   });
+
+  it(
+    'serves the Python mcp 2.3.0 client an upstream tool: the connect elicitation, then the forwarded call',
+    { timeout: 180_000 },
+    async (t) => {
+      const dir = mkdtempSync(join(tmpdir(), 'gateway-python-'));
+      try {
+        const py = pythonMcpClient(dir);
+        if ('skip' in py) return t.skip(py.skip);
+        const browser = new Browser();
+        const child = spawn(py.python, [PYTHON_MCP_CLIENT], {
+          env: {
+            PATH: process.env.PATH ?? '',
+            MCP_URL: stack.mcpUrl,
+            MCP_TOKEN: await stack.token('pyu'),
+            MCP_TOOL: 'github_echo',
+            MCP_ARGS: JSON.stringify({ text: 'from python' }),
+          },
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
+        let out = '';
+        let err = '';
+        const links: string[] = [];
+        child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          for (const m of out.matchAll(/^URL (\S+)$/gm)) {
+            if (links.includes(m[1]!)) continue;
+            links.push(m[1]!);
+            void completeConnect(browser, m[1]!, 'pyu', { githubLogin: 'py-gh' }).then(() => child.stdin.write('accept\n'));
+          }
+        });
+        const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+        assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
+        assert.equal(links.length, 1, 'one URL elicitation');
+        assert.match(links[0]!, /\/connect\/github\?req=/);
+        const result = JSON.parse(/^RESULT (.*)$/m.exec(out)![1]!) as { structuredContent?: { text?: string; who?: string } };
+        assert.deepEqual(result.structuredContent, { text: 'from python', who: 'py-gh' });
+        assert.equal(github.calls('echo').at(-1)!.who, 'py-gh');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it("relays the sandbox GitHub MCP endpoint's delete_repository form confirmation as GitHub's own server would ask it", async () => {
     // The stand-in's /mcp (the sandbox's stand-in for GitHub's remote server) as a second upstream.
