@@ -38,16 +38,23 @@ const CONFIRM_REQUESTS = {
 describe('gateway end to end: relayed input_required and scope challenges through the broker', () => {
   let stack: Stack;
   let github: UpstreamServer;
+  let legacy: UpstreamServer;
   let file: { path: string; remove(): void };
+  const upstreams = () => [
+    { id: 'github', url: github.url, provider: 'github', scopes: ['repo'] },
+    { id: 'legacy', url: legacy.url, provider: 'github', toolPrefix: 'old_' },
+  ];
 
   before(async () => {
     github = await startUpstreamServer({ era: 'modern', verify: standInVerifier(() => stack.github) });
-    file = providersFile({ upstreams: [{ id: 'github', url: github.url, provider: 'github', scopes: ['repo'] }] });
+    legacy = await startUpstreamServer({ era: 'legacy', verify: standInVerifier(() => stack.github) });
+    file = providersFile({ upstreams: upstreams() });
     stack = await startStack({ holdSeconds: 1, env: { PROVIDERS_FILE: file.path } });
   });
   after(async () => {
     await stack.close();
     await github.close();
+    await legacy.close();
     file.remove();
   });
 
@@ -150,6 +157,48 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     }
   });
 
+  it("keeps two users apart under concurrent calls, in both eras: each upstream call carries its own user's token, each 2025-11-25 session is its user's", async () => {
+    const tokens = {
+      kim: (await connectGitHub(stack, 'kim', 'octocat')).accessToken,
+      lou: (await connectGitHub(stack, 'lou', 'hubot')).accessToken,
+    };
+    const login = { kim: 'octocat', lou: 'hubot' } as const;
+    const mcp = { kim: await stack.token('kim'), lou: await stack.token('lou') };
+    const calls = Array.from({ length: 12 }, (_, i) => {
+      const who = i % 2 === 0 ? 'kim' : 'lou';
+      const name = i % 4 < 2 ? 'github_echo' : 'old_echo';
+      return { who, name, text: `${who}-${i}` } as const;
+    });
+    const results = await Promise.all(
+      calls.map((c) =>
+        rawCall(stack.mcpUrl, mcp[c.who], {
+          method: 'tools/call',
+          params: { name: c.name, arguments: { text: c.text }, _meta: envelope() },
+        }),
+      ),
+    );
+    results.forEach((r, i) => {
+      const c = calls[i]!;
+      assert.deepEqual(r.json.result?.structuredContent, { text: c.text, who: login[c.who] }, r.text);
+      const seen = (c.name === 'github_echo' ? github : legacy)
+        .calls('echo')
+        .find((x) => (x.arguments as { text?: string }).text === c.text)!;
+      assert.equal(seen.token, tokens[c.who], `${c.text} went with its own user's token`);
+    });
+    const sessionsOf = (who: 'kim' | 'lou') =>
+      new Set(
+        legacy
+          .calls('echo')
+          .filter((x) => ((x.arguments as { text?: string }).text ?? '').startsWith(`${who}-`))
+          .map((x) => x.sessionId),
+      );
+    const [k, l] = [sessionsOf('kim'), sessionsOf('lou')];
+    assert.ok(k.size > 0 && l.size > 0);
+    assert.ok(![...k].some((id) => id === undefined || l.has(id)), 'no 2025-11-25 session shared between the two users');
+    for (const r of [...github.requests, ...legacy.requests])
+      for (const v of Object.values(r.headers)) assert.ok(!v.includes(mcp.kim) && !v.includes(mcp.lou), 'no MCP access token upstream');
+  });
+
   it(
     'serves the Python mcp 2.3.0 client an upstream tool: the connect elicitation, then the forwarded call',
     { timeout: 180_000 },
@@ -200,10 +249,7 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     writeFileSync(
       file.path,
       JSON.stringify({
-        upstreams: [
-          { id: 'github', url: github.url, provider: 'github', scopes: ['repo'] },
-          { id: 'sandbox', url: sandboxUrl, provider: 'github', scopes: ['repo'], toolPrefix: 'ghmcp_' },
-        ],
+        upstreams: [...upstreams(), { id: 'sandbox', url: sandboxUrl, provider: 'github', scopes: ['repo'], toolPrefix: 'ghmcp_' }],
       }),
     );
     await stack.restart();
