@@ -75,6 +75,7 @@ describe('npm run dev: the broker with nothing configured', () => {
     assert.match(dev.banner, /development sign-in/);
     assert.match(dev.banner, /GitHub\s+sandbox at .*\/sandbox\/github/);
     assert.match(dev.banner, /"mcpServers"/);
+    assert.match(dev.banner, /Upstream\s+http:\/\/127\.0\.0\.1:\d+\/sandbox\/github\/mcp as "github" — its tools appear as github_mcp_\*/);
     assert.ok(dev.sandboxGitHub);
   });
 

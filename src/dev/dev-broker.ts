@@ -228,6 +228,9 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     realGitHub
       ? `  GitHub             the real one (GITHUB_CLIENT_ID is set; callback ${publicUrl}/connect/github/callback)`
       : `  GitHub             sandbox at ${sandboxBase} — simulated, nothing reaches github.com (set GITHUB_CLIENT_ID/SECRET for the real one)`,
+    ...(exampleUrl && !realGitHub
+      ? [`  Upstream           ${sandboxBase}/mcp as "github" — its tools appear as github_mcp_* once you connect GitHub`]
+      : []),
     `  Data               ${databasePath} (generated secrets in ${secretsPath})`,
     ...(example
       ? [
