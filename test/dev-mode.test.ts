@@ -23,13 +23,15 @@ async function signedInClient(
   user: string,
   oauth = new InMemoryOAuthClient(REDIRECT, 'Dev-mode test assistant'),
   onUrl?: (url: string) => Promise<void>,
+  onForm?: (message: string) => Promise<{ action: 'accept'; content: Record<string, string> } | { action: 'decline' | 'cancel' }>,
 ) {
   const client = new Client(
     { name: 'dev-test', version: '1.0.0' },
-    { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    { capabilities: { elicitation: { url: {}, ...(onForm ? { form: {} } : {}) } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
   );
   client.setRequestHandler('elicitation/create', async (request) => {
-    const params = request.params as { mode?: string; url?: string };
+    const params = request.params as { mode?: string; url?: string; message: string };
+    if (params.mode !== 'url' && onForm) return onForm(params.message);
     if (params.mode !== 'url' || !params.url || !onUrl) return { action: 'decline' as const };
     await onUrl(params.url);
     return { action: 'accept' as const };
@@ -71,6 +73,7 @@ describe('npm run dev: the broker with nothing configured', () => {
     assert.match(dev.banner, /development sign-in/);
     assert.match(dev.banner, /GitHub\s+sandbox at .*\/sandbox\/github/);
     assert.match(dev.banner, /"mcpServers"/);
+    assert.match(dev.banner, /Upstream\s+http:\/\/127\.0\.0\.1:\d+\/sandbox\/github\/mcp as "github" — its tools appear as github_mcp_\*/);
     assert.ok(dev.sandboxGitHub);
   });
 
@@ -110,15 +113,72 @@ describe('npm run dev: the broker with nothing configured', () => {
     assert.equal(issuePage.status, 200, 'the issue link works');
   });
 
+  it('configures the sandbox MCP endpoint as the github upstream: github_mcp_* tools before and after connecting, delete_repository confirmed through the broker across a restart', async () => {
+    const browser = new Browser();
+    const links: string[] = [];
+    const forms: string[] = [];
+    const connectAt = async (url: string) => {
+      links.push(url);
+      let page = await browser.open(url);
+      if (/name="decision" value="allow"/.test(page.html)) page = await browser.submit(page, { button: 'allow' });
+      if (/Sandbox GitHub/.test(page.html) && /value="authorize"/.test(page.html))
+        page = await browser.submit(page, { button: 'authorize', fields: { login: 'gwen-gh' } });
+      assert.match(textOf(page.html), /Connected as @gwen-gh/);
+    };
+    const { client, oauth } = await signedInClient(dev.mcpUrl, browser, 'gwen', undefined, connectAt, async (message) => {
+      forms.push(message);
+      // A restart between the upstream's question and the answer: both states must still open.
+      await dev.running.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      dev = await startDevBroker(
+        env(),
+        createLogger('debug', (l) => logs.push(l)),
+      );
+      return { action: 'accept', content: { repository_name: 'gwen-gh/scratch' } };
+    });
+    const before = (await client.listTools()).tools.map((t) => t.name);
+    assert.ok(
+      before.includes('github_mcp_connect') || before.includes('github_mcp_get_me'),
+      `the connect tool or the stored definitions before connecting: ${before.join(' ')}`,
+    );
+    assert.ok(before.includes('github_whoami') && before.includes('github_create_issue'), 'the built-in tools stay beside them');
+
+    const me = await client.callTool({ name: 'github_mcp_get_me', arguments: {} });
+    assert.equal(links.length, 1, 'asked to connect once');
+    assert.match(links[0]!, /\/connect\/github\?req=/);
+    assert.match(resultText(me), /gwen-gh/);
+
+    const live = (await client.listTools()).tools.map((t) => t.name);
+    for (const name of ['github_mcp_get_me', 'github_mcp_list_issues', 'github_mcp_create_issue', 'github_mcp_delete_repository'])
+      assert.ok(live.includes(name), `${name} in ${live.join(' ')}`);
+    assert.ok(!live.includes('github_mcp_connect'));
+
+    const created = await client.callTool({
+      name: 'github_mcp_create_issue',
+      arguments: { owner: 'gwen-gh', repo: 'scratch', title: 'Through the upstream' },
+    });
+    assert.equal(created.isError, undefined, resultText(created));
+
+    // delete_repository needs delete_repo: a scope challenge, the incremental connect, then the
+    // sandbox's own form confirmation relayed to the client, answered after a restart.
+    const deleted = await client.callTool({ name: 'github_mcp_delete_repository', arguments: { owner: 'gwen-gh', repo: 'scratch' } });
+    await client.close();
+    assert.equal(links.length, 2, 'asked once more, for delete_repo');
+    assert.deepEqual(forms, ['Delete gwen-gh/scratch? This cannot be undone. Type gwen-gh/scratch to confirm.']);
+    assert.equal(resultText(deleted), 'Repository gwen-gh/scratch was deleted.');
+    assert.ok(oauth.tokens());
+  });
+
   it("adds the example service's secrets to a dev-secrets.json from before it, keeping the others", async () => {
     const path = join(dir, 'old', 'dev-secrets.json');
     const { secrets } = await loadOrCreateDevSecrets(path);
-    const { exampleServiceSecret: _s, exampleStateKey: _k, ...old } = secrets;
+    const { exampleServiceSecret: _s, exampleStateKey: _k, sandboxMcpStateKey: _m, ...old } = secrets;
     writeFileSync(path, JSON.stringify(old), { mode: 0o600 });
     const again = await loadOrCreateDevSecrets(path);
     assert.equal(again.created, false);
     assert.equal(again.secrets.brokerSecret, secrets.brokerSecret, 'the other secrets are kept');
     assert.ok(again.secrets.exampleServiceSecret.length >= 32 && Buffer.byteLength(again.secrets.exampleStateKey) >= 32);
+    assert.ok(Buffer.byteLength(again.secrets.sandboxMcpStateKey) >= 32, "the sandbox MCP endpoint's state key is added too");
     assert.deepEqual(JSON.parse(readFileSync(path, 'utf8')), again.secrets, 'written back');
     assert.equal(statSync(path).mode & 0o077, 0);
   });

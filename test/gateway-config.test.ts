@@ -157,7 +157,7 @@ describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE'
     }
   });
 
-  it('refuses to start on two tools with one name, naming both: built-ins, declared tools, connect tools and definitions last seen', async () => {
+  it('refuses to start on two tools with one name, naming both: built-ins, declared tools and connect tools', async () => {
     const cases: Array<[unknown, string, (env: NodeJS.ProcessEnv) => Promise<void>]> = [
       [
         {
@@ -197,16 +197,6 @@ describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE'
         `tool name tracker_connect is both upstream "tracker"'s connect tool and upstream "tracker"'s connect`,
         async () => undefined,
       ],
-      [
-        { upstreams: [{ id: 'tracker', url: 'https://t.example/mcp', auth: 'none', toolPrefix: 'github_' }] },
-        `tool name github_whoami is both the built-in tool and upstream "tracker"'s whoami`,
-        // The broker saw the upstream list a whoami before: the stored definitions count too.
-        async (env) => {
-          const store = await openStore(loadConfig(env).database);
-          await store.upstreamTools.put('tracker', JSON.stringify([{ name: 'whoami', inputSchema: schema }]));
-          await store.close();
-        },
-      ],
     ];
     for (const [content, message, prepare] of cases) {
       const env = envWith(content);
@@ -232,6 +222,31 @@ describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE'
     });
     const broker = await createBroker(loadConfig(env), createLogger('error'));
     await broker.close();
+  });
+
+  it("starts although the definitions last seen collide with a built-in (the upstream's list, not the configuration), and logs the hidden name", async () => {
+    // An upstream that later lists a whoami must not keep every instance from starting again.
+    const env = envWith({ upstreams: [{ id: 'tracker', url: 'https://t.example/mcp', auth: 'none', toolPrefix: 'github_' }] });
+    const store = await openStore(loadConfig(env).database);
+    await store.upstreamTools.put(
+      'tracker',
+      JSON.stringify([
+        { name: 'whoami', inputSchema: schema },
+        { name: 'other', inputSchema: schema },
+      ]),
+    );
+    await store.close();
+    const lines: string[] = [];
+    const broker = await createBroker(
+      loadConfig(env),
+      createLogger('warn', (l) => lines.push(l)),
+    );
+    await broker.close();
+    const hidden = lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'upstream_tool_hidden' || l.event === 'upstream_tool_hidden');
+    assert.equal(hidden.length, 1, lines.join('\n'));
+    assert.equal(hidden[0]!.name, 'github_whoami');
   });
 
   it("with builtinTools: { github: false } serves the upstream's github_create_issue and github_whoami instead of the built-ins; the account tools stay", async () => {

@@ -4,11 +4,10 @@
 // broker's own pages; the example creates the issue at the GitHub stand-in with the exchanged
 // token; no message the client receives ever carries that token.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport, UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import { startIssueService, type IssueService } from '../examples/issue-service/service.js';
@@ -16,6 +15,7 @@ import { Browser } from './support/browser.js';
 import { readConnection } from './support/seed.js';
 import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
+import { PYTHON_MCP_CLIENT, pythonMcpClient } from './support/python-mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 
 const SERVICE = { id: 'issue-bot', secret: 'issue-bot-secret-for-the-e2e-test-0123' };
@@ -187,23 +187,12 @@ describe('the example issue service against the real broker, end to end', () => 
   });
 
   it('the Python mcp 2.3.0 client (2026-07-28), where pip can install it', { timeout: 180_000 }, async (t) => {
-    const venv = join(dir, 'py');
-    const made = spawnSync('python3', ['-m', 'venv', venv], { timeout: 60_000, encoding: 'utf8' });
-    if (made.status !== 0)
-      return t.skip(`no Python venv on this machine (${(made.stderr || made.error?.message || '').trim().slice(0, 120)})`);
-    const pip = spawnSync(
-      join(venv, 'bin', 'pip'),
-      ['install', '--disable-pip-version-check', '--timeout', '10', '--retries', '0', 'mcp==2.3.0'],
-      { timeout: 90_000, encoding: 'utf8' },
-    );
-    if (pip.status !== 0)
-      return t.skip(
-        `pip could not install mcp==2.3.0 (no package index reachable from this machine): ${(pip.stderr || pip.error?.message || '').trim().split('\n').at(-1) ?? ''}`,
-      );
+    const py = pythonMcpClient(dir);
+    if ('skip' in py) return t.skip(py.skip);
 
     const issues = stack.github.issues.length;
     const browser = new Browser();
-    const child = spawn(join(venv, 'bin', 'python'), [fileURLToPath(new URL('./fixtures/python-mcp-client.py', import.meta.url))], {
+    const child = spawn(py.python, [PYTHON_MCP_CLIENT], {
       env: {
         PATH: process.env.PATH ?? '',
         MCP_URL: audience,

@@ -11,6 +11,7 @@ import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { freePort } from './support/idp.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
 import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
+import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 
 const METRICS_TOKEN = 'metrics-token-for-tests-0123456789';
 const BOT = { id: 'metrics-bot', secret: 'metrics-bot-secret-for-tests-0123', audience: 'https://metrics-bot.example.com/mcp' };
@@ -104,8 +105,10 @@ describe('/metrics', () => {
   let stack: Stack;
   let dir: string;
   let metricsUrl: string;
+  let upstream: UpstreamServer;
 
   before(async () => {
+    upstream = await startUpstreamServer({ era: 'modern', anonymous: true });
     dir = mkdtempSync(join(tmpdir(), 'metrics-test-'));
     const file = join(dir, 'services.yaml');
     writeFileSync(
@@ -116,6 +119,11 @@ describe('/metrics', () => {
         `    audiences: [${BOT.audience}]`,
         '    auth: client_secret_basic',
         '    allow: { github: [public_repo, repo] }',
+        'upstreams:',
+        '  - id: open',
+        `    url: ${upstream.url}`,
+        '    auth: none',
+        '    timeoutMs: 2000',
       ].join('\n'),
     );
     stack = await startStack({
@@ -127,6 +135,7 @@ describe('/metrics', () => {
   });
   after(async () => {
     await stack.close();
+    await upstream.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -265,6 +274,26 @@ describe('/metrics', () => {
       assert.doesNotMatch(v, /metrics-(alice|bob|carol|dave|erin)|octocat|gh[opsur]_|eyJ|Bearer|\?/, `label value ${v}`);
       assert.match(v, /^[A-Za-z0-9_.:/+-]+$/, `label value ${v}`);
     }
+  });
+
+  it('counts each call forwarded to an upstream by its id and outcome, and observes its duration', async () => {
+    const before = await scrape(metricsUrl);
+    const call = async (name: string) =>
+      rawCall(stack.mcpUrl, await stack.token('metrics-gw'), { method: 'tools/call', params: { name, arguments: {}, _meta: envelope() } });
+    assert.equal((await call('open_echo')).json.result?.isError, undefined);
+    assert.equal((await call('open_failing')).json.result?.isError, true, "the upstream's own isError is still a result");
+    upstream.faults.status500 = true;
+    try {
+      assert.equal((await call('open_echo')).json.result?.isError, true);
+    } finally {
+      delete upstream.faults.status500;
+    }
+    const after = await scrape(metricsUrl);
+    const d = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels);
+    assert.equal(d('broker_upstream_calls_total', { upstream: 'open', outcome: 'result' }), 2);
+    assert.equal(d('broker_upstream_calls_total', { upstream: 'open', outcome: 'failed/http_error' }), 1);
+    assert.equal(d('broker_upstream_call_duration_seconds_count', { upstream: 'open' }), 3);
+    assert.ok(d('broker_upstream_call_duration_seconds_sum', { upstream: 'open' }) > 0);
   });
 
   it('labels a route by its pattern, never by the raw path, and an unknown path as "unmatched"', async () => {

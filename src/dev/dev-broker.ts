@@ -9,6 +9,7 @@ import { startBroker, type RunningBroker } from '../server.js';
 import { createIdentityProvider } from './identity-provider.js';
 import { sqliteAdapter } from './idp-adapter.js';
 import { createSandboxGitHub } from './sandbox-github/index.js';
+import { sandboxGitHubUpstream, sandboxGitHubUpstreamYaml } from './sandbox-github/upstream.js';
 import { loadOrCreateDevSecrets } from './secrets.js';
 import { openDevTables } from './store/index.js';
 
@@ -100,6 +101,8 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
         `    audiences: [${exampleUrl.href}]`,
         '    auth: client_secret_basic',
         '    allow: { github: [public_repo, repo] }',
+        // The sandbox's MCP endpoint as the `github` upstream (its tools as github_mcp_*), when it plays GitHub.
+        ...(realGitHub ? [] : sandboxGitHubUpstreamYaml(sandboxGitHubUpstream(sandboxBase))),
         '',
       ].join('\n'),
     );
@@ -178,6 +181,8 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
           store: devTables.sandboxGitHub,
           clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
           publicBase: sandboxBase,
+          // Persisted, so a restart between delete_repository's question and its answer still works.
+          mcpStateKey: secrets.sandboxMcpStateKey,
         });
         app.use('/sandbox/github', sandbox.router);
       }
@@ -223,6 +228,9 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     realGitHub
       ? `  GitHub             the real one (GITHUB_CLIENT_ID is set; callback ${publicUrl}/connect/github/callback)`
       : `  GitHub             sandbox at ${sandboxBase} — simulated, nothing reaches github.com (set GITHUB_CLIENT_ID/SECRET for the real one)`,
+    ...(exampleUrl && !realGitHub
+      ? [`  Upstream           ${sandboxBase}/mcp as "github" — its tools appear as github_mcp_* once you connect GitHub`]
+      : []),
     `  Data               ${databasePath} (generated secrets in ${secretsPath})`,
     ...(example
       ? [

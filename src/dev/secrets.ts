@@ -15,16 +15,22 @@ export interface DevSecrets {
   exampleServiceSecret: string;
   /** The key the example service seals its requestState with. */
   exampleStateKey: string;
+  /** The HMAC key of the sandbox GitHub MCP endpoint's own requestState (delete_repository's confirmation). */
+  sandboxMcpStateKey: string;
 }
+
+/** Secrets added after the first dev-secrets.json files were written: filled in when missing, the others kept. */
+const ADDED_LATER = ['exampleServiceSecret', 'exampleStateKey', 'sandboxMcpStateKey'] as const;
 
 /** Reads `path`, or creates it (mode 0600) with fresh random secrets. */
 export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: DevSecrets; created: boolean }> {
   if (existsSync(path)) {
     const secrets = JSON.parse(readFileSync(path, 'utf8')) as Partial<DevSecrets>;
     if (secrets.brokerSecret && secrets.tokenEncryptionKey && secrets.idpSigningJwk && secrets.idpCookieKeys?.length) {
-      // A file from before the example service: add its secrets, keep the rest.
-      if (secrets.exampleServiceSecret && secrets.exampleStateKey) return { secrets: secrets as DevSecrets, created: false };
-      const upgraded = { ...secrets, exampleServiceSecret: randomHandle(), exampleStateKey: randomHandle() } as DevSecrets;
+      // A file from before the example service or the sandbox's MCP endpoint: add their secrets, keep the rest.
+      const missing = ADDED_LATER.filter((name) => !secrets[name]);
+      if (missing.length === 0) return { secrets: secrets as DevSecrets, created: false };
+      const upgraded = { ...secrets, ...Object.fromEntries(missing.map((name) => [name, randomHandle()])) } as DevSecrets;
       write(path, upgraded);
       return { secrets: upgraded, created: false };
     }
@@ -38,6 +44,7 @@ export async function loadOrCreateDevSecrets(path: string): Promise<{ secrets: D
     idpSigningJwk: { ...(await exportJWK((await generateKeyPair('RS256', { extractable: true })).privateKey)), alg: 'RS256', use: 'sig' },
     exampleServiceSecret: randomHandle(),
     exampleStateKey: randomHandle(),
+    sandboxMcpStateKey: randomHandle(),
   };
   write(path, secrets);
   return { secrets, created: true };

@@ -11,6 +11,7 @@ import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } fro
 import { requireConnection } from '../mcp/require-connection.js';
 import { toolError } from '../mcp/results.js';
 import { providerFailure } from '../mcp/tools/provider-failure.js';
+import { metrics } from '../observability/metrics.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { principalKey, type Catalog } from './catalog.js';
 import { G } from './messages.js';
@@ -199,6 +200,7 @@ function passedCapabilities(ctx: ServerContext): Record<string, unknown> {
 
 function audit(deps: ToolDeps, principal: Principal, upstream: ConfiguredUpstream, tool: string, outcome: UpstreamOutcome, ms: number) {
   const kind = outcome.kind === 'failed' ? `failed/${outcome.reason}` : outcome.kind;
+  metrics.upstreamCall(upstream.id, kind, ms / 1000);
   void deps.store.audit
     .record('upstream_call', principal, upstream.id, `tool=${tool} outcome=${kind} ms=${ms}`)
     .catch((err: unknown) =>

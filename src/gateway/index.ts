@@ -88,11 +88,12 @@ export class Gateway implements GatewayHook {
   }
 
   /**
-   * Start-up: reads the definitions last seen and refuses colliding tool names (a ConfigError
-   * naming both).
+   * Start-up: refuses tool names the configuration makes collide (a ConfigError naming both); a
+   * definition last seen that collides is logged and stays hidden from the listing.
    */
   async start(): Promise<void> {
-    this.names.assertNoCollisions(await this.catalog.loadStored());
+    for (const hidden of this.names.assertNoCollisions(await this.catalog.loadStored()))
+      this.options.log.warn('upstream_tool_hidden', hidden);
   }
 
   providerOf(upstream: ConfiguredUpstream): Provider | undefined {

@@ -39,10 +39,12 @@ export class ToolNames {
   }
 
   /**
-   * Refuses, with one line naming both, any two tools that would share a name: the switched-on
-   * built-ins, each upstream's declared tools and its connect tool, and the definitions last seen.
+   * Refuses, with one line naming both, any two tools the configuration makes share a name: the
+   * switched-on built-ins, each upstream's declared tools and its connect tool. The definitions
+   * last seen are the upstream's, not the operator's: one that collides is no reason to refuse to
+   * start (the listing hides it, as it hides a live one), so it is only returned, for a warning.
    */
-  assertNoCollisions(stored: ReadonlyMap<string, readonly { name: string }[]>): void {
+  assertNoCollisions(stored: ReadonlyMap<string, readonly { name: string }[]>): Array<{ upstream: string; tool: string; name: string }> {
     const owners = new Map<string, string>();
     const claim = (name: string, owner: string) => {
       const other = owners.get(name);
@@ -57,8 +59,15 @@ export class ToolNames {
       claim(`${u.toolPrefix}${CONNECT_TOOL}`, `upstream "${u.id}"'s connect tool`);
       for (const t of u.tools.declared ?? [])
         if (allowedByFilters(u, t.name)) claim(`${u.toolPrefix}${t.name}`, `upstream "${u.id}"'s ${t.name}`);
-      for (const t of stored.get(u.id) ?? [])
-        if (t.name !== CONNECT_TOOL && allowedByFilters(u, t.name)) claim(`${u.toolPrefix}${t.name}`, `upstream "${u.id}"'s ${t.name}`);
     }
+    const hidden: Array<{ upstream: string; tool: string; name: string }> = [];
+    for (const u of this.upstreams)
+      for (const t of stored.get(u.id) ?? []) {
+        const name = `${u.toolPrefix}${t.name}`;
+        const other = owners.get(name);
+        if (t.name !== CONNECT_TOOL && allowedByFilters(u, t.name) && other !== undefined && other !== `upstream "${u.id}"'s ${t.name}`)
+          hidden.push({ upstream: u.id, tool: t.name, name });
+      }
+    return hidden;
   }
 }

@@ -38,6 +38,8 @@ export interface ProtectedUpstream {
   issuer: string;
   /** The access token claims every accepted MCP request carried. */
   readonly accepted: JWTPayload[];
+  /** Every bearer token the MCP server was sent, accepted or not. */
+  readonly bearers: string[];
   /** Every request the AS received, with its form body (what the broker sent to `/token`, `/reg`, …). */
   readonly asRequests: AsRequest[];
   /** Requests the MCP server refused with 401. */
@@ -134,6 +136,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
   const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
   const metadataUrl = `http://127.0.0.1:${mcpPort}/.well-known/oauth-protected-resource/mcp`;
   const accepted: JWTPayload[] = [];
+  const bearers: string[] = [];
   let refused = 0;
   const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
 
@@ -170,6 +173,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
       const header = req.headers.authorization ?? '';
       const token = /^Bearer (.+)$/.exec(header)?.[1];
       if (!token) return challenge(res, 'Missing Authorization header');
+      bearers.push(token);
       let claims: JWTPayload;
       try {
         ({ payload: claims } = await jwtVerify(token, jwks, { issuer, audience: url, typ: 'at+jwt' }));
@@ -218,6 +222,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
     url,
     issuer,
     accepted,
+    bearers,
     asRequests,
     get refused() {
       return refused;

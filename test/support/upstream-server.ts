@@ -35,6 +35,9 @@ export interface RecordedRequest {
   /** `params._meta` as received. */
   meta?: Record<string, unknown>;
   arguments?: unknown;
+  /** `params.requestState` and `params.inputResponses` of a tools/call repeat, as received. */
+  requestState?: unknown;
+  inputResponses?: unknown;
 }
 
 /** Sticky until cleared; they apply to tools/call only, except `down`. */
@@ -142,7 +145,10 @@ function buildServer(options: UpstreamServerOptions, era: 'modern' | 'legacy'): 
             inputRequests: { confirm: inputRequired.elicit({ message: 'Really?', requestedSchema: { type: 'object', properties: {} } }) },
             requestState: 'upstream-opaque-state',
           }) as unknown as CallToolResult;
-        return text('confirmed');
+        {
+          const answer = inputResponse(ctx.mcpReq.inputResponses, 'confirm');
+          return text(answer.kind === 'elicit' ? `confirmed: ${answer.action}` : 'confirmed');
+        }
       case 'ask': {
         // On a 2025-11-25 session the SDK's legacy shim turns this into a real elicitation/create
         // pushed on the call's own event stream, and re-enters here with the client's answer.
@@ -223,7 +229,10 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
       } catch {
         body = undefined;
       }
-      const message = (body ?? {}) as { method?: string; params?: { name?: string; _meta?: Record<string, unknown>; arguments?: unknown } };
+      const message = (body ?? {}) as {
+        method?: string;
+        params?: { name?: string; _meta?: Record<string, unknown>; arguments?: unknown; requestState?: unknown; inputResponses?: unknown };
+      };
       const auth = req.headers.authorization;
       const token = auth?.startsWith('Bearer ') ? auth.slice(7) : undefined;
       const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : (v ?? '')]));
@@ -234,7 +243,13 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
         headers,
         remotePort: req.socket.remotePort!,
         ...(message.method === 'tools/call'
-          ? { tool: message.params?.name, meta: message.params?._meta, arguments: message.params?.arguments }
+          ? {
+              tool: message.params?.name,
+              meta: message.params?._meta,
+              arguments: message.params?.arguments,
+              ...(message.params?.requestState !== undefined ? { requestState: message.params.requestState } : {}),
+              ...(message.params?.inputResponses !== undefined ? { inputResponses: message.params.inputResponses } : {}),
+            }
           : {}),
       };
       requests.push(record);
