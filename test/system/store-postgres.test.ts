@@ -117,6 +117,7 @@ describe('migrations', () => {
         'refresh_leases',
         'schema_migrations',
         'upstream_clients',
+        'upstream_tools',
         'used_client_assertions',
         'webhook_outbox',
       ],
