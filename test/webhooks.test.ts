@@ -2,14 +2,23 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
+import express from 'express';
 import { after, before, describe, it } from 'node:test';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
+import { AccessTokenVerifier } from '../src/auth/bearer.js';
+import { OidcClient } from '../src/auth/oidc-client.js';
 import { loadConfig } from '../src/config/env.js';
+import type { ConfiguredService } from '../src/config/services.js';
+import { CompletionWatcher } from '../src/connect/completion-watcher.js';
+import { ConnectLinks } from '../src/connect/links.js';
 import type { ConfiguredWebhook } from '../src/config/webhooks.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { Sealer } from '../src/crypto/index.js';
-import { transactionWithEvents } from '../src/events/index.js';
+import { transactionWithEvents, type EventSink } from '../src/events/index.js';
+import { exchangeRoutes } from '../src/exchange/endpoint.js';
 import { createLogger } from '../src/log.js';
 import { OAuthProvider } from '../src/providers/oauth-provider.js';
 import { openSqliteStore, sqliteHandle, type Store } from '../src/store/index.js';
@@ -395,6 +404,101 @@ describe('webhook events are written in the transaction of their change', () => 
       assert.ok(await store.connections.find(principal, 'github'));
       assert.deepEqual((await store.webhooks.stats()).endpoints, [{ endpoint: 'sink', pending: 1, delivered: 0, failed: 0 }]);
     } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('exchange.refused is written in the transaction of its audit row', () => {
+  const SERVICE: ConfiguredService = {
+    id: 'issue-bot',
+    displayName: 'Issue bot',
+    audiences: ['https://bot.example.com/mcp'],
+    auth: 'client_secret_basic',
+    secret: 'issue-bot-secret-for-webhooks-0123',
+    allow: { github: ['repo'] },
+  };
+
+  /** The token endpoint alone, over a real SQLite store, its events going to `events`; an authenticated request without subject_token. */
+  async function refuse(store: Store, events: EventSink): Promise<{ status: number; json: Record<string, unknown> }> {
+    const publicUrl = new URL('http://127.0.0.1:9/');
+    const log = createLogger('error');
+    const brokerSecret = Buffer.alloc(32, 3);
+    // The IdP is never asked: the request is refused before its subject token is read.
+    const idp = new OidcClient({ issuer: new URL('http://127.0.0.1:9/idp'), clientId: 'page', clientSecret: 'page-secret' });
+    const app = express().use(
+      exchangeRoutes({
+        publicUrl,
+        services: [SERVICE],
+        providers: new Map(),
+        resources: new Map(),
+        verifier: new AccessTokenVerifier(idp, 'http://127.0.0.1:9/mcp'),
+        store,
+        connections: new ConnectionService(store, new Sealer([Buffer.alloc(32, 1)]), log, { events }),
+        watcher: new CompletionWatcher(store),
+        links: new ConnectLinks(store, publicUrl, brokerSecret, 600),
+        brokerSecret,
+        rateLimitPerMinute: 0,
+        authFailuresPerMinute: 0,
+        log,
+      }),
+    );
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth/token`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Basic ${Buffer.from(`${SERVICE.id}:${SERVICE.secret}`).toString('base64')}`,
+        },
+        body: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', audience: 'github' }).toString(),
+        signal: AbortSignal.timeout(10_000),
+      });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    } finally {
+      server.close();
+    }
+  }
+
+  it('an event that cannot be written takes its audit row with it; one that is written sees the row inside the transaction only', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-exchange-tx-'));
+    const store = openSqliteStore(join(dir, 'broker.db'));
+    // A second handle on the file, outside the endpoint's transactions (the first one waits for them).
+    const outside = openSqliteStore(join(dir, 'broker.db'));
+    try {
+      const failing: EventSink = {
+        async emit() {
+          throw new Error('the outbox is full');
+        },
+      };
+      const refusedOnce = await refuse(store, failing);
+      assert.equal(refusedOnce.status, 400, 'the caller still gets its RFC answer');
+      assert.equal(refusedOnce.json.error, 'invalid_request');
+      assert.deepEqual(await store.audit.list({ event: 'token_exchange_refused' }), [], 'no audit row without its event');
+
+      const seen: Array<{ type: string; data: unknown; rowInside: number; rowOutside: number }> = [];
+      const recording: EventSink = {
+        async emit(type, data, tx) {
+          seen.push({
+            type,
+            data,
+            rowInside: (await tx.audit.list({ event: 'token_exchange_refused' })).length,
+            rowOutside: (await outside.audit.list({ event: 'token_exchange_refused' })).length,
+          });
+        },
+      };
+      assert.equal((await refuse(store, recording)).json.error, 'invalid_request');
+      assert.deepEqual(seen, [
+        { type: 'exchange.refused', data: { service: 'issue-bot', reason: 'invalid_request' }, rowInside: 1, rowOutside: 0 },
+      ]);
+      assert.deepEqual(
+        (await store.audit.list({ event: 'token_exchange_refused' })).map((r) => r.detail),
+        ['service=issue-bot reason=invalid_request'],
+      );
+    } finally {
+      await outside.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     }
