@@ -14,10 +14,10 @@ import type { ToolDeps } from './mcp/context.js';
 import { createToolStateCodec } from './mcp/request-state.js';
 import { builtinToolNames, createMcpEndpointHandler, SERVER_INFO } from './mcp/server.js';
 import { Gateway } from './gateway/index.js';
-import { clientDocumentRoutes, createMcpAuthProvider, type McpAuthProvider } from './gateway/mcp-auth/index.js';
+import { clientDocumentRoutes } from './gateway/mcp-auth/index.js';
+import { buildProviders } from './gateway/providers.js';
 import { relaySeams } from './gateway/relay/seams.js';
 import { GitHubApi } from './providers/github/api.js';
-import { OAuthProvider } from './providers/oauth-provider.js';
 import type { Provider } from './providers/provider.js';
 import { openStore, type Store } from './store/index.js';
 import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
@@ -52,42 +52,14 @@ export interface BrokerOptions {
 export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
   const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
   const sealer = new Sealer(config.tokenKeys);
-  const providers = new Map<string, Provider>([
-    ...config.providers.map((p): [string, Provider] => [
-      p.definition.id,
-      new OAuthProvider({
-        definition: p.definition,
-        clientId: p.clientId,
-        clientSecret: p.clientSecret,
-        timeoutMs: config.providerTimeoutMs,
-        ...(p.scopes ? { scopes: p.scopes } : {}),
-        sandbox: p.definition.id === 'github' && (options.sandboxGitHub ?? false),
-      }),
-    ]),
-    ...(options.moreProviders?.({ store, sealer }) ?? []).map((p): [string, Provider] => [p.id, p]),
-  ]);
-  // Gateway: an `auth: mcp` upstream is a provider of its own, under the upstream's id (its /connect
-  // page, its connections), whose authorization server is discovered from the upstream.
-  const mcpAuthProviders: McpAuthProvider[] = [];
-  for (const upstream of config.upstreams) {
-    if (upstream.auth.kind !== 'mcp') continue;
-    const { clientId, clientSecret } = upstream.auth;
-    const provider = createMcpAuthProvider({
-      id: upstream.id,
-      displayName: upstream.displayName,
-      upstreamUrl: upstream.url,
-      ...(upstream.scopes.length > 0 ? { scopes: upstream.scopes } : {}),
-      publicUrl: config.publicUrl,
-      store,
-      sealer,
-      clientName: config.productName,
-      timeoutMs: config.providerTimeoutMs,
-      log,
-      ...(clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {}),
-    });
-    mcpAuthProviders.push(provider);
-    providers.set(upstream.id, provider);
-  }
+  // The same set `npm run admin` builds (src/gateway/providers.ts), so the admin can revoke what the broker connected.
+  const { providers, mcpAuthProviders } = buildProviders(config, {
+    store,
+    sealer,
+    log,
+    sandboxGitHub: options.sandboxGitHub ?? false,
+    more: options.moreProviders?.({ store, sealer }) ?? [],
+  });
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({
     issuer: config.oidc.issuer,

@@ -18,7 +18,12 @@ import { Sealer } from '../src/crypto/index.js';
 import type { BrokerEvents, EventSink } from '../src/events/index.js';
 import { createLogger } from '../src/log.js';
 import { openStore, sqliteHandle, type AuditEvent, type Owner, type Store } from '../src/store/index.js';
+import { buildProviders } from '../src/gateway/providers.js';
+import { ProviderError } from '../src/providers/provider.js';
 import { Browser } from './support/browser.js';
+import { providersFile } from './support/gateway.js';
+import { connectUpstream } from './support/mcp-auth-connect.js';
+import { startProtectedUpstream, type ProtectedUpstream } from './support/mcp-auth-upstream.js';
 import { modernClient } from './support/mcp.js';
 import { postgresSkipReason, startPostgres, type PgServer } from './support/postgres.js';
 import { seedConnection } from './support/seed.js';
@@ -547,17 +552,96 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
   });
 }
 
-adminSuite('SQLite', false, async () => ({
-  env: {},
-  async insertAudit(store, at, event, owner, provider, detail) {
-    sqliteHandle(store)
-      .prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(at, event, owner.issuer, owner.subject, provider, detail);
-  },
-  async close() {},
-}));
+/** `auth: mcp` upstreams (issue 14): the admin command builds the broker's provider set, so it revokes what the broker connected. */
+function upstreamAdminSuite(name: string, skip: string | false, start: () => Promise<Backend>): void {
+  describe(`npm run admin on ${name}: a connection to an auth: mcp upstream`, { skip }, () => {
+    let backend: Backend;
+    let upstream: ProtectedUpstream;
+    let file: { path: string; remove(): void };
+    let stack: Stack;
+    let store: Store;
 
-adminSuite('PostgreSQL', postgresSkipReason(), async () => {
+    before(async () => {
+      backend = await start();
+      // The upstream MCP server behind its own authorization server, declared as the broker declares it.
+      upstream = await startProtectedUpstream();
+      file = providersFile({ upstreams: [{ id: 'tracker', url: upstream.url, auth: 'mcp', displayName: 'Tracker' }] });
+      stack = await startStack({ env: { ...backend.env, PROVIDERS_FILE: file.path } });
+      store = await openStore(loadConfig(stack.env).database);
+    });
+
+    after(async () => {
+      await store?.close();
+      await stack?.close();
+      await upstream?.close();
+      file?.remove();
+      await backend?.close();
+    });
+
+    it('lists it with --provider <upstream id>, revokes its grant at the upstream AS (RFC 7009), deletes it and audits the admin', async () => {
+      const env = stack.env;
+      const erin = { issuer: env.OIDC_ISSUER!, subject: 'erin' };
+      const done = await connectUpstream(new Browser(), stack, upstream.issuer, 'erin', 'erin-at-tracker');
+      assert.match(done.html, /Connected as @erin-at-tracker/, done.html);
+
+      const list = await spawnAdmin(env, ['connections', 'list', '--provider', 'tracker', '--json']);
+      assert.equal(list.code, 0, list.stderr);
+      assert.deepEqual(
+        (JSON.parse(list.stdout) as Array<Record<string, unknown>>).map((r) => [r.subject, r.provider, r.login, r.status]),
+        [['erin', 'tracker', 'erin-at-tracker', 'active']],
+      );
+
+      const sealer = new Sealer(loadConfig(env).tokenKeys);
+      const tokens = (await new ConnectionService(store, sealer, createLogger('error')).open(
+        principalFromVerifiedClaims(erin.issuer, 'erin'),
+        'tracker',
+      ))!.tokens;
+      assert.ok(tokens.refreshToken, 'the upstream AS granted a refresh token');
+
+      const run = await spawnAdmin({ ...env, ADMIN_ACTOR: 'ops' }, ['connections', 'revoke', erin.issuer, 'erin', 'tracker']);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, `Revoked Tracker account @erin-at-tracker of ${erin.issuer} erin at the provider, and deleted it.\n`);
+      const revocations = upstream.asRequests.filter((r) => r.method === 'POST' && r.path === '/token/revocation');
+      assert.equal(revocations.length, 1, 'one RFC 7009 request, at the endpoint the AS advertises');
+      assert.equal(revocations[0]!.body.get('token'), tokens.refreshToken);
+      assert.equal(await store.connections.find(erin, 'tracker'), undefined, 'the stored tokens are gone');
+      assert.deepEqual(
+        (await store.audit.list({ ...erin, event: 'connection_revoked_by_admin' })).map((r) => [r.provider, r.detail]),
+        [['tracker', 'by ops: revoked upstream']],
+      );
+      // The grant is dead at the AS: its refresh token no longer refreshes, through the broker's own client.
+      const provider = buildProviders(loadConfig(env), { store, sealer, log: createLogger('error') }).providers.get('tracker')!;
+      await assert.rejects(provider.refresh(tokens), ProviderError);
+      for (const output of [list.stdout, list.stderr, run.stdout, run.stderr]) {
+        assert.equal(output.includes(tokens.refreshToken), false);
+        assert.equal(output.includes(tokens.accessToken), false);
+      }
+
+      const again = await spawnAdmin(env, ['connections', 'revoke', erin.issuer, 'erin', 'tracker']);
+      assert.equal(again.code, 1);
+      assert.equal(again.stderr, `No tracker connection for ${erin.issuer} erin: nothing was revoked.\n`);
+    });
+  });
+}
+
+adminSuite('SQLite', false, sqliteBackend);
+adminSuite('PostgreSQL', postgresSkipReason(), postgresBackend);
+upstreamAdminSuite('SQLite', false, sqliteBackend);
+upstreamAdminSuite('PostgreSQL', postgresSkipReason(), postgresBackend);
+
+async function sqliteBackend(): Promise<Backend> {
+  return {
+    env: {},
+    async insertAudit(store, at, event, owner, provider, detail) {
+      sqliteHandle(store)
+        .prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(at, event, owner.issuer, owner.subject, provider, detail);
+    },
+    async close() {},
+  };
+}
+
+async function postgresBackend(): Promise<Backend> {
   const server: PgServer = await startPostgres();
   const url = await server.createDatabase();
   return {
@@ -581,7 +665,7 @@ adminSuite('PostgreSQL', postgresSkipReason(), async () => {
     },
     close: () => server.destroy(),
   };
-});
+}
 
 describe('npm run admin: usage', () => {
   const env = { PATH: process.env.PATH ?? '' };

@@ -684,7 +684,14 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
         [
           'audit-sink',
           'https://hooks.example.com/broker',
-          ['connection.created', 'connection.refreshed', 'connection.reauth_required', 'connection.revoked', 'connection.deleted'],
+          [
+            'connection.created',
+            'connection.refreshed',
+            'connection.reauth_required',
+            'connection.revoked',
+            'connection.deleted',
+            'exchange.refused',
+          ],
         ],
       ],
     );
@@ -718,7 +725,7 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
       config.webhooks.map((w) => [w.id, w.url.href, w.events.length]),
       [
         ['audit-sink', 'https://hooks.example.com/broker', 2],
-        ['local', 'http://127.0.0.1:9999/hooks', 5],
+        ['local', 'http://127.0.0.1:9999/hooks', 6],
       ],
     );
     assert.deepEqual(config.webhooks[0]!.events, ['connection.created', 'connection.revoked']);

@@ -30,6 +30,7 @@ import { createLogger } from '../src/log.js';
 import { ProviderError } from '../src/providers/provider.js';
 import { openSqliteStore, sqliteHandle, type Store } from '../src/store/index.js';
 import { Browser, formSubmission, textOf, type Page } from './support/browser.js';
+import { connectUpstream } from './support/mcp-auth-connect.js';
 import { startProtectedUpstream, type ProtectedUpstream, type UpstreamOptions } from './support/mcp-auth-upstream.js';
 import { freePort, type IdpClient } from './support/idp.js';
 import { signIn, startStack, type Stack } from './support/stack.js';
@@ -101,23 +102,9 @@ async function world(
   };
 }
 
-/** Signs `user` in to the broker, starts a Tracker connection from /connections and consents; returns the page after. */
-async function startConnect(browser: Browser, w: World, user: string): Promise<Page> {
-  await signIn(browser, w.stack, user);
-  const list = await browser.open(`${w.stack.publicUrl}/connections`);
-  const consent = await browser.submit(list, { match: /^\/connections\/tracker\/connect$/ });
-  assert.equal(consent.status, 200, consent.html);
-  assert.match(consent.html, /Connect Tracker/);
-  return browser.submit(consent, { button: 'allow' });
-}
-
 /** The whole browser side: our pages, then the upstream AS's sign-in as `upstreamLogin`. */
-async function connect(browser: Browser, w: World, user: string, upstreamLogin: string): Promise<Page> {
-  const atUpstream = await startConnect(browser, w, user);
-  assert.ok(atUpstream.url.startsWith(w.upstream.issuer), `at the upstream AS ${w.upstream.issuer}: ${atUpstream.trail.join(' -> ')}`);
-  assert.match(atUpstream.html, /Development sign-in/);
-  const done = await browser.submit(atUpstream, { fields: { login: upstreamLogin } });
-  return { ...done, trail: [...atUpstream.trail, ...done.trail] };
+function connect(browser: Browser, w: World, user: string, upstreamLogin: string): Promise<Page> {
+  return connectUpstream(browser, w.stack, w.upstream.issuer, user, upstreamLogin);
 }
 
 function connectionRows(

@@ -2,17 +2,26 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
+import express from 'express';
 import { after, before, describe, it } from 'node:test';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
+import { AccessTokenVerifier } from '../src/auth/bearer.js';
+import { OidcClient } from '../src/auth/oidc-client.js';
 import { loadConfig } from '../src/config/env.js';
+import type { ConfiguredService } from '../src/config/services.js';
+import { CompletionWatcher } from '../src/connect/completion-watcher.js';
+import { ConnectLinks } from '../src/connect/links.js';
 import type { ConfiguredWebhook } from '../src/config/webhooks.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { Sealer } from '../src/crypto/index.js';
-import { transactionWithEvents } from '../src/events/index.js';
+import { transactionWithEvents, type EventSink } from '../src/events/index.js';
+import { exchangeRoutes } from '../src/exchange/endpoint.js';
 import { createLogger } from '../src/log.js';
 import { OAuthProvider } from '../src/providers/oauth-provider.js';
-import { openSqliteStore, type Store } from '../src/store/index.js';
+import { openSqliteStore, sqliteHandle, type Store } from '../src/store/index.js';
 import { createWebhooks, nextAttemptAt, WebhookDelivery, webhookSignature, type DeliveryOptions } from '../src/webhooks/index.js';
 import { Browser } from './support/browser.js';
 import { eventually } from './support/eventually.js';
@@ -239,6 +248,114 @@ function endpoint(id: string, receiver: { url: string; secret: string }): Config
   };
 }
 
+describe('exchange.refused: refusals of the token exchange to an authenticated service', () => {
+  const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-webhooks-0123', audience: 'https://bot.example.com/mcp' };
+  let stack: Stack;
+  let refusals: WebhookReceiver;
+  let created: WebhookReceiver;
+  let dir: string;
+  /** Every subject token sent, searched for in every delivered body. */
+  const sent: string[] = [];
+
+  before(async () => {
+    refusals = await startWebhookReceiver();
+    created = await startWebhookReceiver();
+    dir = mkdtempSync(join(tmpdir(), 'webhooks-exchange-'));
+    const file = join(dir, 'providers.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        services: [{ id: BOT.id, audiences: [BOT.audience], auth: 'client_secret_basic', allow: { github: ['repo'] } }],
+        webhooks: [
+          { id: 'refusals', url: refusals.url, events: ['exchange.refused'] },
+          { id: 'created', url: created.url, events: ['connection.created'] },
+        ],
+      }),
+    );
+    stack = await startStack({
+      env: {
+        PROVIDERS_FILE: file,
+        SERVICE_ISSUE_BOT_SECRET: BOT.secret,
+        WEBHOOK_REFUSALS_SECRET: refusals.secret,
+        WEBHOOK_CREATED_SECRET: created.secret,
+      },
+      brokerOptions: () => ({ webhookDelivery: { pollMs: 100 } }),
+    });
+  });
+  after(async () => {
+    await stack?.close();
+    await refusals.close();
+    await created.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function exchange(form: Record<string, string>, secret = BOT.secret): Promise<{ status: number; json: Record<string, unknown> }> {
+    if (form.subject_token) sent.push(form.subject_token);
+    const res = await fetch(`${stack.publicUrl}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${BOT.id}:${secret}`).toString('base64')}`,
+      },
+      body: new URLSearchParams({
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        audience: 'github',
+        ...form,
+      }).toString(),
+    });
+    return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  }
+
+  const outboxRows = (): number =>
+    (
+      sqliteHandle(stack.broker.broker.store)
+        .prepare("SELECT count(*) AS n FROM webhook_outbox WHERE event_type = 'exchange.refused'")
+        .get() as { n: number }
+    ).n;
+
+  it('writes nothing for callers that did not authenticate: a flood of wrong secrets leaves the outbox empty', async () => {
+    const token = await stack.token('mallory', { aud: BOT.audience });
+    for (let i = 0; i < 8; i++) {
+      const r = await exchange({ subject_token: token }, `wrong-secret-${i}-0123456789abcdef`);
+      assert.ok(r.status === 401 || r.status === 429, `refused before authentication (${r.status})`);
+    }
+    assert.equal(outboxRows(), 0);
+    const audit = await stack.broker.broker.store.audit.list({ event: 'token_exchange_refused' });
+    assert.deepEqual(audit, [], 'nor any audit row');
+  });
+
+  it('sends exchange.refused, signed, with the service and reason, and the principal only once the subject token was verified; never a token', async () => {
+    // A subject token for another audience: invalid_grant, whose user nobody vouched for.
+    const foreign = await exchange({ subject_token: await stack.token('zoe', { aud: 'https://elsewhere.example.com/mcp' }) });
+    assert.equal(foreign.json.error, 'invalid_grant');
+    // A verified user who has not connected GitHub: interaction_required, naming zoe.
+    const notConnected = await exchange({ subject_token: await stack.token('zoe', { aud: BOT.audience }) });
+    assert.equal(notConnected.json.error, 'interaction_required');
+
+    const got = await eventually('two exchange.refused events', () => (refusals.events.length >= 2 ? refusals.events : undefined));
+    const now = Math.floor(Date.now() / 1000);
+    for (const e of got) assert.ok(verifySignature(refusals.secret, e.headers, e.body, now), 'signed with the endpoint secret');
+    assert.deepEqual(
+      got.map((e) => [e.json.type, e.json.data]),
+      [
+        ['exchange.refused', { service: BOT.id, reason: 'invalid_grant' }],
+        [
+          'exchange.refused',
+          { service: BOT.id, reason: 'interaction_required:not_connected', principal: { issuer: stack.idp.issuer, subject: 'zoe' } },
+        ],
+      ],
+    );
+    for (const e of got) {
+      for (const token of sent) assert.equal(e.body.includes(token), false, 'no subject token in a body');
+      assert.equal(e.body.includes(String(notConnected.json.connect_request)), false, 'no connect request in a body');
+    }
+    // Filtered: the endpoint that asked only for connection.created has no row and no request.
+    assert.equal(created.requests.length, 0);
+    assert.equal(outboxRows(), 2);
+  });
+});
+
 describe('webhook events are written in the transaction of their change', () => {
   it('a change that rolls back leaves no event behind, and one that commits leaves exactly its event', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'webhooks-tx-'));
@@ -287,6 +404,101 @@ describe('webhook events are written in the transaction of their change', () => 
       assert.ok(await store.connections.find(principal, 'github'));
       assert.deepEqual((await store.webhooks.stats()).endpoints, [{ endpoint: 'sink', pending: 1, delivered: 0, failed: 0 }]);
     } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('exchange.refused is written in the transaction of its audit row', () => {
+  const SERVICE: ConfiguredService = {
+    id: 'issue-bot',
+    displayName: 'Issue bot',
+    audiences: ['https://bot.example.com/mcp'],
+    auth: 'client_secret_basic',
+    secret: 'issue-bot-secret-for-webhooks-0123',
+    allow: { github: ['repo'] },
+  };
+
+  /** The token endpoint alone, over a real SQLite store, its events going to `events`; an authenticated request without subject_token. */
+  async function refuse(store: Store, events: EventSink): Promise<{ status: number; json: Record<string, unknown> }> {
+    const publicUrl = new URL('http://127.0.0.1:9/');
+    const log = createLogger('error');
+    const brokerSecret = Buffer.alloc(32, 3);
+    // The IdP is never asked: the request is refused before its subject token is read.
+    const idp = new OidcClient({ issuer: new URL('http://127.0.0.1:9/idp'), clientId: 'page', clientSecret: 'page-secret' });
+    const app = express().use(
+      exchangeRoutes({
+        publicUrl,
+        services: [SERVICE],
+        providers: new Map(),
+        resources: new Map(),
+        verifier: new AccessTokenVerifier(idp, 'http://127.0.0.1:9/mcp'),
+        store,
+        connections: new ConnectionService(store, new Sealer([Buffer.alloc(32, 1)]), log, { events }),
+        watcher: new CompletionWatcher(store),
+        links: new ConnectLinks(store, publicUrl, brokerSecret, 600),
+        brokerSecret,
+        rateLimitPerMinute: 0,
+        authFailuresPerMinute: 0,
+        log,
+      }),
+    );
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth/token`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Basic ${Buffer.from(`${SERVICE.id}:${SERVICE.secret}`).toString('base64')}`,
+        },
+        body: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', audience: 'github' }).toString(),
+        signal: AbortSignal.timeout(10_000),
+      });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    } finally {
+      server.close();
+    }
+  }
+
+  it('an event that cannot be written takes its audit row with it; one that is written sees the row inside the transaction only', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-exchange-tx-'));
+    const store = openSqliteStore(join(dir, 'broker.db'));
+    // A second handle on the file, outside the endpoint's transactions (the first one waits for them).
+    const outside = openSqliteStore(join(dir, 'broker.db'));
+    try {
+      const failing: EventSink = {
+        async emit() {
+          throw new Error('the outbox is full');
+        },
+      };
+      const refusedOnce = await refuse(store, failing);
+      assert.equal(refusedOnce.status, 400, 'the caller still gets its RFC answer');
+      assert.equal(refusedOnce.json.error, 'invalid_request');
+      assert.deepEqual(await store.audit.list({ event: 'token_exchange_refused' }), [], 'no audit row without its event');
+
+      const seen: Array<{ type: string; data: unknown; rowInside: number; rowOutside: number }> = [];
+      const recording: EventSink = {
+        async emit(type, data, tx) {
+          seen.push({
+            type,
+            data,
+            rowInside: (await tx.audit.list({ event: 'token_exchange_refused' })).length,
+            rowOutside: (await outside.audit.list({ event: 'token_exchange_refused' })).length,
+          });
+        },
+      };
+      assert.equal((await refuse(store, recording)).json.error, 'invalid_request');
+      assert.deepEqual(seen, [
+        { type: 'exchange.refused', data: { service: 'issue-bot', reason: 'invalid_request' }, rowInside: 1, rowOutside: 0 },
+      ]);
+      assert.deepEqual(
+        (await store.audit.list({ event: 'token_exchange_refused' })).map((r) => r.detail),
+        ['service=issue-bot reason=invalid_request'],
+      );
+    } finally {
+      await outside.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     }

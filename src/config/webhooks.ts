@@ -11,6 +11,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'connection.reauth_required',
   'connection.revoked',
   'connection.deleted',
+  'exchange.refused',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

@@ -44,6 +44,11 @@ export class ConnectionService {
   readonly #refresher: TokenRefresher;
   readonly #events: EventSink;
 
+  /** Where this service's events go; the token exchange writes `exchange.refused` to the same sink. */
+  get events(): EventSink {
+    return this.#events;
+  }
+
   constructor(
     private readonly store: Store,
     private readonly sealer: Sealer,

@@ -1,5 +1,5 @@
 /**
- * The broker's events about connections, and the seam they leave through: a sink told of each one
+ * The broker's events about connections and token exchanges, and the seam they leave through: a sink told of each one
  * inside the transaction of the change it reports (so a durable sink, an outbox row, lands or is
  * rolled back with the change itself). src/webhooks/ is the sink that turns them into signed
  * webhooks; without it they go nowhere.
@@ -20,6 +20,18 @@ export interface ConnectionEventData {
 /** Who asked for a disconnect: the connection's own user, or an operator (`npm run admin`), named. */
 export type DisconnectActor = { kind: 'user' } | { kind: 'admin'; actor: string };
 
+/**
+ * A token exchange (`/oauth/token`) refused to a service that authenticated: which service, why,
+ * and whose, only when the subject token was verified. Never a token or a connect request.
+ */
+export interface ExchangeRefusedData {
+  /** The service's id (PROVIDERS_FILE `services:`). */
+  service: string;
+  /** As the audit row says it: the RFC 6749 / 8693 error code, and after a colon the broker's reason (`interaction_required:not_connected`). */
+  reason: string;
+  principal?: { issuer: string; subject: string };
+}
+
 /** What the broker tells the operator's other systems about (the signed webhooks deliver these). */
 export interface BrokerEvents {
   /** A connection was stored: a first connect, a reconnect or more access. */
@@ -32,6 +44,8 @@ export interface BrokerEvents {
   'connection.deleted': ConnectionEventData & { revokedUpstream: boolean; by: { kind: 'user' } };
   /** Deleted by an operator (`npm run admin -- connections revoke`), after an attempt to revoke it upstream. */
   'connection.revoked': ConnectionEventData & { revokedUpstream: boolean; by: DisconnectActor };
+  /** A token exchange refused after the service authenticated (never for an unauthenticated caller). */
+  'exchange.refused': ExchangeRefusedData;
 }
 
 export type BrokerEventType = keyof BrokerEvents;

@@ -7,6 +7,7 @@ import type { ConnectionService, OpenConnection } from '../connections/index.js'
 import type { ConnectLinks } from '../connect/links.js';
 import { resolveConnection, type AskReason, type Resolution } from '../connect/resolve.js';
 import { deriveKey } from '../crypto/index.js';
+import { changeWithEvent } from '../events/index.js';
 import { clientAuthFailureLimit, serviceRateLimit } from '../http/rate-limits.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
@@ -72,15 +73,21 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     assertionAudiences: [tokenEndpoint, issuer, `${issuer}/`],
   });
   const connectRequests = new ConnectRequests(deriveKey(deps.brokerSecret, 'exchange-connect-request'));
-  const audit = (
-    event: 'token_exchanged' | 'token_exchange_refused',
-    p: Principal | undefined,
-    provider: string | undefined,
-    detail: string,
-  ) =>
-    deps.store.audit
-      .record(event, p, provider, detail)
-      .catch((err: unknown) => deps.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) }));
+  const auditFailed = (event: string) => (err: unknown) =>
+    deps.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) });
+  const audit = (event: 'token_exchanged', p: Principal, provider: string, detail: string) =>
+    deps.store.audit.record(event, p, provider, detail).catch(auditFailed(event));
+  /**
+   * A refusal of an authenticated service: its audit row, and `exchange.refused` in the same
+   * transaction when a webhook endpoint wants it (src/events/). Never reached before the client
+   * authenticated, so an anonymous flood writes no row; an authenticated one is held to the
+   * service's rate limit first.
+   */
+  const refused = (service: string, reason: string, p: Principal | undefined, provider: string | undefined) =>
+    changeWithEvent(deps.store, deps.connections.events, 'exchange.refused', async (repositories, emit) => {
+      await repositories.audit.record('token_exchange_refused', p, provider, `service=${service} reason=${reason}`);
+      await emit?.('exchange.refused', { service, reason, ...(p ? { principal: { issuer: p.issuer, subject: p.subject } } : {}) });
+    }).catch(auditFailed('token_exchange_refused'));
 
   router.get('/.well-known/oauth-authorization-server', (_req, res) => {
     res
@@ -153,8 +160,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       if (resolution.kind === 'aborted') return;
       await answer(res, ask, resolution);
     } catch (err) {
-      if (err instanceof ExchangeError)
-        await audit('token_exchange_refused', ask?.principal, ask?.provider.id, `service=${service.id} reason=${err.code}`);
+      if (err instanceof ExchangeError) await refused(service.id, err.code, ask?.principal, ask?.provider.id);
       throw err;
     }
   };
@@ -265,7 +271,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     }
     if (resolution.kind === 'settled') {
       const reason = resolution.outcomeReason === 'refused_shared_account' ? 'account_linked_elsewhere' : resolution.status;
-      await audit('token_exchange_refused', principal, provider.id, `service=${service.id} reason=access_denied:${reason}`);
+      await refused(service.id, `access_denied:${reason}`, principal, provider.id);
       metrics.tokenExchange(service.id, 'denied');
       res.status(400).json({ error: 'access_denied', error_description: M.denied[reason], reason });
       return;
@@ -281,7 +287,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
         undefined,
         service.id,
       ));
-    await audit('token_exchange_refused', principal, provider.id, `service=${service.id} reason=interaction_required:${reason}`);
+    await refused(service.id, `interaction_required:${reason}`, principal, provider.id);
     metrics.tokenExchange(service.id, 'interaction_required');
     res.status(400).json({
       error: 'interaction_required',

@@ -1,23 +1,33 @@
 import type { ConfiguredWebhook } from '../config/webhooks.js';
 import { randomHandle } from '../crypto/index.js';
-import type { BrokerEvents, BrokerEventType, ConnectionEventData, EventSink } from '../events/index.js';
+import type { BrokerEvents, BrokerEventType, ConnectionEventData, EventSink, ExchangeRefusedData } from '../events/index.js';
 import type { NewOutboxRow, Repositories } from '../store/index.js';
 
 /**
- * The JSON body every endpoint receives: `type`, `timestamp` and `data` (the principal, provider,
- * login and scopes, picked field by field so nothing else an event carries can slip in).
+ * The JSON body every endpoint receives: `type`, `timestamp` and `data`, picked field by field so
+ * nothing else an event carries can slip in. A connection event's data is the principal, provider,
+ * login and scopes; `exchange.refused`'s the service, the reason and, when verified, the principal.
  */
-export function webhookPayload(type: BrokerEventType, data: ConnectionEventData, at: Date): string {
-  return JSON.stringify({
-    type,
-    timestamp: at.toISOString(),
-    data: {
-      principal: { issuer: data.issuer, subject: data.subject },
-      provider: data.provider,
-      login: data.login,
-      scopes: data.scopes,
-    },
-  });
+export function webhookPayload<K extends BrokerEventType>(type: K, data: BrokerEvents[K], at: Date): string {
+  return JSON.stringify({ type, timestamp: at.toISOString(), data: payloadData(type, data) });
+}
+
+function payloadData(type: BrokerEventType, data: BrokerEvents[BrokerEventType]): Record<string, unknown> {
+  if (type === 'exchange.refused') {
+    const refused = data as ExchangeRefusedData;
+    return {
+      service: refused.service,
+      reason: refused.reason,
+      ...(refused.principal ? { principal: { issuer: refused.principal.issuer, subject: refused.principal.subject } } : {}),
+    };
+  }
+  const connection = data as ConnectionEventData;
+  return {
+    principal: { issuer: connection.issuer, subject: connection.subject },
+    provider: connection.provider,
+    login: connection.login,
+    scopes: connection.scopes,
+  };
 }
 
 /**

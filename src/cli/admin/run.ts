@@ -8,7 +8,7 @@ import { Sealer } from '../../crypto/index.js';
 import type { EventSink } from '../../events/index.js';
 import { createWebhooks } from '../../webhooks/index.js';
 import type { Logger } from '../../log.js';
-import { OAuthProvider } from '../../providers/oauth-provider.js';
+import { buildProviders } from '../../gateway/providers.js';
 import { openStore, StoreUnavailableError, type AuditCursor, type Store } from '../../store/index.js';
 import { parseAdminArgs, UsageError, type AdminCommand } from './args.js';
 import { auditLine, connectionJson, connectionsTable, statsJson, statsText } from './format.js';
@@ -151,20 +151,15 @@ async function revoke(command: Extract<AdminCommand, { kind: 'connections revoke
     io.stderr.write(OUT.notFound(owner.issuer, owner.subject, providerId) + '\n');
     return EXIT.notFound;
   }
-  const configured = config.providers.find((p) => p.definition.id === providerId);
-  if (!configured) {
+  const log = stderrLogger(io.stderr);
+  const sealer = new Sealer(config.tokenKeys);
+  // The broker's own provider set, `auth: mcp` upstreams included (their authorization server is discovered on use).
+  const provider = buildProviders(config, { store, sealer, log }).providers.get(providerId);
+  if (!provider) {
     io.stderr.write(OUT.providerNotConfigured(providerId) + '\n');
     return EXIT.notFound;
   }
-  const provider = new OAuthProvider({
-    definition: configured.definition,
-    clientId: configured.clientId,
-    clientSecret: configured.clientSecret,
-    timeoutMs: config.providerTimeoutMs,
-    ...(configured.scopes ? { scopes: configured.scopes } : {}),
-  });
-  const log = stderrLogger(io.stderr);
-  const connections = new ConnectionService(store, new Sealer(config.tokenKeys), log, {
+  const connections = new ConnectionService(store, sealer, log, {
     providerTimeoutMs: config.providerTimeoutMs,
     // The revocation's webhook goes into the outbox here; the running brokers send it (never this command).
     events: io.events ?? createWebhooks(store, config.webhooks, log).events,
