@@ -84,7 +84,12 @@ export function createApp(deps: AppDeps): express.Express {
   const page: PageContext = { productName: config.productName, sessions, ...(config.logoUrl ? { logoUrl: config.logoUrl.href } : {}) };
   const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', config.publicUrl).href;
 
-  app.use(requestLog(log, { onDone: (route, status) => metrics.httpRequest(route, status), outsideContext: (req) => req.path === '/mcp' }));
+  app.use(
+    requestLog(log, {
+      onDone: (route, status) => metrics.httpRequest(route, status),
+      outsideContext: (req) => req.path === '/mcp' || req.path === '/oauth/token',
+    }),
+  );
   // Probes first: platforms send them by pod IP or to the bare port, with any Host; they reveal nothing.
   app.get('/healthz', (_req, res) => void res.set('Cache-Control', 'no-store').json({ status: 'ok' }));
   app.get('/readyz', readiness(deps.store, deps.idpHealth));
