@@ -11,6 +11,19 @@ export class BodyTooLarge extends Error {}
 
 /** JSON nested deeper than this is refused before anything walks it: recursive walkers (our
  * argument digest, JSON.stringify, schema validation) overflow the stack at a few thousand levels. */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether arrays/objects in `value` nest deeper than `max`, found without recursion. */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const todo: Array<[unknown, number]> = [[value, 1]];
+  for (let item = todo.pop(); item; item = todo.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
+  }
+  return false;
+}
 
 /** Reads the whole body, refusing more than `limit` bytes without buffering them. */
 export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
