@@ -62,6 +62,14 @@ function eventFor(receiver: WebhookReceiver, type: string, subject: string): Pro
   );
 }
 
+/** The data of a connection event for a GitHub connection without scopes: the principal, the provider, the login. */
+const githubConnectionData = (issuer: string, subject: string, login: string) => ({
+  principal: { issuer, subject },
+  provider: 'github',
+  login,
+  scopes: [],
+});
+
 describe('signed webhooks from a running broker', () => {
   let stack: Stack;
   let all: WebhookReceiver;
@@ -108,12 +116,7 @@ describe('signed webhooks from a running broker', () => {
     assert.equal(created.headers['content-type'], 'application/json');
     assert.deepEqual(Object.keys(created.json).sort(), ['data', 'timestamp', 'type']);
     assert.ok(!Number.isNaN(Date.parse(created.json.timestamp)));
-    assert.deepEqual(created.json.data, {
-      principal: { issuer: stack.idp.issuer, subject: 'alice' },
-      provider: 'github',
-      login: 'octocat',
-      scopes: [],
-    });
+    assert.deepEqual(created.json.data, githubConnectionData(stack.idp.issuer, 'alice', 'octocat'));
     assert.doesNotMatch(created.body, TOKEN_SHAPE);
     assert.equal((await stack.broker.broker.store.webhooks.byId(created.id))?.status, 'delivered');
     assert.equal(removals.requests.length, 0, 'an endpoint that subscribed to other events receives nothing (and has no outbox row)');
@@ -123,12 +126,7 @@ describe('signed webhooks from a running broker', () => {
     await seedExpired(stack.env, stack.github, 'bob', 'hubot');
     await callAs(stack, 'bob', 'github_whoami');
     const refreshed = await eventFor(all, 'connection.refreshed', 'bob');
-    assert.deepEqual(refreshed.json.data, {
-      principal: { issuer: stack.idp.issuer, subject: 'bob' },
-      provider: 'github',
-      login: 'hubot',
-      scopes: [],
-    });
+    assert.deepEqual(refreshed.json.data, githubConnectionData(stack.idp.issuer, 'bob', 'hubot'));
     assert.doesNotMatch(refreshed.body, TOKEN_SHAPE);
   });
 
