@@ -44,6 +44,18 @@ class CookieJar {
   }
 }
 
+/** One browser step without following redirects: GET, or POST of `form`, with the jar's cookies; the jar keeps what the answer sets. */
+async function browserStep(jar: CookieJar, url: string, form: URLSearchParams | undefined): Promise<Response> {
+  const res = await fetch(url, {
+    method: form ? 'POST' : 'GET',
+    redirect: 'manual',
+    headers: { cookie: jar.header(), ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+    ...(form ? { body: form.toString() } : {}),
+  });
+  jar.store(res);
+  return res;
+}
+
 interface DriveOptions {
   login?: string;
   tryEmptyLoginFirst?: boolean;
@@ -57,13 +69,7 @@ async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions 
   let form: URLSearchParams | undefined;
   let triedEmpty = !opts.tryEmptyLoginFirst;
   for (let step = 0; step < 20; step++) {
-    const res = await fetch(url, {
-      method: form ? 'POST' : 'GET',
-      redirect: 'manual',
-      headers: { cookie: jar.header(), ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
-      ...(form ? { body: form.toString() } : {}),
-    });
-    jar.store(res);
+    const res = await browserStep(jar, url, form);
     const wasEmptyAttempt = form?.get('login')?.trim() === '';
     form = undefined;
     if (res.status >= 300 && res.status < 400) {
@@ -413,13 +419,7 @@ async function browse(
 ): Promise<{ url: string; status: number; html: string } | URL> {
   let body = form;
   for (let hop = 0; hop < 15; hop++) {
-    const res = await fetch(url, {
-      method: body ? 'POST' : 'GET',
-      redirect: 'manual',
-      headers: { cookie: jar.header(), ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
-      ...(body ? { body: body.toString() } : {}),
-    });
-    jar.store(res);
+    const res = await browserStep(jar, url, body);
     body = undefined;
     const location = res.headers.get('location');
     if (res.status >= 300 && res.status < 400 && location) {

@@ -1,4 +1,4 @@
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -18,6 +18,7 @@ import { openDevTables, SandboxGitHubStore } from '../src/dev/store/index.js';
 import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
 import { assertGitHubAppTokens } from './support/github-checks.js';
+import { useSuite } from './support/suite.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
@@ -48,6 +49,19 @@ interface Running {
   refreshes: boolean[];
   sandbox: SandboxGitHub;
   close(): Promise<void>;
+}
+
+/** {@link startSandbox} on a database in a fresh temporary folder, removed when it closes. */
+async function startSandboxInTemp(prefix: string, clock: () => number): Promise<Running> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const running = await startSandbox(join(dir, 'broker.db'), clock);
+  return {
+    ...running,
+    async close() {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** Serves the sandbox the way `npm run dev` does: mounted under /sandbox/github of a larger app. */
@@ -217,17 +231,8 @@ const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const basicAuth = (c = CLIENT) => `Basic ${Buffer.from(`${c.clientId}:${c.clientSecret}`).toString('base64')}`;
 
 describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => {
-  let dir: string;
-  let gh: Running;
   let clock = Date.now();
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
-    gh = await startSandbox(join(dir, 'broker.db'), () => clock);
-  });
-  after(async () => {
-    await gh.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const gh = useSuite('the sandbox', () => startSandboxInTemp('sandbox-github-', () => clock));
 
   it('derives webUrl and apiUrl from publicBase without its trailing slash', () => {
     assert.match(gh.webUrl, /^http:\/\/127\.0\.0\.1:\d+\/sandbox\/github$/);
@@ -685,17 +690,8 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
 });
 
 describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
-  let dir: string;
-  let gh: Running;
   let clock = Date.UTC(2026, 0, 1);
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sandbox-github-app-'));
-    gh = await startSandbox(join(dir, 'broker.db'), () => clock);
-  });
-  after(async () => {
-    await gh.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const gh = useSuite('the sandbox', () => startSandboxInTemp('sandbox-github-app-', () => clock));
 
   it('shows a GitHub App authorize page without scopes and issues ghu_ + ghr_ tokens with expires_in, refresh_token_expires_in and an empty scope', async () => {
     const q = new URLSearchParams({ client_id: APP_CLIENT.clientId, redirect_uri: REDIRECT, scope: 'repo admin:org' });
