@@ -24,7 +24,7 @@ import { seedConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { pendingRow } from './support/store-rows.js';
 import { productionEnv } from './support/production-env.js';
-import { spawnAdmin, type AdminRun } from './support/admin-cli.js';
+import { spawnAdmin, type ProcessRun } from './support/node-process.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -67,7 +67,7 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
     /** Every token the stand-in issued for the connections here, and their sealed forms. */
     const secrets: string[] = [];
 
-    const admin = async (args: string[], extra: Record<string, string> = {}): Promise<AdminRun> => {
+    const admin = async (args: string[], extra: Record<string, string> = {}): Promise<ProcessRun> => {
       const run = await spawnAdmin({ ...env, ...extra }, args);
       outputs.push(run.stdout, run.stderr);
       return run;

@@ -10,7 +10,7 @@ import { envelope, rawCall } from '../support/mcp.js';
 import { startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import { postgresSkipReason, startPostgres, type PgServer } from '../support/postgres.js';
 import { seedConnection } from '../support/seed.js';
-import { spawnAdmin } from '../support/admin-cli.js';
+import { spawnAdmin } from '../support/node-process.js';
 
 const USERS = ['alice', 'bob', 'carol', 'dave', 'erin'];
 
