@@ -4,7 +4,7 @@
 // configured (docs/idp/entra-id.md, docs/idp/okta.md).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -14,6 +14,7 @@ import { modernClient, resultText } from './support/mcp.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
 import { assertAccepted, assertRefused, idTokenFromIdp, resourceNamedClient } from './support/token-checks.js';
+import { writeYamlLines } from './support/config-file.js';
 
 /** An Entra ID API's application (client) id: what v2.0 access tokens carry in `aud`. */
 const API_APP_ID = '6e0c2a4b-1f3d-4c5e-9a7b-0123456789ab';
@@ -104,17 +105,13 @@ describe('Entra ID: OIDC_SUBJECT_CLAIM=oid, MCP_AUDIENCE = the API application i
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'idp-compat-'));
-    const file = join(dir, 'services.yaml');
-    writeFileSync(
-      file,
-      [
-        'services:',
-        `  - id: ${BOT.id}`,
-        `    audiences: ["${BOT.audience}"]`,
-        '    auth: client_secret_basic',
-        '    allow: { github: [public_repo, repo] }',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'services.yaml'), [
+      'services:',
+      `  - id: ${BOT.id}`,
+      `    audiences: ["${BOT.audience}"]`,
+      '    auth: client_secret_basic',
+      '    allow: { github: [public_repo, repo] }',
+    ]);
     stack = await entraStack({
       OIDC_SUBJECT_CLAIM: 'oid',
       MCP_SCOPES: 'access',

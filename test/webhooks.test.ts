@@ -20,6 +20,7 @@ import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { modernClient } from './support/mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { startWebhookReceiver, verifySignature, type ReceivedEvent, type WebhookReceiver } from './support/webhook-receiver.js';
+import { writeYamlLines } from './support/config-file.js';
 
 const HOUR = 3_600_000;
 /** Anything that looks like a token the GitHub stand-in issues (gho_, ghu_, ghr_ …). */
@@ -80,18 +81,14 @@ describe('signed webhooks from a running broker', () => {
     all = await startWebhookReceiver();
     removals = await startWebhookReceiver();
     dir = mkdtempSync(join(tmpdir(), 'webhooks-'));
-    const file = join(dir, 'providers.yaml');
-    writeFileSync(
-      file,
-      [
-        'webhooks:',
-        '  - id: audit-sink',
-        `    url: ${all.url}`,
-        '  - id: removals',
-        `    url: ${removals.url}`,
-        '    events: [connection.deleted, connection.revoked]',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'providers.yaml'), [
+      'webhooks:',
+      '  - id: audit-sink',
+      `    url: ${all.url}`,
+      '  - id: removals',
+      `    url: ${removals.url}`,
+      '    events: [connection.deleted, connection.revoked]',
+    ]);
     stack = await startStack({
       ...GITHUB_APP,
       env: { ...GITHUB_APP.env, PROVIDERS_FILE: file, WEBHOOK_AUDIT_SINK_SECRET: all.secret, WEBHOOK_REMOVALS_SECRET: removals.secret },
