@@ -265,27 +265,26 @@ describe('development identity provider', () => {
     assert.equal(payload.scope, 'mcp');
   });
 
-  test('cancelling the sign-in returns access_denied to the client', async () => {
-    const authUrl = oidc.buildAuthorizationUrl(confidential, {
+  /** The confidential client's `openid` authorization URL with a fresh PKCE challenge, plus `extra` parameters. */
+  async function openidAuthorizeUrl(extra: Record<string, string>): Promise<URL> {
+    return oidc.buildAuthorizationUrl(confidential, {
       redirect_uri: redirectUri,
       scope: 'openid',
-      state: 'xyz',
+      ...extra,
       code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
       code_challenge_method: 'S256',
     });
+  }
+
+  test('cancelling the sign-in returns access_denied to the client', async () => {
+    const authUrl = await openidAuthorizeUrl({ state: 'xyz' });
     const callback = await driveBrowser(authUrl, redirectUri, { abort: true });
     assert.equal(callback.searchParams.get('error'), 'access_denied');
     assert.equal(callback.searchParams.get('state'), 'xyz');
   });
 
   test('a resource the IdP does not know is rejected (invalid_target)', async () => {
-    const authUrl = oidc.buildAuthorizationUrl(confidential, {
-      redirect_uri: redirectUri,
-      scope: 'openid',
-      resource: 'https://elsewhere.example/api',
-      code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
-      code_challenge_method: 'S256',
-    });
+    const authUrl = await openidAuthorizeUrl({ resource: 'https://elsewhere.example/api' });
     const res = await fetch(authUrl, { redirect: 'manual' });
     const location = new URL(res.headers.get('location') ?? '', authUrl);
     assert.equal(location.searchParams.get('error'), 'invalid_target');
