@@ -2,8 +2,6 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
@@ -19,6 +17,7 @@ import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index
 import { authorizeQuery, formFields } from './support/authorize-form.js';
 import { assertGitHubAppTokens } from './support/github-checks.js';
 import { useSuite } from './support/suite.js';
+import { listenLoopback } from './support/listen.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
@@ -71,16 +70,14 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
   const db = sqliteHandle(database);
   const app = express();
   app.get('/elsewhere', (_req, res) => void res.send('host app'));
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(0, '127.0.0.1', (err?: Error) => (err ? reject(err) : resolve(s)));
-  });
+  const listening = await listenLoopback(app);
   const faults: SandboxFaults = {};
   const requests: Array<{ method: string; path: string }> = [];
   const refreshes: boolean[] = [];
   const sandbox = createSandboxGitHub({
     store,
     clients: [CLIENT, OTHER_CLIENT, APP_CLIENT, APP_CLIENT_B],
-    publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}${MOUNT}/`,
+    publicBase: `http://127.0.0.1:${listening.port}${MOUNT}/`,
     faults,
     onRequest: (method, path) => requests.push({ method, path }),
     onRefresh: (ok) => refreshes.push(ok),
@@ -96,10 +93,7 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
     refreshes,
     sandbox,
     close: async () => {
-      await new Promise<void>((resolve, reject) => {
-        server.close((err) => (err ? reject(err) : resolve()));
-        server.closeAllConnections(); // also ends requests parked by the 'timeout' fault
-      });
+      await listening.close(); // also ends requests parked by the 'timeout' fault
       await database.close();
     },
   };
