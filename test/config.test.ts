@@ -599,6 +599,10 @@ describe('loadConfig: services (token exchange) in PROVIDERS_FILE', () => {
     );
   });
 
+  it('refuses a service id declared twice, one line naming the service', () => {
+    refuses(withServices(`${BOT}\n${BOT}\n`), 'PROVIDERS_FILE services.issue-bot: the id is declared twice');
+  });
+
   it('refuses a client_secret_basic service without its secret, naming the variable', () => {
     refuses(
       withServices(BOT, { SERVICE_ISSUE_BOT_SECRET: '' }),
