@@ -52,15 +52,21 @@ interface Running {
 
 /** {@link startSandbox} on a database in a fresh temporary folder, removed when it closes. */
 async function startSandboxInTemp(prefix: string, clock: () => number): Promise<Running> {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  const running = await startSandbox(join(dir, 'broker.db'), clock);
+  const { dbPath, remove } = tempDatabase(prefix);
+  const running = await startSandbox(dbPath, clock);
   return {
     ...running,
     async close() {
       await running.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     },
   };
+}
+
+/** A database file in a fresh temporary folder, and the function that removes the folder. */
+function tempDatabase(prefix: string): { dbPath: string; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dbPath: join(dir, 'broker.db'), remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 /** Serves the sandbox the way `npm run dev` does: mounted under /sandbox/github of a larger app. */
@@ -893,8 +899,7 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
 
 describe('sandbox GitHub persistence', () => {
   it('keeps users, tokens, grants and issues across a re-created router on the same database file, and stores no raw token or code', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
-    const dbPath = join(dir, 'broker.db');
+    const { dbPath, remove } = tempDatabase('sandbox-github-');
     let gh = await startSandbox(dbPath);
     try {
       const token = await connect(gh, 'persistent');
@@ -943,13 +948,12 @@ describe('sandbox GitHub persistence', () => {
       assert.ok((await (await fetch(`${gh.webUrl}/persistent`)).text()).includes(`<code>${CLIENT.clientId}</code>`), 'the grant survived');
     } finally {
       await gh.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   });
 
   it('stores GitHub App refresh tokens only as SHA-256 digests and keeps them usable across a re-created router', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
-    const dbPath = join(dir, 'broker.db');
+    const { dbPath, remove } = tempDatabase('sandbox-github-');
     let gh = await startSandbox(dbPath);
     try {
       const tokens = await connectApp(gh, 'persistent-app');
@@ -973,7 +977,7 @@ describe('sandbox GitHub persistence', () => {
       assert.deepEqual(await refresh(gh, tokens.refresh_token), BAD_REFRESH);
     } finally {
       await gh.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   });
 
