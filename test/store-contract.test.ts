@@ -1229,29 +1229,18 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
 
       test('undo takes one hit back and never below zero; reset forgets the key; both ignore unknown keys', async () => {
         const t0 = 3_000_000;
+        /** A hit on instance a at t0 + `dt`, after `undos` undos on instance b. */
+        const hitAfterUndos = async (undos: number, dt: number) => {
+          for (let i = 0; i < undos; i++) await b.rateLimits.undo('rl-undo');
+          return a.rateLimits.hit('rl-undo', 60_000, t0 + dt);
+        };
         await a.rateLimits.hit('rl-undo', 60_000, t0);
         await a.rateLimits.hit('rl-undo', 60_000, t0 + 1);
-        await b.rateLimits.undo('rl-undo');
-        assert.deepEqual(
-          await a.rateLimits.hit('rl-undo', 60_000, t0 + 2),
-          { hits: 2, resetAt: t0 + 60_000 },
-          'the undone hit no longer counts; the window stays',
-        );
-        await b.rateLimits.undo('rl-undo');
-        await b.rateLimits.undo('rl-undo');
-        await b.rateLimits.undo('rl-undo');
-        assert.deepEqual(
-          await a.rateLimits.hit('rl-undo', 60_000, t0 + 3),
-          { hits: 1, resetAt: t0 + 60_000 },
-          'undone down to zero, not below',
-        );
+        assert.deepEqual(await hitAfterUndos(1, 2), { hits: 2, resetAt: t0 + 60_000 }, 'the undone hit no longer counts; the window stays');
+        assert.deepEqual(await hitAfterUndos(3, 3), { hits: 1, resetAt: t0 + 60_000 }, 'undone down to zero, not below');
 
         await b.rateLimits.reset('rl-undo');
-        assert.deepEqual(
-          await a.rateLimits.hit('rl-undo', 60_000, t0 + 4),
-          { hits: 1, resetAt: t0 + 4 + 60_000 },
-          'after a reset the next hit opens a new window',
-        );
+        assert.deepEqual(await hitAfterUndos(0, 4), { hits: 1, resetAt: t0 + 4 + 60_000 }, 'after a reset the next hit opens a new window');
         await b.rateLimits.undo('rl-never-hit');
         await b.rateLimits.reset('rl-never-hit');
         assert.deepEqual(await a.rateLimits.hit('rl-never-hit', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });
