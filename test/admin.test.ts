@@ -2,7 +2,6 @@
 // database a broker is serving at the same time (the in-process broker of the stack, plus a second
 // store writing while the command runs), on SQLite and on PostgreSQL (where initdb exists).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
@@ -29,38 +28,14 @@ import { postgresSkipReason, startPostgres, type PgServer } from './support/post
 import { seedConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { pendingRow } from './support/store-rows.js';
+import { productionEnv } from './support/production-env.js';
+import { spawnAdmin, type ProcessRun } from './support/node-process.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const OTHER_ISSUER = 'https://other-idp.example.com';
 const LIST_FIELDS = ['createdAt', 'issuer', 'lastUsedAt', 'login', 'provider', 'scopes', 'status', 'subject'];
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the real command in its own process with `env` (the broker's environment). */
-function spawnAdmin(env: Record<string, string>, args: string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/admin.ts', ...args], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 /** An in-memory stream for runAdmin in this process. */
 function sink(): NodeJS.WritableStream & { text: () => string } {
@@ -97,7 +72,7 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
     /** Every token the stand-in issued for the connections here, and their sealed forms. */
     const secrets: string[] = [];
 
-    const admin = async (args: string[], extra: Record<string, string> = {}): Promise<Run> => {
+    const admin = async (args: string[], extra: Record<string, string> = {}): Promise<ProcessRun> => {
       const run = await spawnAdmin({ ...env, ...extra }, args);
       outputs.push(run.stdout, run.stderr);
       return run;
@@ -729,21 +704,10 @@ describe('npm run admin: usage', () => {
     const dir = mkdtempSync(join(tmpdir(), 'broker-admin-'));
     try {
       const path = join(dir, 'nope', 'broker.db');
-      const run = await spawnAdmin(
-        {
-          ...env,
-          PUBLIC_URL: 'https://broker.example.com',
-          OIDC_ISSUER: 'https://idp.example.com',
-          OIDC_CLIENT_ID: 'connect-broker',
-          OIDC_CLIENT_SECRET: 'oidc-client-secret',
-          GITHUB_CLIENT_ID: 'Iv1.0123456789abcdef',
-          GITHUB_CLIENT_SECRET: 'github-client-secret',
-          BROKER_SECRET: randomBytes(32).toString('base64url'),
-          TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-          DATABASE_PATH: path,
-        },
-        ['connections', 'list'],
-      );
+      const run = await spawnAdmin({ ...env, ...(productionEnv({ DATABASE_PATH: path }) as Record<string, string>) }, [
+        'connections',
+        'list',
+      ]);
       assert.equal(run.code, 1);
       assert.equal(run.stdout, '');
       assert.equal(

@@ -11,6 +11,7 @@ import { ConfigError, loadConfig } from '../src/config/env.js';
 import { allowedHostnames, allowedOrigins } from '../src/app.js';
 import { originAllowed } from '../src/http/host-guard.js';
 import { freePort } from './support/idp.js';
+import { productionEnv } from './support/production-env.js';
 
 const REQUIRED = [
   'PUBLIC_URL',
@@ -25,23 +26,9 @@ const REQUIRED = [
 
 const KEY = randomBytes(32);
 
-/** A complete, valid production-shaped environment with nothing optional set. */
+/** A complete, valid production-shaped environment with nothing optional set, its key {@link KEY}. */
 function validEnv(overrides: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {
-    PUBLIC_URL: 'https://broker.example.com',
-    OIDC_ISSUER: 'https://idp.example.com',
-    OIDC_CLIENT_ID: 'connect-broker',
-    OIDC_CLIENT_SECRET: 'oidc-client-secret',
-    GITHUB_CLIENT_ID: 'Iv1.0123456789abcdef',
-    GITHUB_CLIENT_SECRET: 'github-client-secret',
-    BROKER_SECRET: 'b'.repeat(32),
-    TOKEN_ENCRYPTION_KEY: KEY.toString('base64'),
-  };
-  for (const [name, value] of Object.entries(overrides)) {
-    if (value === undefined) delete env[name];
-    else env[name] = value;
-  }
-  return env;
+  return productionEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('base64'), ...overrides });
 }
 
 /** Asserts that loading `env` throws a ConfigError with exactly `message`. */
@@ -610,6 +597,10 @@ describe('loadConfig: services (token exchange) in PROVIDERS_FILE', () => {
       validEnv({ SERVICE_RATE_LIMIT_PER_MINUTE: 'lots' }),
       'SERVICE_RATE_LIMIT_PER_MINUTE must be an integer between 0 and 1000000 (got "lots")',
     );
+  });
+
+  it('refuses a service id declared twice, one line naming the service', () => {
+    refuses(withServices(`${BOT}\n${BOT}\n`), 'PROVIDERS_FILE services.issue-bot: the id is declared twice');
   });
 
   it('refuses a client_secret_basic service without its secret, naming the variable', () => {

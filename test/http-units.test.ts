@@ -337,9 +337,21 @@ describe('the SQLite store', () => {
   });
 
   describe('CompletionWatcher', () => {
-    it('wakes a waiter within ~300 ms when another Store handle on the same file settles the row', async () => {
-      const watcher = new CompletionWatcher(a);
+    /** Runs `body` with a watcher on `store`, closed afterwards whatever happens. */
+    async function withWatcher(
+      store: ConstructorParameters<typeof CompletionWatcher>[0],
+      body: (watcher: CompletionWatcher) => Promise<void>,
+    ): Promise<void> {
+      const watcher = new CompletionWatcher(store);
       try {
+        await body(watcher);
+      } finally {
+        watcher.close();
+      }
+    }
+
+    it('wakes a waiter within ~300 ms when another Store handle on the same file settles the row', async () => {
+      await withWatcher(a, async (watcher) => {
         const id = await pendingRow(a);
         const waiting = watcher.wait(id, 5_000);
         await eventually('the waiter to register', () => watcher.waiting === 1);
@@ -350,14 +362,11 @@ describe('the SQLite store', () => {
         assert.equal(outcome, 'completed');
         assert.ok(elapsed < 300, `woke ${elapsed} ms after the other handle settled the row (polling every 100 ms)`);
         assert.equal(watcher.waiting, 0, 'the waiter is released');
-      } finally {
-        watcher.close();
-      }
+      });
     });
 
     it('is not woken by another row settling', async () => {
-      const watcher = new CompletionWatcher(a);
-      try {
+      await withWatcher(a, async (watcher) => {
         const mine = await pendingRow(a);
         const other = await pendingRow(a);
         const release = new AbortController();
@@ -374,9 +383,7 @@ describe('the SQLite store', () => {
         release.abort();
         assert.equal(await waitingMine, 'aborted');
         assert.equal((await a.pending.byId(mine))!.status, 'open');
-      } finally {
-        watcher.close();
-      }
+      });
     });
 
     it('still releases a waiter when a push channel says it is live but delivers nothing (a silently dead LISTEN)', async () => {
@@ -388,8 +395,7 @@ describe('the SQLite store', () => {
           return () => undefined;
         },
       };
-      const watcher = new CompletionWatcher({ ...a, settledFeed: silentFeed });
-      try {
+      await withWatcher({ ...a, settledFeed: silentFeed }, async (watcher) => {
         onLive!(true);
         const id = await pendingRow(a);
         const started = Date.now();
@@ -398,28 +404,22 @@ describe('the SQLite store', () => {
         assert.equal(await waiting, 'completed');
         const elapsed = Date.now() - started;
         assert.ok(elapsed >= 1_000 && elapsed < 4_500, `released by the slow safety poll after ${elapsed} ms, not by the 100 ms one`);
-      } finally {
-        watcher.close();
-      }
+      });
     });
 
     it("resolves 'timeout' when nothing settles within the hold", async () => {
-      const watcher = new CompletionWatcher(a);
-      try {
+      await withWatcher(a, async (watcher) => {
         const id = await pendingRow(a);
         const started = Date.now();
         assert.equal(await watcher.wait(id, 200), 'timeout');
         const elapsed = Date.now() - started;
         assert.ok(elapsed >= 190 && elapsed < 1_000, `timed out after ${elapsed} ms`);
         assert.equal(watcher.waiting, 0);
-      } finally {
-        watcher.close();
-      }
+      });
     });
 
     it("resolves 'aborted' when the AbortSignal fires, and at once for an already-aborted signal", async () => {
-      const watcher = new CompletionWatcher(a);
-      try {
+      await withWatcher(a, async (watcher) => {
         const id = await pendingRow(a);
         const controller = new AbortController();
         const started = Date.now();
@@ -428,14 +428,11 @@ describe('the SQLite store', () => {
         assert.ok(Date.now() - started < 1_000);
         assert.equal(watcher.waiting, 0);
         assert.equal(await watcher.wait(id, 5_000, AbortSignal.abort()), 'aborted');
-      } finally {
-        watcher.close();
-      }
+      });
     });
 
     it('waitForRow hands back the settled row with its reason, and the current row after a timeout', async () => {
-      const watcher = new CompletionWatcher(a);
-      try {
+      await withWatcher(a, async (watcher) => {
         const id = await pendingRow(a);
         const waiting = watcher.waitForRow(id, 5_000);
         await eventually('the waiter to register', () => watcher.waiting === 1);
@@ -451,22 +448,17 @@ describe('the SQLite store', () => {
         assert.equal(timedOut.outcome, 'timeout');
         assert.equal(timedOut.row?.status, 'open');
         assert.deepEqual(await watcher.waitForRow(randomUUID(), 5_000), { outcome: 'gone', row: undefined });
-      } finally {
-        watcher.close();
-      }
+      });
     });
 
     it("answers at once with the status of an already-settled row, and 'gone' for an unknown one", async () => {
-      const watcher = new CompletionWatcher(a);
-      try {
+      await withWatcher(a, async (watcher) => {
         const id = await pendingRow(a);
         await b.pending.settle(id, 'denied');
         assert.equal(await watcher.wait(id, 5_000), 'denied');
         assert.equal(await watcher.wait(randomUUID(), 5_000), 'gone');
         assert.equal(watcher.waiting, 0);
-      } finally {
-        watcher.close();
-      }
+      });
     });
   });
 });

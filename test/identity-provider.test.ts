@@ -44,6 +44,18 @@ class CookieJar {
   }
 }
 
+/** One browser step without following redirects: GET, or POST of `form`, with the jar's cookies; the jar keeps what the answer sets. */
+async function browserStep(jar: CookieJar, url: string, form: URLSearchParams | undefined): Promise<Response> {
+  const res = await fetch(url, {
+    method: form ? 'POST' : 'GET',
+    redirect: 'manual',
+    headers: { cookie: jar.header(), ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+    ...(form ? { body: form.toString() } : {}),
+  });
+  jar.store(res);
+  return res;
+}
+
 interface DriveOptions {
   login?: string;
   tryEmptyLoginFirst?: boolean;
@@ -57,13 +69,7 @@ async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions 
   let form: URLSearchParams | undefined;
   let triedEmpty = !opts.tryEmptyLoginFirst;
   for (let step = 0; step < 20; step++) {
-    const res = await fetch(url, {
-      method: form ? 'POST' : 'GET',
-      redirect: 'manual',
-      headers: { cookie: jar.header(), ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
-      ...(form ? { body: form.toString() } : {}),
-    });
-    jar.store(res);
+    const res = await browserStep(jar, url, form);
     const wasEmptyAttempt = form?.get('login')?.trim() === '';
     form = undefined;
     if (res.status >= 300 && res.status < 400) {
@@ -259,27 +265,26 @@ describe('development identity provider', () => {
     assert.equal(payload.scope, 'mcp');
   });
 
-  test('cancelling the sign-in returns access_denied to the client', async () => {
-    const authUrl = oidc.buildAuthorizationUrl(confidential, {
+  /** The confidential client's `openid` authorization URL with a fresh PKCE challenge, plus `extra` parameters. */
+  async function openidAuthorizeUrl(extra: Record<string, string>): Promise<URL> {
+    return oidc.buildAuthorizationUrl(confidential, {
       redirect_uri: redirectUri,
       scope: 'openid',
-      state: 'xyz',
+      ...extra,
       code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
       code_challenge_method: 'S256',
     });
+  }
+
+  test('cancelling the sign-in returns access_denied to the client', async () => {
+    const authUrl = await openidAuthorizeUrl({ state: 'xyz' });
     const callback = await driveBrowser(authUrl, redirectUri, { abort: true });
     assert.equal(callback.searchParams.get('error'), 'access_denied');
     assert.equal(callback.searchParams.get('state'), 'xyz');
   });
 
   test('a resource the IdP does not know is rejected (invalid_target)', async () => {
-    const authUrl = oidc.buildAuthorizationUrl(confidential, {
-      redirect_uri: redirectUri,
-      scope: 'openid',
-      resource: 'https://elsewhere.example/api',
-      code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
-      code_challenge_method: 'S256',
-    });
+    const authUrl = await openidAuthorizeUrl({ resource: 'https://elsewhere.example/api' });
     const res = await fetch(authUrl, { redirect: 'manual' });
     const location = new URL(res.headers.get('location') ?? '', authUrl);
     assert.equal(location.searchParams.get('error'), 'invalid_target');
@@ -413,13 +418,7 @@ async function browse(
 ): Promise<{ url: string; status: number; html: string } | URL> {
   let body = form;
   for (let hop = 0; hop < 15; hop++) {
-    const res = await fetch(url, {
-      method: body ? 'POST' : 'GET',
-      redirect: 'manual',
-      headers: { cookie: jar.header(), ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
-      ...(body ? { body: body.toString() } : {}),
-    });
-    jar.store(res);
+    const res = await browserStep(jar, url, body);
     body = undefined;
     const location = res.headers.get('location');
     if (res.status >= 300 && res.status < 400 && location) {

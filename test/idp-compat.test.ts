@@ -3,16 +3,18 @@
 // `scope`, tokens without a `typ` header. Each rule is refused by default and accepted only as
 // configured (docs/idp/entra-id.md, docs/idp/okta.md).
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { Browser, textOf } from './support/browser.js';
-import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
+import { modernClient, resultText } from './support/mcp.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
+import { assertAccepted, assertRefused, idTokenFromIdp, resourceNamedClient } from './support/token-checks.js';
+import { writeYamlLines } from './support/config-file.js';
 
 /** An Entra ID API's application (client) id: what v2.0 access tokens carry in `aud`. */
 const API_APP_ID = '6e0c2a4b-1f3d-4c5e-9a7b-0123456789ab';
@@ -29,28 +31,6 @@ function entraToken(stack: Stack, user: string, extra: { aud?: string | string[]
     typ: 'JWT',
     claims: { scope: undefined, scp: 'access', oid: oidOf(user), tid: 'tenant-1', azp: 'assistant-app', ...extra.claims },
   });
-}
-
-function call(stack: Stack, token: string) {
-  return rawCall(stack.mcpUrl, token, { method: 'tools/call', params: { name: 'list_connections', arguments: {}, _meta: envelope() } });
-}
-
-async function assertAccepted(stack: Stack, token: string, label: string): Promise<void> {
-  const res = await call(stack, token);
-  assert.equal(res.status, 200, `${label}: ${res.text}`);
-  assert.ok(res.json?.result, `${label}: ${res.text}`);
-}
-
-async function assertRefused(stack: Stack, token: string, label: string, error = 'invalid_token'): Promise<string> {
-  const res = await call(stack, token);
-  assert.equal(res.status, error === 'invalid_token' ? 401 : 403, `${label}: ${res.status} ${res.text}`);
-  const challenge = res.headers.get('www-authenticate') ?? '';
-  assert.match(challenge, new RegExp(`error="${error}"`), `${label}: ${challenge}`);
-  assert.ok(
-    challenge.includes(`resource_metadata="${stack.publicUrl}/.well-known/oauth-protected-resource/mcp"`),
-    `${label}: ${challenge}`,
-  );
-  return challenge;
 }
 
 /** Asks for GitHub through /mcp as `token`, completes the connect page in the browser as `user`, and returns the page's text. */
@@ -125,17 +105,13 @@ describe('Entra ID: OIDC_SUBJECT_CLAIM=oid, MCP_AUDIENCE = the API application i
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'idp-compat-'));
-    const file = join(dir, 'services.yaml');
-    writeFileSync(
-      file,
-      [
-        'services:',
-        `  - id: ${BOT.id}`,
-        `    audiences: ["${BOT.audience}"]`,
-        '    auth: client_secret_basic',
-        '    allow: { github: [public_repo, repo] }',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'services.yaml'), [
+      'services:',
+      `  - id: ${BOT.id}`,
+      `    audiences: ["${BOT.audience}"]`,
+      '    auth: client_secret_basic',
+      '    allow: { github: [public_repo, repo] }',
+    ]);
     stack = await entraStack({
       OIDC_SUBJECT_CLAIM: 'oid',
       MCP_SCOPES: 'access',
@@ -262,57 +238,6 @@ describe('OIDC_SUBJECT_CLAIM=oid with an IdP whose ID tokens carry no oid', () =
   });
 });
 
-/** A client registered under the resource URL itself, for ID tokens whose aud is the MCP resource. */
-const RESOURCE_CLIENT_SECRET = 'resource-named-client-secret';
-const resourceNamedClient = (publicUrl: string) => [
-  {
-    client_id: `${publicUrl}/mcp`,
-    client_secret: RESOURCE_CLIENT_SECRET,
-    redirect_uris: [`${publicUrl}/id-token-landing`],
-    token_endpoint_auth_method: 'client_secret_post' as const,
-  },
-];
-
-/** A real code flow at the stack's IdP as the resource-named client, without a nonce: its ID token. */
-async function idTokenWithoutNonce(stack: Stack, user: string): Promise<string> {
-  const discovery = (await (await fetch(`${stack.idp.issuer}/.well-known/openid-configuration`)).json()) as {
-    authorization_endpoint: string;
-    token_endpoint: string;
-  };
-  const [client] = resourceNamedClient(stack.publicUrl);
-  const verifier = randomBytes(32).toString('base64url');
-  const authorize = new URL(discovery.authorization_endpoint);
-  authorize.search = new URLSearchParams({
-    client_id: client!.client_id,
-    response_type: 'code',
-    scope: 'openid profile',
-    redirect_uri: client!.redirect_uris[0]!,
-    state: randomBytes(16).toString('base64url'),
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-  }).toString();
-  const browser = new Browser();
-  const login = await browser.open(authorize.href);
-  const landed = await browser.submit(login, { fields: { login: user } });
-  const code = new URL(landed.url).searchParams.get('code');
-  assert.ok(code, landed.url);
-  const res = await fetch(discovery.token_endpoint, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({
-      grant_type: 'authorization_code',
-      code,
-      redirect_uri: client!.redirect_uris[0]!,
-      code_verifier: verifier,
-      client_id: client!.client_id,
-      client_secret: RESOURCE_CLIENT_SECRET,
-    }),
-  });
-  const tokens = (await res.json()) as { id_token?: string };
-  assert.ok(tokens.id_token, JSON.stringify(tokens));
-  return tokens.id_token;
-}
-
 /** An access token as Okta's custom authorization servers shape it: no typ header, `scp` an array, no `scope`. */
 function oktaToken(stack: Stack, sub: string, claims: Record<string, unknown> = {}) {
   return stack.idp.mintAccessToken({ sub, typ: null, claims: { scope: undefined, scp: ['mcp'], cid: 'assistant', uid: sub, ...claims } });
@@ -377,7 +302,7 @@ describe('MCP_ACCESS_TOKEN_TYPES=at+jwt,none (Okta custom authorization servers)
       await stack.idp.mintAccessToken({ sub: 'okta-bea', typ: null, aud: [stack.mcpUrl, 'connect-broker'] }),
       'aud naming the sign-in client',
     );
-    const idToken = await idTokenWithoutNonce(stack, 'okta-bea');
+    const idToken = await idTokenFromIdp(stack, 'okta-bea');
     const claims = decodeJwt(idToken);
     assert.equal(claims.aud, stack.mcpUrl, 'the ID token is for the resource-named client: its aud is the MCP resource');
     assert.equal(claims.nonce, undefined);

@@ -5,7 +5,7 @@
 // token; no message the client receives ever carries that token.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -17,6 +17,7 @@ import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
 import { PYTHON_MCP_CLIENT, pythonMcpClient } from './support/python-mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { writeYamlLines } from './support/config-file.js';
 
 const SERVICE = { id: 'issue-bot', secret: 'issue-bot-secret-for-the-e2e-test-0123' };
 const STATE_KEY = 'an-e2e-state-key-of-at-least-thirty-two-bytes';
@@ -66,18 +67,14 @@ describe('the example issue service against the real broker, end to end', () => 
   before(async () => {
     audience = `http://127.0.0.1:${await freePort()}/mcp`;
     dir = mkdtempSync(join(tmpdir(), 'issue-service-e2e-'));
-    const file = join(dir, 'services.yaml');
-    writeFileSync(
-      file,
-      [
-        'services:',
-        `  - id: ${SERVICE.id}`,
-        '    displayName: Example issue service',
-        `    audiences: [${audience}]`,
-        '    auth: client_secret_basic',
-        '    allow: { github: [public_repo, repo] }',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'services.yaml'), [
+      'services:',
+      `  - id: ${SERVICE.id}`,
+      '    displayName: Example issue service',
+      `    audiences: [${audience}]`,
+      '    auth: client_secret_basic',
+      '    allow: { github: [public_repo, repo] }',
+    ]);
     stack = await startStack({ env: { PROVIDERS_FILE: file, SERVICE_ISSUE_BOT_SECRET: SERVICE.secret }, holdSeconds: 5 });
     service = await startIssueService({
       brokerUrl: stack.publicUrl,

@@ -1,7 +1,7 @@
 // The Prometheus metrics (issue 14): /metrics scraped and parsed after real flows, its access rules,
 // and labels that never name a user, a login or a token.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -12,6 +12,7 @@ import { freePort } from './support/idp.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
 import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
+import { writeYamlLines } from './support/config-file.js';
 
 const METRICS_TOKEN = 'metrics-token-for-tests-0123456789';
 const BOT = { id: 'metrics-bot', secret: 'metrics-bot-secret-for-tests-0123', audience: 'https://metrics-bot.example.com/mcp' };
@@ -110,22 +111,18 @@ describe('/metrics', () => {
   before(async () => {
     upstream = await startUpstreamServer({ era: 'modern', anonymous: true });
     dir = mkdtempSync(join(tmpdir(), 'metrics-test-'));
-    const file = join(dir, 'services.yaml');
-    writeFileSync(
-      file,
-      [
-        'services:',
-        `  - id: ${BOT.id}`,
-        `    audiences: [${BOT.audience}]`,
-        '    auth: client_secret_basic',
-        '    allow: { github: [public_repo, repo] }',
-        'upstreams:',
-        '  - id: open',
-        `    url: ${upstream.url}`,
-        '    auth: none',
-        '    timeoutMs: 2000',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'services.yaml'), [
+      'services:',
+      `  - id: ${BOT.id}`,
+      `    audiences: [${BOT.audience}]`,
+      '    auth: client_secret_basic',
+      '    allow: { github: [public_repo, repo] }',
+      'upstreams:',
+      '  - id: open',
+      `    url: ${upstream.url}`,
+      '    auth: none',
+      '    timeoutMs: 2000',
+    ]);
     stack = await startStack({
       standIn: GITHUB_APP.standIn,
       holdSeconds: 10,

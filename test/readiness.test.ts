@@ -25,6 +25,25 @@ async function readyz(
   return { status: res.status, body: (await res.json()) as { status: string; checks?: Record<string, string> } };
 }
 
+/** A broker on a free loopback port whose IdP is `issuer`, every log line kept in `logs`. */
+async function startBrokerWithIdp(
+  issuer: string,
+  dir: string,
+  github: GitHubStandIn,
+  logs: string[],
+): Promise<{ broker: RunningBroker; publicUrl: string }> {
+  const port = await freePort();
+  const publicUrl = `http://127.0.0.1:${port}`;
+  const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer } }) };
+  return {
+    broker: await startBroker(
+      loadConfig(env),
+      createLogger('debug', (line) => logs.push(line)),
+    ),
+    publicUrl,
+  };
+}
+
 describe('readiness and the identity provider', () => {
   let dir: string;
   let github: GitHubStandIn;
@@ -37,15 +56,9 @@ describe('readiness and the identity provider', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'broker-readiness-'));
     github = await startGitHubStandIn();
-    const port = await freePort();
-    publicUrl = `http://127.0.0.1:${port}`;
     // A well-formed issuer on a loopback port nobody listens on (yet).
     idpPort = await freePort();
-    const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer: `http://127.0.0.1:${idpPort}` } }) };
-    broker = await startBroker(
-      loadConfig(env),
-      createLogger('debug', (line) => logs.push(line)),
-    );
+    ({ broker, publicUrl } = await startBrokerWithIdp(`http://127.0.0.1:${idpPort}`, dir, github, logs));
   });
 
   after(async () => {
@@ -133,14 +146,7 @@ describe('readiness when the IdP answers discovery but not its JWKS', () => {
       res.end('down for maintenance');
     });
     await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve));
-    const port = await freePort();
-    publicUrl = `http://127.0.0.1:${port}`;
-    const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
-    const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir, github, idp: { issuer } }) };
-    broker = await startBroker(
-      loadConfig(env),
-      createLogger('debug', (line) => logs.push(line)),
-    );
+    ({ broker, publicUrl } = await startBrokerWithIdp(`http://127.0.0.1:${(idp.address() as AddressInfo).port}`, dir, github, logs));
   });
 
   after(async () => {

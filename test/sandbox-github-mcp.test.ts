@@ -6,8 +6,6 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
@@ -25,6 +23,7 @@ import { authorizeQuery, formFields } from './support/authorize-form.js';
 import { Browser } from './support/browser.js';
 import { freePort } from './support/idp.js';
 import { envelope, legacyClient, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
+import { listenLoopback } from './support/listen.js';
 
 const MOUNT = '/sandbox/github';
 const REDIRECT = 'http://127.0.0.1:1/callback';
@@ -45,14 +44,12 @@ async function startSandbox(dbPath: string, mcpStateKey?: string): Promise<Sandb
   const database: Store = openSqliteStore(dbPath);
   const store = openDevTables(database).sandboxGitHub;
   const app = express();
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(0, '127.0.0.1', (err?: Error) => (err ? reject(err) : resolve(s)));
-  });
+  const listening = await listenLoopback(app);
   const faults: SandboxFaults = {};
   const gh = createSandboxGitHub({
     store,
     clients: [OAUTH_APP, GITHUB_APP],
-    publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}${MOUNT}`,
+    publicBase: `http://127.0.0.1:${listening.port}${MOUNT}`,
     faults,
     ...(mcpStateKey ? { mcpStateKey } : {}),
   });
@@ -62,10 +59,7 @@ async function startSandbox(dbPath: string, mcpStateKey?: string): Promise<Sandb
     store,
     faults,
     close: async () => {
-      await new Promise<void>((resolve, reject) => {
-        server.close((err) => (err ? reject(err) : resolve()));
-        server.closeAllConnections();
-      });
+      await listening.close();
       await database.close();
     },
   };

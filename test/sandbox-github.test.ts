@@ -1,9 +1,7 @@
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
@@ -18,6 +16,8 @@ import { openDevTables, SandboxGitHubStore } from '../src/dev/store/index.js';
 import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
 import { assertGitHubAppTokens } from './support/github-checks.js';
+import { useSuite } from './support/suite.js';
+import { listenLoopback } from './support/listen.js';
 
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
@@ -50,6 +50,25 @@ interface Running {
   close(): Promise<void>;
 }
 
+/** {@link startSandbox} on a database in a fresh temporary folder, removed when it closes. */
+async function startSandboxInTemp(prefix: string, clock: () => number): Promise<Running> {
+  const { dbPath, remove } = tempDatabase(prefix);
+  const running = await startSandbox(dbPath, clock);
+  return {
+    ...running,
+    async close() {
+      await running.close();
+      remove();
+    },
+  };
+}
+
+/** A database file in a fresh temporary folder, and the function that removes the folder. */
+function tempDatabase(prefix: string): { dbPath: string; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dbPath: join(dir, 'broker.db'), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 /** Serves the sandbox the way `npm run dev` does: mounted under /sandbox/github of a larger app. */
 async function startSandbox(dbPath: string, clock: () => number = Date.now): Promise<Running> {
   const database = openSqliteStore(dbPath);
@@ -57,16 +76,14 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
   const db = sqliteHandle(database);
   const app = express();
   app.get('/elsewhere', (_req, res) => void res.send('host app'));
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(0, '127.0.0.1', (err?: Error) => (err ? reject(err) : resolve(s)));
-  });
+  const listening = await listenLoopback(app);
   const faults: SandboxFaults = {};
   const requests: Array<{ method: string; path: string }> = [];
   const refreshes: boolean[] = [];
   const sandbox = createSandboxGitHub({
     store,
     clients: [CLIENT, OTHER_CLIENT, APP_CLIENT, APP_CLIENT_B],
-    publicBase: `http://127.0.0.1:${(server.address() as AddressInfo).port}${MOUNT}/`,
+    publicBase: `http://127.0.0.1:${listening.port}${MOUNT}/`,
     faults,
     onRequest: (method, path) => requests.push({ method, path }),
     onRefresh: (ok) => refreshes.push(ok),
@@ -82,10 +99,7 @@ async function startSandbox(dbPath: string, clock: () => number = Date.now): Pro
     refreshes,
     sandbox,
     close: async () => {
-      await new Promise<void>((resolve, reject) => {
-        server.close((err) => (err ? reject(err) : resolve()));
-        server.closeAllConnections(); // also ends requests parked by the 'timeout' fault
-      });
+      await listening.close(); // also ends requests parked by the 'timeout' fault
       await database.close();
     },
   };
@@ -217,17 +231,8 @@ const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const basicAuth = (c = CLIENT) => `Basic ${Buffer.from(`${c.clientId}:${c.clientSecret}`).toString('base64')}`;
 
 describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => {
-  let dir: string;
-  let gh: Running;
   let clock = Date.now();
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
-    gh = await startSandbox(join(dir, 'broker.db'), () => clock);
-  });
-  after(async () => {
-    await gh.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const gh = useSuite('the sandbox', () => startSandboxInTemp('sandbox-github-', () => clock));
 
   it('derives webUrl and apiUrl from publicBase without its trailing slash', () => {
     assert.match(gh.webUrl, /^http:\/\/127\.0\.0\.1:\d+\/sandbox\/github$/);
@@ -685,17 +690,8 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
 });
 
 describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
-  let dir: string;
-  let gh: Running;
   let clock = Date.UTC(2026, 0, 1);
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sandbox-github-app-'));
-    gh = await startSandbox(join(dir, 'broker.db'), () => clock);
-  });
-  after(async () => {
-    await gh.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const gh = useSuite('the sandbox', () => startSandboxInTemp('sandbox-github-app-', () => clock));
 
   it('shows a GitHub App authorize page without scopes and issues ghu_ + ghr_ tokens with expires_in, refresh_token_expires_in and an empty scope', async () => {
     const q = new URLSearchParams({ client_id: APP_CLIENT.clientId, redirect_uri: REDIRECT, scope: 'repo admin:org' });
@@ -903,8 +899,7 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
 
 describe('sandbox GitHub persistence', () => {
   it('keeps users, tokens, grants and issues across a re-created router on the same database file, and stores no raw token or code', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
-    const dbPath = join(dir, 'broker.db');
+    const { dbPath, remove } = tempDatabase('sandbox-github-');
     let gh = await startSandbox(dbPath);
     try {
       const token = await connect(gh, 'persistent');
@@ -953,13 +948,12 @@ describe('sandbox GitHub persistence', () => {
       assert.ok((await (await fetch(`${gh.webUrl}/persistent`)).text()).includes(`<code>${CLIENT.clientId}</code>`), 'the grant survived');
     } finally {
       await gh.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   });
 
   it('stores GitHub App refresh tokens only as SHA-256 digests and keeps them usable across a re-created router', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sandbox-github-'));
-    const dbPath = join(dir, 'broker.db');
+    const { dbPath, remove } = tempDatabase('sandbox-github-');
     let gh = await startSandbox(dbPath);
     try {
       const tokens = await connectApp(gh, 'persistent-app');
@@ -983,7 +977,7 @@ describe('sandbox GitHub persistence', () => {
       assert.deepEqual(await refresh(gh, tokens.refresh_token), BAD_REFRESH);
     } finally {
       await gh.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   });
 

@@ -134,6 +134,38 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
     describe('sessions', () => {
       const { a, b } = twoInstances();
 
+      /**
+       * Creates session `from` on instance a, signs it in as `who` under the new id `to` (sealed ID
+       * token `idToken`, expiring `expiresIn` from now), and asserts instance b reads exactly that row
+       * under `to`. Returns the time it started.
+       */
+      async function assertRotatedIn(
+        from: string,
+        to: string,
+        who: Owner,
+        name: string,
+        expiresIn: number,
+        idToken: string | null,
+      ): Promise<number> {
+        const t0 = Date.now();
+        await a.sessions.create(from, t0 + HOUR);
+        await a.sessions.rotateSignedIn(from, to, { ...who, name }, t0 + expiresIn, ...(idToken === null ? [] : [idToken]));
+        const t1 = Date.now();
+        const row = await b.sessions.find(to);
+        assert.ok(row);
+        assertStamped(row.created_at, t0, t1, 'created_at');
+        assert.deepEqual(row, {
+          id_hash: to,
+          issuer: who.issuer,
+          subject: who.subject,
+          display_name: name,
+          id_token: idToken,
+          created_at: row.created_at,
+          expires_at: t0 + expiresIn,
+        });
+        return t0;
+      }
+
       test('create stores an anonymous session that find returns, from any instance, until expires_at', async () => {
         const t0 = Date.now();
         await a.sessions.create('s-anon', t0 + HOUR);
@@ -157,23 +189,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       });
 
       test('rotateSignedIn replaces the old id with a new one carrying the principal (no fixation)', async () => {
-        const t0 = Date.now();
-        await a.sessions.create('s-before', t0 + HOUR);
-        await a.sessions.rotateSignedIn('s-before', 's-alice', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR);
-        const t1 = Date.now();
+        const t0 = await assertRotatedIn('s-before', 's-alice', ALICE, 'Alice', 2 * HOUR, null);
         assert.equal(await b.sessions.find('s-before'), undefined, 'the old id is gone');
-        const row = await b.sessions.find('s-alice');
-        assert.ok(row);
-        assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, {
-          id_hash: 's-alice',
-          issuer: ALICE.issuer,
-          subject: ALICE.subject,
-          display_name: 'Alice',
-          id_token: null,
-          created_at: row.created_at,
-          expires_at: t0 + 2 * HOUR,
-        });
         await a.sessions.rotateSignedIn('s-alice', 's-alice-2', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR, 'v1.sealed-id-token');
         assert.equal(
           (await b.sessions.find('s-alice-2'))?.id_token,
@@ -188,22 +205,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       });
 
       test('rotateSignedIn keeps the sealed ID token of that sign-in with the new session; a sign-in without one stores none', async () => {
-        const t0 = Date.now();
-        await a.sessions.create('s-token-before', t0 + HOUR);
-        await a.sessions.rotateSignedIn('s-token-before', 's-token', { ...CAROL, name: 'Carol' }, t0 + HOUR, 'v1.k1.sealed-id-token');
-        const t1 = Date.now();
-        const row = await b.sessions.find('s-token');
-        assert.ok(row);
-        assertStamped(row.created_at, t0, t1, 'created_at');
-        assert.deepEqual(row, {
-          id_hash: 's-token',
-          issuer: CAROL.issuer,
-          subject: CAROL.subject,
-          display_name: 'Carol',
-          id_token: 'v1.k1.sealed-id-token',
-          created_at: row.created_at,
-          expires_at: t0 + HOUR,
-        });
+        const t0 = await assertRotatedIn('s-token-before', 's-token', CAROL, 'Carol', HOUR, 'v1.k1.sealed-id-token');
         await b.sessions.rotateSignedIn(undefined, 's-token-fresh', { ...CAROL, name: 'Carol' }, t0 + HOUR, 'v1.k1.another');
         assert.equal((await a.sessions.find('s-token-fresh'))?.id_token, 'v1.k1.another', 'without an old id too');
         await a.sessions.rotateSignedIn('s-token', 's-token-none', { ...CAROL, name: 'Carol' }, t0 + HOUR);
@@ -1227,29 +1229,18 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
 
       test('undo takes one hit back and never below zero; reset forgets the key; both ignore unknown keys', async () => {
         const t0 = 3_000_000;
+        /** A hit on instance a at t0 + `dt`, after `undos` undos on instance b. */
+        const hitAfterUndos = async (undos: number, dt: number) => {
+          for (let i = 0; i < undos; i++) await b.rateLimits.undo('rl-undo');
+          return a.rateLimits.hit('rl-undo', 60_000, t0 + dt);
+        };
         await a.rateLimits.hit('rl-undo', 60_000, t0);
         await a.rateLimits.hit('rl-undo', 60_000, t0 + 1);
-        await b.rateLimits.undo('rl-undo');
-        assert.deepEqual(
-          await a.rateLimits.hit('rl-undo', 60_000, t0 + 2),
-          { hits: 2, resetAt: t0 + 60_000 },
-          'the undone hit no longer counts; the window stays',
-        );
-        await b.rateLimits.undo('rl-undo');
-        await b.rateLimits.undo('rl-undo');
-        await b.rateLimits.undo('rl-undo');
-        assert.deepEqual(
-          await a.rateLimits.hit('rl-undo', 60_000, t0 + 3),
-          { hits: 1, resetAt: t0 + 60_000 },
-          'undone down to zero, not below',
-        );
+        assert.deepEqual(await hitAfterUndos(1, 2), { hits: 2, resetAt: t0 + 60_000 }, 'the undone hit no longer counts; the window stays');
+        assert.deepEqual(await hitAfterUndos(3, 3), { hits: 1, resetAt: t0 + 60_000 }, 'undone down to zero, not below');
 
         await b.rateLimits.reset('rl-undo');
-        assert.deepEqual(
-          await a.rateLimits.hit('rl-undo', 60_000, t0 + 4),
-          { hits: 1, resetAt: t0 + 4 + 60_000 },
-          'after a reset the next hit opens a new window',
-        );
+        assert.deepEqual(await hitAfterUndos(0, 4), { hits: 1, resetAt: t0 + 4 + 60_000 }, 'after a reset the next hit opens a new window');
         await b.rateLimits.undo('rl-never-hit');
         await b.rateLimits.reset('rl-never-hit');
         assert.deepEqual(await a.rateLimits.hit('rl-never-hit', 60_000, t0), { hits: 1, resetAt: t0 + 60_000 });

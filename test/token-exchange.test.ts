@@ -12,6 +12,7 @@ import { Browser } from './support/browser.js';
 import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { readConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
+import { writeYamlLines } from './support/config-file.js';
 
 const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-tests-0123', audience: 'https://bot.example.com/mcp' };
 const TRACKER = { id: 'tracker-bot', audience: 'https://tracker-bot.example.com/mcp' };
@@ -54,23 +55,19 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
   before(async () => {
     jwks = await startJwks();
     dir = mkdtempSync(join(tmpdir(), 'exchange-test-'));
-    const file = join(dir, 'services.yaml');
-    writeFileSync(
-      file,
-      [
-        'services:',
-        `  - id: ${BOT.id}`,
-        '    displayName: Issue Bot',
-        `    audiences: [${BOT.audience}]`,
-        '    auth: client_secret_basic',
-        '    allow: { github: [public_repo, repo] }',
-        `  - id: ${TRACKER.id}`,
-        `    audiences: [${TRACKER.audience}]`,
-        '    auth: private_key_jwt',
-        `    jwksUri: ${jwks.url}`,
-        '    allow: { github: [public_repo] }',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'services.yaml'), [
+      'services:',
+      `  - id: ${BOT.id}`,
+      '    displayName: Issue Bot',
+      `    audiences: [${BOT.audience}]`,
+      '    auth: client_secret_basic',
+      '    allow: { github: [public_repo, repo] }',
+      `  - id: ${TRACKER.id}`,
+      `    audiences: [${TRACKER.audience}]`,
+      '    auth: private_key_jwt',
+      `    jwksUri: ${jwks.url}`,
+      '    allow: { github: [public_repo] }',
+    ]);
     // GitLab is configured (a provider of this broker) but in no service's allow.
     stack = await startStack({
       env: { PROVIDERS_FILE: file, SERVICE_ISSUE_BOT_SECRET: BOT.secret, GITLAB_CLIENT_ID: 'gl-id', GITLAB_CLIENT_SECRET: 'gl-secret' },

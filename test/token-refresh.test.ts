@@ -16,6 +16,7 @@ import { createIssues, GITHUB_APP, revokeGrantUpstream, seedExpired } from './su
 import { envelope, rawCall, resultText } from './support/mcp.js';
 import { readConnection, seedConnection } from './support/seed.js';
 import { scriptedProvider } from './support/scripted-provider.js';
+import { completeConnect } from './support/stack.js';
 import { clientAs, useStack } from './support/suite.js';
 
 describe('expiring GitHub App tokens: one refresh for many concurrent calls', () => {
@@ -61,11 +62,7 @@ describe('expiring GitHub App tokens: one refresh for many concurrent calls', ()
         const row = await readConnection(stack.env, 'bob', 'github');
         assert.equal(row?.status, 'reauth_required');
         assert.equal(row?.account_login, 'hubot');
-        let page = await browser.open(url);
-        if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: 'bob' } });
-        consentText = textOf(page.html);
-        page = await browser.submit(page, { button: 'allow' });
-        await browser.submit(page, { button: 'authorize', fields: { login: 'hubot' } });
+        await completeConnect(browser, url, 'bob', { githubLogin: 'hubot', onSignedIn: (page) => (consentText = textOf(page.html)) });
         return { action: 'accept' };
       },
     });

@@ -2,7 +2,6 @@
 // OTEL_* variables drive (startTracing with a test-only span processor), against the real stack:
 // the test IdP, the GitHub stand-in, the official MCP clients of both eras.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +13,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@o
 import { startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
 import { sqliteHandle } from '../src/store/index.js';
 import { modernClient, resultText } from './support/mcp.js';
+import { runNode } from './support/node-process.js';
 import { seedConnection } from './support/seed.js';
 import { startStack, type Stack } from './support/stack.js';
 import { tracingSettingsFor } from './support/tracing.js';
@@ -293,16 +293,15 @@ describe('traces, off', () => {
     const log = join(dir, 'imports.log');
     try {
       const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('OTEL_')));
-      const child = spawn(
-        process.execPath,
+      const {
+        code,
+        stdout: out,
+        stderr: err,
+      } = await runNode(
         ['--import', 'tsx', '--import', './test/fixtures/tracing/import-log.mjs', 'test/fixtures/tracing/tool-call.ts'],
-        { cwd: ROOT, env: { ...clean, ...env, OTEL_IMPORT_LOG: log }, stdio: ['ignore', 'pipe', 'pipe'] },
+        { ...clean, ...env, OTEL_IMPORT_LOG: log },
+        { cwd: ROOT },
       );
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (d) => (out += d));
-      child.stderr.on('data', (d) => (err += d));
-      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
       assert.equal(code, 0, err);
       const modules = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
       return { report: JSON.parse(out.trim().split('\n').at(-1)!) as Record<string, unknown>, modules };

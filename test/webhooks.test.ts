@@ -29,6 +29,7 @@ import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { modernClient } from './support/mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { startWebhookReceiver, verifySignature, type ReceivedEvent, type WebhookReceiver } from './support/webhook-receiver.js';
+import { writeYamlLines } from './support/config-file.js';
 
 const HOUR = 3_600_000;
 /** Anything that looks like a token the GitHub stand-in issues (gho_, ghu_, ghr_ …). */
@@ -71,6 +72,14 @@ function eventFor(receiver: WebhookReceiver, type: string, subject: string): Pro
   );
 }
 
+/** The data of a connection event for a GitHub connection without scopes: the principal, the provider, the login. */
+const githubConnectionData = (issuer: string, subject: string, login: string) => ({
+  principal: { issuer, subject },
+  provider: 'github',
+  login,
+  scopes: [],
+});
+
 describe('signed webhooks from a running broker', () => {
   let stack: Stack;
   let all: WebhookReceiver;
@@ -81,18 +90,14 @@ describe('signed webhooks from a running broker', () => {
     all = await startWebhookReceiver();
     removals = await startWebhookReceiver();
     dir = mkdtempSync(join(tmpdir(), 'webhooks-'));
-    const file = join(dir, 'providers.yaml');
-    writeFileSync(
-      file,
-      [
-        'webhooks:',
-        '  - id: audit-sink',
-        `    url: ${all.url}`,
-        '  - id: removals',
-        `    url: ${removals.url}`,
-        '    events: [connection.deleted, connection.revoked]',
-      ].join('\n'),
-    );
+    const file = writeYamlLines(join(dir, 'providers.yaml'), [
+      'webhooks:',
+      '  - id: audit-sink',
+      `    url: ${all.url}`,
+      '  - id: removals',
+      `    url: ${removals.url}`,
+      '    events: [connection.deleted, connection.revoked]',
+    ]);
     stack = await startStack({
       ...GITHUB_APP,
       env: { ...GITHUB_APP.env, PROVIDERS_FILE: file, WEBHOOK_AUDIT_SINK_SECRET: all.secret, WEBHOOK_REMOVALS_SECRET: removals.secret },
@@ -117,12 +122,7 @@ describe('signed webhooks from a running broker', () => {
     assert.equal(created.headers['content-type'], 'application/json');
     assert.deepEqual(Object.keys(created.json).sort(), ['data', 'timestamp', 'type']);
     assert.ok(!Number.isNaN(Date.parse(created.json.timestamp)));
-    assert.deepEqual(created.json.data, {
-      principal: { issuer: stack.idp.issuer, subject: 'alice' },
-      provider: 'github',
-      login: 'octocat',
-      scopes: [],
-    });
+    assert.deepEqual(created.json.data, githubConnectionData(stack.idp.issuer, 'alice', 'octocat'));
     assert.doesNotMatch(created.body, TOKEN_SHAPE);
     assert.equal((await stack.broker.broker.store.webhooks.byId(created.id))?.status, 'delivered');
     assert.equal(removals.requests.length, 0, 'an endpoint that subscribed to other events receives nothing (and has no outbox row)');
@@ -132,12 +132,7 @@ describe('signed webhooks from a running broker', () => {
     await seedExpired(stack.env, stack.github, 'bob', 'hubot');
     await callAs(stack, 'bob', 'github_whoami');
     const refreshed = await eventFor(all, 'connection.refreshed', 'bob');
-    assert.deepEqual(refreshed.json.data, {
-      principal: { issuer: stack.idp.issuer, subject: 'bob' },
-      provider: 'github',
-      login: 'hubot',
-      scopes: [],
-    });
+    assert.deepEqual(refreshed.json.data, githubConnectionData(stack.idp.issuer, 'bob', 'hubot'));
     assert.doesNotMatch(refreshed.body, TOKEN_SHAPE);
   });
 

@@ -4,22 +4,10 @@ import { describe, it } from 'node:test';
 import { exchangeRows } from '../lib/exchange-rows.js';
 import type { LoadResult } from '../lib/load.js';
 import { exchangeForm, exchangeSpec, servicesYaml } from '../phases/exchange.js';
+import { loadResult } from './load-result.js';
 
-const result = (target: string, connections: number, rps: number, p50: number, dirt = 0): LoadResult => ({
-  target,
-  connections,
-  seconds: 10,
-  requests: rps * 10,
-  rps,
-  p50,
-  p99: p50 * 4,
-  mean: p50,
-  errors: 0,
-  non2xx: dirt,
-  badBodies: 0,
-  cpuPerRequestUs: 500,
-  upstreamCpuPerRequestUs: 0,
-});
+const result = (target: string, connections: number, rps: number, p50: number, dirt = 0): LoadResult =>
+  loadResult(target, connections, rps, p50, dirt);
 
 describe('the exchange rows', () => {
   it('meets the throughput target at 80 % of the JWT baseline and the p50 target under 2 ms at c=1', () => {

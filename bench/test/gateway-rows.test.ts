@@ -6,39 +6,31 @@ import { gatewayRows } from '../lib/gateway-rows.js';
 import type { LoadResult } from '../lib/load.js';
 import { formatTable } from '../lib/table.js';
 import { GATEWAY_TOOL, upstreamsYaml } from '../phases/gateway.js';
+import { loadResult } from './load-result.js';
 
-const result = (target: string, connections: number, rps: number, p50: number, dirt = 0): LoadResult => ({
-  target,
-  connections,
-  seconds: 10,
-  requests: rps * 10,
-  rps,
-  p50,
-  p99: p50 * 4,
-  mean: p50,
-  errors: 0,
-  non2xx: dirt,
-  badBodies: 0,
-  cpuPerRequestUs: 500,
-  upstreamCpuPerRequestUs: 300,
-});
+/** Gateway results: the upstream spends 300 µs of CPU a request. */
+const result = (target: string, connections: number, rps: number, p50: number, dirt = 0): LoadResult =>
+  loadResult(target, connections, rps, p50, dirt, 300);
+
+/** The same direct and proxy figures at c=1 and c=16, with the broker's p50 at c=1 and throughput at c=16 as given. */
+const atOneAndSixteen = (brokerP50AtOne: number, brokerRpsAtSixteen: number) => [
+  {
+    connections: 1,
+    direct: result('direct', 1, 1000, 0.5),
+    proxy: result('proxy', 1, 900, 0.75),
+    broker: result('broker', 1, 600, brokerP50AtOne),
+  },
+  {
+    connections: 16,
+    direct: result('direct', 16, 2000, 5),
+    proxy: result('proxy', 16, 1800, 6),
+    broker: result('broker', 16, brokerRpsAtSixteen, 9),
+  },
+];
 
 describe('the gateway rows', () => {
   it('meets the latency target when the broker adds at most 1.5 ms p50 beyond the proxy, and the throughput one at 0.6× direct', () => {
-    const rows = gatewayRows([
-      {
-        connections: 1,
-        direct: result('direct', 1, 1000, 0.5),
-        proxy: result('proxy', 1, 900, 0.75),
-        broker: result('broker', 1, 600, 2.25),
-      },
-      {
-        connections: 16,
-        direct: result('direct', 16, 2000, 5),
-        proxy: result('proxy', 16, 1800, 6),
-        broker: result('broker', 16, 1200, 9),
-      },
-    ]);
+    const rows = gatewayRows(atOneAndSixteen(2.25, 1200));
     assert.deepEqual(
       rows.map((r) => [r.measure, r.met]),
       [
@@ -56,20 +48,7 @@ describe('the gateway rows', () => {
   });
 
   it('misses the targets just past them, and with errors on either side', () => {
-    const missed = gatewayRows([
-      {
-        connections: 1,
-        direct: result('direct', 1, 1000, 0.5),
-        proxy: result('proxy', 1, 900, 0.75),
-        broker: result('broker', 1, 600, 2.26),
-      },
-      {
-        connections: 16,
-        direct: result('direct', 16, 2000, 5),
-        proxy: result('proxy', 16, 1800, 6),
-        broker: result('broker', 16, 1199, 9),
-      },
-    ]);
+    const missed = gatewayRows(atOneAndSixteen(2.26, 1199));
     assert.deepEqual(
       missed.filter((r) => r.met !== undefined).map((r) => r.met),
       [false, false],

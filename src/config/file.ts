@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 
 /** The sections PROVIDERS_FILE may hold, each optional. */
@@ -41,4 +42,35 @@ export function readConfigSections(path: string): Partial<Record<ConfigFileSecti
       `PROVIDERS_FILE must hold a list of providers, or an object with any of ${CONFIG_FILE_SECTIONS.map((s) => `"${s}"`).join(', ')}`,
     );
   return sections;
+}
+
+/** One line naming the entry and the field: `PROVIDERS_FILE services.issue-bot.allow: …`. */
+export function entryProblem(named: string, issue: { path: readonly PropertyKey[]; message: string }): never {
+  throw new ConfigError(`PROVIDERS_FILE ${named}${issue.path.length ? `.${issue.path.map(String).join('.')}` : ''}: ${issue.message}`);
+}
+
+/**
+ * Each entry of a list section (`services`, `webhooks`, `upstreams`), parsed by `schema` and handed
+ * in order to `each` with its name for messages: `<section>.<id>`, or `<section>[<i>]` while it has
+ * no id. A section that is no list, an entry's first schema problem and an id declared twice are
+ * each one {@link entryProblem} line. Nothing is done for an absent section.
+ */
+export function forEachEntry<S extends z.ZodType<{ id: string }>>(
+  section: ConfigFileSection,
+  list: unknown,
+  schema: S,
+  each: (entry: z.output<S>, named: string) => void,
+): void {
+  if (list === undefined) return;
+  if (!Array.isArray(list)) throw new ConfigError(`PROVIDERS_FILE ${section} must be a list`);
+  const ids = new Set<string>();
+  list.forEach((input: unknown, i) => {
+    const id = (input as { id?: unknown } | null)?.id;
+    const named = typeof id === 'string' ? `${section}.${id}` : `${section}[${i}]`;
+    const parsed = schema.safeParse(input);
+    if (!parsed.success) entryProblem(named, parsed.error.issues[0]!);
+    if (ids.has(parsed.data.id)) entryProblem(named, { path: [], message: 'the id is declared twice' });
+    ids.add(parsed.data.id);
+    each(parsed.data, named);
+  });
 }

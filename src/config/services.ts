@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isAudienceIdentifier } from './audience.js';
 import { ConfigError } from './errors.js';
-import { readConfigSections } from './file.js';
+import { forEachEntry, readConfigSections } from './file.js';
 import { envPrefix } from './providers.js';
 import { httpsOrLoopbackUrl } from './url-rule.js';
 
@@ -67,19 +67,8 @@ export function loadServices(
   brokerAudience: string | undefined,
 ): ConfiguredService[] {
   if (!env.PROVIDERS_FILE) return [];
-  const list = readConfigSections(env.PROVIDERS_FILE).services;
-  if (list === undefined) return [];
-  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE services must be a list');
   const services: ConfiguredService[] = [];
-  list.forEach((input: unknown, i) => {
-    const named = typeof (input as { id?: unknown })?.id === 'string' ? `services.${(input as { id: string }).id}` : `services[${i}]`;
-    const parsed = serviceSchema.safeParse(input);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      throw new ConfigError(`PROVIDERS_FILE ${named}${issue.path.length ? `.${issue.path.join('.')}` : ''}: ${issue.message}`);
-    }
-    const s = parsed.data;
-    if (services.some((x) => x.id === s.id)) throw new ConfigError(`PROVIDERS_FILE ${named}: the id is declared twice`);
+  forEachEntry('services', readConfigSections(env.PROVIDERS_FILE).services, serviceSchema, (s, named) => {
     if (brokerAudience !== undefined && s.audiences.includes(brokerAudience))
       throw new ConfigError(`PROVIDERS_FILE ${named}.audiences: ${brokerAudience} is the broker's own audience, not a service's`);
     for (const [provider, scopes] of Object.entries(s.allow)) {

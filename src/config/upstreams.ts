@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { ConfigError } from './errors.js';
-import { readConfigSections } from './file.js';
+import { entryProblem, forEachEntry, readConfigSections } from './file.js';
 import { envPrefix } from './providers.js';
 import { httpsOrLoopbackUrl } from './url-rule.js';
 
@@ -113,10 +112,6 @@ export function defaultToolPrefix(id: string): string {
   return `${id.replace(/-/g, '_')}_`;
 }
 
-function fail(where: string, issue: { path: PropertyKey[]; message: string }): never {
-  throw new ConfigError(`PROVIDERS_FILE ${where}${issue.path.length ? `.${issue.path.map(String).join('.')}` : ''}: ${issue.message}`);
-}
-
 /**
  * PROVIDERS_FILE's `upstreams:` and `builtinTools:` (none without the file or the sections). Every
  * problem is one line naming `upstreams.<id>.<field>`. Upstream URLs come only from here: nothing a
@@ -131,10 +126,11 @@ export function loadGateway(env: NodeJS.ProcessEnv, providers: KnownProviders): 
 function readBuiltinTools(input: unknown, providers: KnownProviders): Record<string, boolean> {
   if (input === undefined) return {};
   const parsed = z.record(z.string(), z.boolean()).safeParse(input);
-  if (!parsed.success) fail('builtinTools', { path: parsed.error.issues[0]!.path, message: 'must map provider ids to true or false' });
+  if (!parsed.success)
+    entryProblem('builtinTools', { path: parsed.error.issues[0]!.path, message: 'must map provider ids to true or false' });
   for (const id of Object.keys(parsed.data)) {
     if (!PROVIDERS_WITH_BUILTIN_TOOLS.includes(id))
-      fail(`builtinTools.${id}`, {
+      entryProblem(`builtinTools.${id}`, {
         path: [],
         message: `${providers.has(id) ? 'this provider has' : 'no such provider with'} no built-in tools (only ${PROVIDERS_WITH_BUILTIN_TOOLS.join(', ')})`,
       });
@@ -151,40 +147,33 @@ function mcpAuth(env: NodeJS.ProcessEnv, id: string): UpstreamAuth {
 }
 
 function readUpstreams(list: unknown, providers: KnownProviders, env: NodeJS.ProcessEnv): ConfiguredUpstream[] {
-  if (list === undefined) return [];
-  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE upstreams must be a list');
   const upstreams: ConfiguredUpstream[] = [];
-  list.forEach((input: unknown, i) => {
-    const named = typeof (input as { id?: unknown })?.id === 'string' ? `upstreams.${(input as { id: string }).id}` : `upstreams[${i}]`;
-    const parsed = upstreamSchema.safeParse(input);
-    if (!parsed.success) fail(named, parsed.error.issues[0]!);
-    const u = parsed.data;
-    if (upstreams.some((x) => x.id === u.id)) fail(named, { path: [], message: 'the id is declared twice' });
+  forEachEntry('upstreams', list, upstreamSchema, (u, named) => {
     if (u.provider !== undefined) {
       const known = providers.get(u.provider);
-      if (!known) fail(named, { path: ['provider'], message: `"${u.provider}" is not a provider this broker connects to` });
+      if (!known) entryProblem(named, { path: ['provider'], message: `"${u.provider}" is not a provider this broker connects to` });
       const unknown = known.scopes ? u.scopes?.find((s) => !known.scopes!.includes(s)) : undefined;
-      if (unknown) fail(named, { path: ['scopes'], message: `"${unknown}" is not a scope of ${u.provider}` });
+      if (unknown) entryProblem(named, { path: ['scopes'], message: `"${unknown}" is not a scope of ${u.provider}` });
     }
     // An `auth: mcp` upstream becomes a provider of its own under its id (its /connect page).
     if (u.auth === 'mcp' && providers.has(u.id))
-      fail(named, { path: ['id'], message: `"${u.id}" is already a provider id; an auth: mcp upstream needs an id of its own` });
+      entryProblem(named, { path: ['id'], message: `"${u.id}" is already a provider id; an auth: mcp upstream needs an id of its own` });
     const toolPrefix = u.toolPrefix ?? defaultToolPrefix(u.id);
     const longest = (names: string[]) => names.reduce((a, b) => (b.length > a.length ? b : a), 'connect');
     const declaredNames = (u.tools?.declared ?? []).map((t) => t.name);
     if (toolPrefix.length + longest(declaredNames).length > MAX_TOOL_NAME_LENGTH)
-      fail(named, {
+      entryProblem(named, {
         path: ['toolPrefix'],
         message: `makes "${toolPrefix}${longest(declaredNames)}" longer than MCP's ${MAX_TOOL_NAME_LENGTH} characters`,
       });
     const seen = new Set<string>();
     for (const name of declaredNames) {
-      if (seen.has(name)) fail(named, { path: ['tools', 'declared'], message: `"${name}" is declared twice` });
+      if (seen.has(name)) entryProblem(named, { path: ['tools', 'declared'], message: `"${name}" is declared twice` });
       seen.add(name);
     }
     const other = upstreams.find((x) => x.toolPrefix.startsWith(toolPrefix) || toolPrefix.startsWith(x.toolPrefix));
     if (other)
-      fail(named, {
+      entryProblem(named, {
         path: ['toolPrefix'],
         message: `"${toolPrefix}" and upstream "${other.id}"'s "${other.toolPrefix}" overlap (neither may begin the other)`,
       });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
-import { readConfigSections } from './file.js';
+import { forEachEntry, readConfigSections } from './file.js';
 import { httpsOrLoopbackUrl } from './url-rule.js';
 import { envPrefix } from './providers.js';
 
@@ -63,19 +63,8 @@ function decodeSecret(variable: string, value: string | undefined, id: string): 
  */
 export function loadWebhooks(env: NodeJS.ProcessEnv): ConfiguredWebhook[] {
   if (!env.PROVIDERS_FILE) return [];
-  const list = readConfigSections(env.PROVIDERS_FILE).webhooks;
-  if (list === undefined) return [];
-  if (!Array.isArray(list)) throw new ConfigError('PROVIDERS_FILE webhooks must be a list');
   const webhooks: ConfiguredWebhook[] = [];
-  list.forEach((input: unknown, i) => {
-    const named = typeof (input as { id?: unknown })?.id === 'string' ? `webhooks.${(input as { id: string }).id}` : `webhooks[${i}]`;
-    const parsed = webhookSchema.safeParse(input);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      throw new ConfigError(`PROVIDERS_FILE ${named}${issue.path.length ? `.${issue.path.join('.')}` : ''}: ${issue.message}`);
-    }
-    const w = parsed.data;
-    if (webhooks.some((x) => x.id === w.id)) throw new ConfigError(`PROVIDERS_FILE ${named}: the id is declared twice`);
+  forEachEntry('webhooks', readConfigSections(env.PROVIDERS_FILE).webhooks, webhookSchema, (w) => {
     const variable = webhookSecretVariable(w.id);
     webhooks.push({
       id: w.id,

@@ -387,15 +387,20 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   ): void {
     if (outcome !== 'refused_different_account') return;
     const { provider, account } = r;
-    log.warn('connect_account_change_refused', { provider: provider.id, pending: r.pending.id });
-    metrics.connectFlow(provider.id, 'refused');
     // Not kept, so not left usable upstream either; the linked account's own grant is untouched.
-    void provider.revoke(r.tokens, 'token').catch(() => undefined);
+    dropRefusedTokens('connect_account_change_refused', r);
     const linked = r.existing ? `@${r.existing.account_login}` : 'another account';
     throw new BrokerError(409, 'account_changed', M.accountChanged(provider.displayName, linked, account.login), {
       heading: 'A different account came back',
       action: { href: '/connections', label: 'See your connected accounts' },
     });
+  }
+
+  /** A callback refused after the provider answered: logged, counted, and its token revoked (only the token, never the grant). */
+  function dropRefusedTokens(event: string, r: { provider: Provider; pending: PendingConnection; tokens: ProviderTokens }): void {
+    log.warn(event, { provider: r.provider.id, pending: r.pending.id });
+    metrics.connectFlow(r.provider.id, 'refused');
+    void r.provider.revoke(r.tokens, 'token').catch(() => undefined);
   }
 
   /** Under the `refuse` policy, an upstream account linked to another user is not connected. */
@@ -405,11 +410,9 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   ): void {
     if (outcome !== 'refused_shared_account') return;
     const { provider, account } = r;
-    log.warn('connect_shared_account_refused', { provider: provider.id, pending: r.pending.id });
-    metrics.connectFlow(provider.id, 'refused');
     // The token we were just given is not kept; let the provider forget it — only it: revoking the
     // grant would cut off the other user's working connection to the same account.
-    void provider.revoke(r.tokens, 'token').catch(() => undefined);
+    dropRefusedTokens('connect_shared_account_refused', r);
     throw new BrokerError(409, 'account_shared', M.accountShared(provider.displayName, account.login), {
       heading: 'Account already linked',
     });

@@ -76,8 +76,10 @@ export const noEvents: EventSink = {
 /** Emits one event in the transaction at hand. */
 export type Emit = <K extends BrokerEventType>(type: K, data: BrokerEvents[K]) => Promise<void>;
 
-/** The data every connection event carries, from the connection's row. */
-export function connectionEventData(row: ConnectionRow): ConnectionEventData {
+/** The data every connection event carries, from the connection's row (also the head of `connections list --json`). */
+export function connectionEventData(
+  row: Pick<ConnectionRow, 'issuer' | 'subject' | 'provider' | 'account_login' | 'scopes'>,
+): ConnectionEventData {
   return {
     issuer: row.issuer,
     subject: row.subject,

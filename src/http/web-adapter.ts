@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 
 /**
@@ -10,9 +11,22 @@ export class BodyTooLarge extends Error {}
 
 /** JSON nested deeper than this is refused before anything walks it: recursive walkers (our
  * argument digest, JSON.stringify, schema validation) overflow the stack at a few thousand levels. */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether arrays/objects in `value` nest deeper than `max`, found without recursion. */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const todo: Array<[unknown, number]> = [[value, 1]];
+  for (let item = todo.pop(); item; item = todo.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
+  }
+  return false;
+}
 
 /** Reads the whole body, refusing more than `limit` bytes without buffering them. */
-export async function readBody(req: Request, limit: number): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
   const chunks: Buffer[] = [];
@@ -45,9 +59,9 @@ export function toWebRequest(req: Request, res: Response, publicUrl: string, bod
   });
 }
 
-/** Streams the SDK's web Response (JSON or SSE) back through Express. */
-export async function sendWebResponse(res: Response, response: globalThis.Response): Promise<void> {
-  res.status(response.status);
+/** Streams a web Response (JSON or SSE) back through Express or a bare node:http server (test upstreams use it too). */
+export async function sendWebResponse(res: ServerResponse, response: globalThis.Response): Promise<void> {
+  res.statusCode = response.status;
   response.headers.forEach((value, name) => res.setHeader(name, value));
   if (!response.body) return void res.end();
   res.setHeader('X-Accel-Buffering', 'no');

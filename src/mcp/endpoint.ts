@@ -6,7 +6,7 @@ import {
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
+import { BodyTooLarge, MAX_JSON_DEPTH, nestsDeeperThan, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
 import { jsonRpcError } from '../http/json-rpc-error.js';
 import type { McpRateLimit } from '../http/rate-limits.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
@@ -33,20 +33,6 @@ export interface McpEndpointOptions {
 export function mcpPrincipalKey(res: Response): string | undefined {
   const principal = principalFromAuthInfo(res.locals.mcpAuth as AuthInfo | undefined);
   return principal ? JSON.stringify([principal.issuer, principal.subject]) : undefined;
-}
-
-const MAX_JSON_DEPTH = 64;
-
-/** Whether arrays/objects in `value` nest deeper than `max`, found without recursion. */
-function nestsDeeperThan(value: unknown, max: number): boolean {
-  const todo: Array<[unknown, number]> = [[value, 1]];
-  for (let item = todo.pop(); item; item = todo.pop()) {
-    const [v, depth] = item;
-    if (v === null || typeof v !== 'object') continue;
-    if (depth > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
-  }
-  return false;
 }
 
 /**

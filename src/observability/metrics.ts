@@ -25,30 +25,29 @@ collectDefaultMetrics({ register: registry });
 
 const registers = [registry];
 
-const httpRequests = new Counter({
-  name: 'broker_http_requests_total',
-  help: 'HTTP requests answered, by Express route pattern and status code.',
-  labelNames: ['route', 'status'] as const,
-  registers,
-});
-const toolCalls = new Counter({
-  name: 'broker_mcp_tool_calls_total',
-  help: 'MCP tools/call requests, by tool and outcome (complete, input_required, error, declined).',
-  labelNames: ['tool', 'outcome'] as const,
-  registers,
-});
-const connectFlows = new Counter({
-  name: 'broker_connect_flows_total',
-  help: 'Connect flow steps, by provider and outcome (started, completed, cancelled, denied, failed, refused).',
-  labelNames: ['provider', 'outcome'] as const,
-  registers,
-});
-const tokenRefreshes = new Counter({
-  name: 'broker_token_refreshes_total',
-  help: 'Provider token refreshes this instance asked for, by provider and outcome (refreshed, rejected, failed).',
-  labelNames: ['provider', 'outcome'] as const,
-  registers,
-});
+/** A counter in the broker's registry with these labels (each value passed through {@link bounded} by its helper). */
+const labelledCounter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+  new Counter<L>({ name, help, labelNames, registers });
+
+const httpRequests = labelledCounter('broker_http_requests_total', 'HTTP requests answered, by Express route pattern and status code.', [
+  'route',
+  'status',
+]);
+const toolCalls = labelledCounter(
+  'broker_mcp_tool_calls_total',
+  'MCP tools/call requests, by tool and outcome (complete, input_required, error, declined).',
+  ['tool', 'outcome'],
+);
+const connectFlows = labelledCounter(
+  'broker_connect_flows_total',
+  'Connect flow steps, by provider and outcome (started, completed, cancelled, denied, failed, refused).',
+  ['provider', 'outcome'],
+);
+const tokenRefreshes = labelledCounter(
+  'broker_token_refreshes_total',
+  'Provider token refreshes this instance asked for, by provider and outcome (refreshed, rejected, failed).',
+  ['provider', 'outcome'],
+);
 const heldRepeats = new Gauge({
   name: 'broker_held_repeats',
   help: 'Repeated tool calls (and token exchanges) held right now while their user is in the browser.',
@@ -60,18 +59,16 @@ const holdDuration = new Histogram({
   buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 50],
   registers,
 });
-const tokenExchanges = new Counter({
-  name: 'broker_token_exchanges_total',
-  help: 'RFC 8693 token exchanges at /oauth/token, by service and outcome.',
-  labelNames: ['service', 'outcome'] as const,
-  registers,
-});
-const upstreamCalls = new Counter({
-  name: 'broker_upstream_calls_total',
-  help: 'Calls the gateway made to upstream MCP servers, by upstream and outcome.',
-  labelNames: ['upstream', 'outcome'] as const,
-  registers,
-});
+const tokenExchanges = labelledCounter(
+  'broker_token_exchanges_total',
+  'RFC 8693 token exchanges at /oauth/token, by service and outcome.',
+  ['service', 'outcome'],
+);
+const upstreamCalls = labelledCounter(
+  'broker_upstream_calls_total',
+  'Calls the gateway made to upstream MCP servers, by upstream and outcome.',
+  ['upstream', 'outcome'],
+);
 const upstreamDuration = new Histogram({
   name: 'broker_upstream_call_duration_seconds',
   help: 'How long calls to upstream MCP servers took, by upstream.',

@@ -4,11 +4,12 @@
 // indicators. The MCP server verifies the AS's JWT access tokens (jose, against its JWKS) with
 // audience = its own URL, and answers 401 with a `resource_metadata` challenge.
 import { randomUUID } from 'node:crypto';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { McpServer, WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
 import { createIdentityProvider, type IdpClient } from '../../src/dev/identity-provider.js';
+import { readBody, sendWebResponse } from '../../src/http/web-adapter.js';
 
 export interface UpstreamOptions {
   /** The MCP server's port (picked beforehand, so a broker can be configured with its URL first). */
@@ -55,30 +56,6 @@ async function listen(server: Server, port = 0): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function send(res: ServerResponse, response: Response): Promise<void> {
-  res.statusCode = response.status;
-  response.headers.forEach((v, k) => res.setHeader(k, v));
-  if (!response.body) return void res.end();
-  res.flushHeaders();
-  const reader = response.body.getReader();
-  res.on('close', () => void reader.cancel().catch(() => {}));
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      res.write(value);
-    }
-  } finally {
-    res.end();
-  }
-}
-
 export async function startProtectedUpstream(options: UpstreamOptions = {}): Promise<ProtectedUpstream> {
   const asServer = createServer();
   const asPort = await listen(asServer);
@@ -102,7 +79,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
   asServer.on('request', (req, res) => {
     void (async () => {
       const path = new URL(req.url ?? '/', issuer).pathname;
-      const body = await readBody(req);
+      const body = await readBody(req, Number.POSITIVE_INFINITY);
       asRequests.push({ method: req.method ?? 'GET', path, body: new URLSearchParams(body.toString('utf8')), raw: body.toString('utf8') });
       // Host and all: oidc-provider names its endpoints after the request's host.
       const upstreamReq = httpRequest(
@@ -113,7 +90,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
             res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.headers);
             return void upstreamRes.pipe(res);
           }
-          void readBody(upstreamRes).then((raw) => {
+          void readBody(upstreamRes, Number.POSITIVE_INFINITY).then((raw) => {
             const json = JSON.stringify(rewrite(JSON.parse(raw.toString('utf8')) as Record<string, unknown>));
             const { 'content-length': _length, ...headers } = upstreamRes.headers;
             void _length;
@@ -181,7 +158,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
         return challenge(res, 'The access token is not valid for this server');
       }
       accepted.push(claims);
-      const body = await readBody(req);
+      const body = await readBody(req, Number.POSITIVE_INFINITY);
       const parsed: unknown = body.length ? JSON.parse(body.toString('utf8')) : undefined;
       const request = new Request(new URL(req.url ?? '/', url), {
         method: req.method ?? 'GET',
@@ -211,7 +188,7 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
         }));
         await mcp.connect(transport);
       }
-      await send(res, await transport.handleRequest(request, { parsedBody: parsed, authInfo }));
+      await sendWebResponse(res, await transport.handleRequest(request, { parsedBody: parsed, authInfo }));
     })().catch((err: unknown) => {
       if (!res.headersSent) res.statusCode = 500;
       res.end(String(err));

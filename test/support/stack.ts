@@ -218,10 +218,17 @@ export async function completeConnect(
   browser: Browser,
   link: string,
   user: string,
-  opts: { githubLogin?: string; consent?: 'allow' | 'cancel'; atGitHub?: 'authorize' | 'cancel' } = {},
+  opts: {
+    githubLogin?: string;
+    consent?: 'allow' | 'cancel';
+    atGitHub?: 'authorize' | 'cancel';
+    /** Called with the page the user is on once signed in (the consent page, on the way). */
+    onSignedIn?: (page: Page) => void;
+  } = {},
 ): Promise<Page> {
   let page = await browser.open(link);
   if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: user } });
+  opts.onSignedIn?.(page);
   if (page.status !== 200 || !/name="decision" value="allow"/.test(page.html)) return page;
   page = await browser.submit(page, { button: opts.consent ?? 'allow' });
   if ((opts.consent ?? 'allow') === 'cancel') return page;

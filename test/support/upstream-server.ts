@@ -4,7 +4,7 @@
 // token (checked by `verify`, e.g. against the GitHub stand-in), records the token, session id,
 // headers and client port of every request, and has fault switches.
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -20,6 +20,7 @@ import {
   type CallToolResult,
   type ServerContext,
 } from '@modelcontextprotocol/server';
+import { readBody, sendWebResponse } from '../../src/http/web-adapter.js';
 
 export interface RecordedRequest {
   /** The JSON-RPC method (or `response` for an answer to a request of ours). */
@@ -165,30 +166,6 @@ function buildServer(options: UpstreamServerOptions, era: 'modern' | 'legacy'): 
   return server;
 }
 
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
-async function send(res: ServerResponse, response: Response): Promise<void> {
-  res.statusCode = response.status;
-  response.headers.forEach((v, k) => res.setHeader(k, v));
-  if (!response.body) return void res.end();
-  res.flushHeaders();
-  const reader = response.body.getReader();
-  res.on('close', () => void reader.cancel().catch(() => undefined));
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      res.write(value);
-    }
-  } finally {
-    res.end();
-  }
-}
-
 function jsonError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } }), {
     status,
@@ -222,7 +199,7 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
   const http: HttpServer = createServer((req, res) => {
     void (async () => {
       if (faults.down) return void req.socket.destroy();
-      const raw = await readAll(req);
+      const raw = await readBody(req, Number.POSITIVE_INFINITY);
       let body: unknown;
       try {
         body = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
@@ -258,7 +235,7 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
       if (!options.anonymous) {
         const who = token ? await verify(token) : undefined;
         if (!who)
-          return send(
+          return sendWebResponse(
             res,
             jsonError(401, -32001, 'Unauthorized', { 'www-authenticate': 'Bearer error="invalid_token", resource_metadata="x"' }),
           );
@@ -267,28 +244,31 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
       }
       if (message.method === 'server/discover' && faults.discover500) {
         delete faults.discover500;
-        return send(res, new Response('busy', { status: 500 }));
+        return sendWebResponse(res, new Response('busy', { status: 500 }));
       }
       if (message.method === 'tools/call') {
         if (faults.slowMs) await sleep(faults.slowMs);
         if (faults.unauthorized)
-          return send(res, jsonError(401, -32001, 'Unauthorized', { 'www-authenticate': 'Bearer error="invalid_token"' }));
+          return sendWebResponse(res, jsonError(401, -32001, 'Unauthorized', { 'www-authenticate': 'Bearer error="invalid_token"' }));
         if (faults.forbiddenScope)
-          return send(
+          return sendWebResponse(
             res,
             jsonError(403, -32001, 'Forbidden', {
               'www-authenticate': `Bearer error="insufficient_scope", scope="${faults.forbiddenScope}", error_description="more scopes needed"`,
             }),
           );
         if (faults.malformed)
-          return send(res, new Response('{"jsonrpc":"2.0", this is not json', { headers: { 'content-type': 'application/json' } }));
-        if (faults.status500) return send(res, new Response('upstream exploded', { status: 500 }));
+          return sendWebResponse(
+            res,
+            new Response('{"jsonrpc":"2.0", this is not json', { headers: { 'content-type': 'application/json' } }),
+          );
+        if (faults.status500) return sendWebResponse(res, new Response('upstream exploded', { status: 500 }));
       }
 
       // Past what the SDK's own server would let through: a content type it does not know, and an extra field.
       if (message.method === 'tools/call' && message.params?.name === 'odd_content') {
         const id = (body as { id?: unknown }).id;
-        return send(
+        return sendWebResponse(
           res,
           new Response(JSON.stringify({ jsonrpc: '2.0', id, result: ODD_RESULT }), { headers: { 'content-type': 'application/json' } }),
         );
@@ -298,10 +278,11 @@ export async function startUpstreamServer(options: UpstreamServerOptions): Promi
         headers: Object.entries(headers),
         ...(req.method === 'POST' ? { body: new Uint8Array(raw) } : {}),
       });
-      if (options.era === 'modern') return send(res, await modern.fetch(request, { ...(authInfo ? { authInfo } : {}), parsedBody: body }));
+      if (options.era === 'modern')
+        return sendWebResponse(res, await modern.fetch(request, { ...(authInfo ? { authInfo } : {}), parsedBody: body }));
       if (!(await isLegacyRequest(request.clone(), body)))
-        return send(res, jsonError(400, -32022, 'Unsupported protocol version: 2026-07-28'));
-      return send(res, await legacy(request, body, authInfo));
+        return sendWebResponse(res, jsonError(400, -32022, 'Unsupported protocol version: 2026-07-28'));
+      return sendWebResponse(res, await legacy(request, body, authInfo));
     })().catch((err: unknown) => {
       if (!res.headersSent) res.statusCode = 500;
       res.end(String(err));

@@ -3,7 +3,6 @@
 // calls without an error or a long stall (short statements, no long locks), and an admin revoke
 // is seen by the running broker at once.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/env.js';
 import { openStore, type Store } from '../../src/store/index.js';
@@ -11,27 +10,9 @@ import { envelope, rawCall } from '../support/mcp.js';
 import { startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import { postgresSkipReason, startPostgres, type PgServer } from '../support/postgres.js';
 import { seedConnection } from '../support/seed.js';
+import { spawnAdmin } from '../support/node-process.js';
 
 const USERS = ['alice', 'bob', 'carol', 'dave', 'erin'];
-
-function spawnAdmin(env: Record<string, string>, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/admin.ts', ...args], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 function liveSuite(name: string, skip: string | false, database: () => Promise<{ env: Record<string, string>; close(): Promise<void> }>) {
   describe(`npm run admin beside a broker process under load (${name})`, { skip }, () => {

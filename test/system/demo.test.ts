@@ -1,18 +1,18 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { runNode } from '../support/node-process.js';
 
 describe('npm run demo', () => {
   it('walks through sign-in, the URL elicitation, the browser steps and the repeat, and prints the created issue', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/dev/demo.ts'], {
-      env: { ...process.env, GITHUB_CLIENT_ID: '', GITHUB_CLIENT_SECRET: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const {
+      code,
+      stdout: out,
+      stderr: err,
+    } = await runNode(['--import', 'tsx', 'src/dev/demo.ts'], {
+      ...process.env,
+      GITHUB_CLIENT_ID: '',
+      GITHUB_CLIENT_SECRET: '',
     });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     assert.equal(code, 0, err);
     for (const step of [
       /1\. The assistant signs in to the broker \(MCP authorization against the embedded IdP\)/,

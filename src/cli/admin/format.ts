@@ -1,4 +1,5 @@
 import type { AuditRow, ConnectionListing, StoreStats, WebhookStats } from '../../store/index.js';
+import { connectionEventData } from '../../events/index.js';
 import { OUT } from './messages.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -6,11 +7,7 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 /** `connections list --json`: exactly these fields, never a token. */
 export function connectionJson(row: ConnectionListing) {
   return {
-    issuer: row.issuer,
-    subject: row.subject,
-    provider: row.provider,
-    login: row.account_login,
-    scopes: row.scopes.split(' ').filter(Boolean),
+    ...connectionEventData(row),
     status: row.status,
     createdAt: iso(row.created_at),
     lastUsedAt: iso(row.last_used_at),

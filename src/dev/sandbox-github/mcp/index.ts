@@ -12,7 +12,7 @@ import express from 'express';
 import type { Request, Response } from 'express';
 import { randomText, sha256Base64url } from '../../../crypto/index.js';
 import { jsonRpcError } from '../../../http/json-rpc-error.js';
-import { BodyTooLarge, readBody, sendWebResponse, toWebRequest } from '../../../http/web-adapter.js';
+import { BodyTooLarge, MAX_JSON_DEPTH, nestsDeeperThan, readBody, sendWebResponse, toWebRequest } from '../../../http/web-adapter.js';
 import { canonicalJson } from '../../../mcp/call-scope.js';
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/index.js';
 import { D, M, MCP_SERVER_NAME } from './messages.js';
@@ -101,20 +101,6 @@ function messagesOf(parsed: unknown): Array<{ method: string; params: Record<str
       { method: (m as { method: string }).method, params: params && typeof params === 'object' ? (params as Record<string, unknown>) : {} },
     ];
   });
-}
-
-const MAX_JSON_DEPTH = 64;
-
-/** Whether arrays/objects in `value` nest deeper than `max` (found without recursion: the argument digest recurses). */
-function nestsDeeperThan(value: unknown, max: number): boolean {
-  const todo: Array<[unknown, number]> = [[value, 1]];
-  for (let item = todo.pop(); item; item = todo.pop()) {
-    const [v, depth] = item;
-    if (v === null || typeof v !== 'object') continue;
-    if (depth > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) todo.push([child, depth + 1]);
-  }
-  return false;
 }
 
 const quoted = (value: string): string => `"${value.replace(/[\\"]/g, '\\$&')}"`;
