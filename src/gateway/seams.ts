@@ -19,8 +19,9 @@ export interface SeamCall {
 }
 
 /**
- * The places the relay work (src/gateway/relay/) plugs in; until then each answers with a tool
- * error that names the upstream. Pass replacements as `GatewayOptions.seams` in src/broker.ts.
+ * Where the relay (src/gateway/relay/seams.ts, passed as `GatewayOptions.seams` in src/broker.ts)
+ * answers what the forwarder cannot: nested input requests and scope challenges. Without it each
+ * seam answers with a tool error that names the upstream.
  */
 export interface GatewaySeams {
   /** The upstream answered 403 (a `WWW-Authenticate` scope challenge, when it sent one). */

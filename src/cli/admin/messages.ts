@@ -32,7 +32,7 @@ Lists linked accounts across every user, oldest first: issuer, subject, provider
 granted scopes, status, when connected and when last used. Never a token.
 
   --user <iss> <sub>   only this user's (the identity provider's issuer and subject)
-  --provider <p>       only this provider's (github, …)
+  --provider <p>       only this provider's (github, …, or an auth: mcp upstream's id)
   --status <s>         active or reauth_required
   --json               a JSON array of {issuer, subject, provider, login, scopes, status, createdAt, lastUsedAt}
 
