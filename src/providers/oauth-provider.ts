@@ -236,13 +236,12 @@ export class OAuthProvider implements Provider {
       );
     }
     const config = await this.#configuration();
+    // RFC 7009 §2.1: revoking a refresh token revokes the grant's access tokens too. A token the
+    // broker decided not to keep ('token') must not take down a grant another connection may use.
+    const refresh = what === 'grant' ? tokens.refreshToken : undefined;
     try {
       await this.#span('revoke', () =>
-        oidc.tokenRevocation(
-          config,
-          tokens.refreshToken ?? tokens.accessToken,
-          tokens.refreshToken ? { token_type_hint: 'refresh_token' } : { token_type_hint: 'access_token' },
-        ),
+        oidc.tokenRevocation(config, refresh ?? tokens.accessToken, { token_type_hint: refresh ? 'refresh_token' : 'access_token' }),
       );
       return { revoked: true };
     } catch (err) {

@@ -1,0 +1,63 @@
+// RFC 7009 revocation by a configured provider: a disconnect revokes the grant (the refresh token),
+// a token the broker decided not to keep is revoked alone (its access token), so a grant another
+// connection may share stays alive.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { providerDefinitionSchema } from '../src/providers/definition.js';
+import { OAuthProvider } from '../src/providers/oauth-provider.js';
+
+describe('OAuthProvider: RFC 7009 revocation', () => {
+  let server: Server;
+  let base = '';
+  const revoked: URLSearchParams[] = [];
+
+  before(async () => {
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        if (req.method === 'POST' && req.url === '/revoke') revoked.push(new URLSearchParams(body));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  const provider = () =>
+    new OAuthProvider({
+      definition: providerDefinitionSchema.parse({
+        id: 'acme',
+        displayName: 'Acme',
+        kind: 'oauth2',
+        authorizationEndpoint: `${base}/authorize`,
+        tokenEndpoint: `${base}/token`,
+        identity: { source: 'token_response', idField: 'user_id', loginField: 'user_name' },
+        revocation: { kind: 'rfc7009', endpoint: `${base}/revoke` },
+      }),
+      clientId: 'acme-client',
+      clientSecret: 'acme-secret',
+      timeoutMs: 2000,
+    });
+  const tokens = { accessToken: 'at-kept-apart', refreshToken: 'rt-of-the-grant', tokenType: 'bearer', scopes: [] };
+
+  it('revokes the grant through its refresh token on a disconnect', async () => {
+    revoked.length = 0;
+    assert.deepEqual(await provider().revoke(tokens, 'grant'), { revoked: true });
+    assert.equal(revoked.length, 1);
+    assert.equal(revoked[0]!.get('token'), 'rt-of-the-grant');
+    assert.equal(revoked[0]!.get('token_type_hint'), 'refresh_token');
+  });
+
+  it('revokes only the access token of a token it does not keep, never the refresh token of the grant', async () => {
+    revoked.length = 0;
+    assert.deepEqual(await provider().revoke(tokens, 'token'), { revoked: true });
+    assert.equal(revoked.length, 1);
+    assert.equal(revoked[0]!.get('token'), 'at-kept-apart');
+    assert.equal(revoked[0]!.get('token_type_hint'), 'access_token');
+    assert.ok(!revoked.some((r) => [...r.values()].includes('rt-of-the-grant')), 'the refresh token is never sent');
+  });
+});
