@@ -75,13 +75,12 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     let parsed: unknown;
     if (req.method === 'POST') {
       const type = req.headers['content-type'] ?? '';
-      if (!/^application\/json\b/i.test(type))
-        return jsonRpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+      if (!/^application\/json\b/i.test(type)) return jsonRpcError(res, 415, -32000, M.notJson);
       try {
         body = (await readBody(req, options.maxBodyBytes)).toString('utf8');
       } catch (err) {
         if (err instanceof BodyTooLarge)
-          return jsonRpcError(res, 413, -32600, `Request body too large: the limit is ${options.maxBodyBytes} bytes`, {
+          return jsonRpcError(res, 413, -32600, M.tooLarge(options.maxBodyBytes), {
             Connection: 'close',
           });
         // The client went away mid-body: nobody is left to answer.
@@ -92,10 +91,9 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
       try {
         parsed = JSON.parse(body);
       } catch {
-        return jsonRpcError(res, 400, -32700, 'Parse error: the body is not valid JSON');
+        return jsonRpcError(res, 400, -32700, M.parseError);
       }
-      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH))
-        return jsonRpcError(res, 400, -32600, `Invalid Request: the JSON nests deeper than ${MAX_JSON_DEPTH} levels`);
+      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return jsonRpcError(res, 400, -32600, M.tooDeep(MAX_JSON_DEPTH));
       // A 2025-11-25 batch is as many requests as it holds calls.
       if (Array.isArray(parsed) && options.rateLimit && (await options.rateLimit.chargeBatch(res, parsed.length))) return;
     }

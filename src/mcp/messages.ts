@@ -4,6 +4,10 @@ export const M = {
     'Tools that act on a third-party account ask the user to connect it through a link to this server; the tokens never reach the client.',
   storeDown: 'The connection broker cannot reach its database right now, so nothing was done. Try again in a moment.',
   idpDown: 'The identity provider cannot be reached to verify the access token; try again shortly.',
+  notJson: 'Unsupported Media Type: Content-Type must be application/json',
+  tooLarge: (limit: number) => `Request body too large: the limit is ${limit} bytes`,
+  parseError: 'Parse error: the body is not valid JSON',
+  tooDeep: (depth: number) => `Invalid Request: the JSON nests deeper than ${depth} levels`,
   declinedLink: (provider: string) => `${provider} was not connected (you chose not to open the link), so nothing was done.`,
   cannotOpenLinks: (provider: string, state: string, connectionsUrl: string) =>
     `${provider} ${state}, and this client cannot open links. Link it at ${connectionsUrl}, then try again.`,
