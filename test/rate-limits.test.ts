@@ -199,6 +199,7 @@ describe('rate limit on /mcp, per principal (default MCP_RATE_LIMIT_PER_MINUTE 6
     assert.equal(passed, 600, `exactly the budget passes: ${statuses.length} sent`);
     assert.equal(statuses.length, 601, 'and the very next request is limited');
     assert.ok(firstLimited);
+    assert.equal(firstLimited.headers.get('cache-control'), 'no-store', 'a 429 is never cached, like the other limiters’');
     assert.equal((await list(token)).status, 429, 'and so is the one after');
     const retryAfter = Number(firstLimited.headers.get('retry-after'));
     assert.ok(
@@ -253,6 +254,7 @@ describe('rate limit on /mcp: a 2025-11-25 batch counts as many requests as it h
     assert.equal(over.status, 429, 'the budget is spent by the first batch’s calls, not by one request');
     const retryAfter = Number(over.headers.get('retry-after'));
     assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, String(retryAfter));
+    assert.equal(over.headers.get('cache-control'), 'no-store');
     const body = (await over.json()) as { jsonrpc: string; error: { code: number } };
     assert.deepEqual([body.jsonrpc, body.error.code], ['2.0', -32000]);
 

@@ -119,6 +119,12 @@ export function mcpRateLimit(
 ): McpRateLimit {
   const windowMs = 60_000;
   const counters = new SharedCounters(store, hashKey, 'mcp');
+  // The one /mcp 429, from the handler and from a batch: headers as the other limiters' 429s.
+  const refuse = (res: Response, retryAfter: number) =>
+    jsonRpcError(res, 429, -32000, mcpTooMany(limitPerMinute, retryAfter), {
+      'Retry-After': String(retryAfter),
+      'Cache-Control': 'no-store',
+    });
   const handler = rateLimit({
     windowMs,
     limit: limitPerMinute,
@@ -127,11 +133,8 @@ export function mcpRateLimit(
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: counters,
-    handler: (req, res, _next, options) => {
-      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
-      res.setHeader('Retry-After', String(retryAfter));
-      jsonRpcError(res, 429, -32000, mcpTooMany(limitPerMinute, retryAfter));
-    },
+    handler: (req, res, _next, options) =>
+      refuse(res, secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs)),
   });
   const chargeBatch = async (res: Response, calls: number): Promise<boolean> => {
     const k = key(res);
@@ -140,9 +143,7 @@ export function mcpRateLimit(
     // Bounded: past the limit further hits change nothing but the count.
     for (let i = 1; i < Math.min(calls, limitPerMinute + 1); i++) last = await counters.increment(k);
     if (!last || last.totalHits <= limitPerMinute) return false;
-    const retryAfter = secondsUntil(last.resetTime?.getTime(), windowMs);
-    res.setHeader('Retry-After', String(retryAfter));
-    jsonRpcError(res, 429, -32000, mcpTooMany(limitPerMinute, retryAfter));
+    refuse(res, secondsUntil(last.resetTime?.getTime(), windowMs));
     return true;
   };
   return Object.assign(handler, { chargeBatch });
