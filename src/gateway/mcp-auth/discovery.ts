@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
-import { scopeTokens } from '../relay/www-authenticate.js';
+import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
 import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { M } from './messages.js';
 
@@ -44,22 +44,6 @@ function sameUrl(a: string, b: string): boolean {
   const ua = URL.parse(a);
   const ub = URL.parse(b);
   return !!ua && !!ub && ua.href === ub.href;
-}
-
-/** The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 9110 §11.6.1), lower-cased names. */
-export function bearerChallenge(header: string | null): Record<string, string> | undefined {
-  if (!header) return undefined;
-  const start = /(?:^|,)\s*Bearer(?:\s+|$)/i.exec(header);
-  if (!start) return undefined;
-  const params: Record<string, string> = {};
-  const rest = header.slice(start.index + start[0].length);
-  const param = /\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,"]*))\s*(?:,|$)/y;
-  let m: RegExpExecArray | null;
-  while ((m = param.exec(rest))) {
-    params[m[1]!.toLowerCase()] = m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!;
-    if (param.lastIndex >= rest.length) break;
-  }
-  return params;
 }
 
 /** Reads at most MAX_METADATA_BYTES of a JSON object, else `unavailable`. */
@@ -129,13 +113,14 @@ export async function discoverUpstreamAuthorization(
   );
   await probe.body?.cancel().catch(() => undefined);
   const challenge = probe.status === 401 ? bearerChallenge(probe.headers.get('www-authenticate')) : undefined;
-  // Scope names reach the authorization request and the consent page: RFC 6749 scope-tokens, bounded, or none.
-  const challengeScopes = scopeTokens((challenge?.scope ?? '').split(' '));
+  // Scope names reach the authorization request and the consent page: the shared parser keeps them
+  // only as RFC 6749 scope-tokens within its bounds, else none.
+  const challengeScopes = challenge?.scope ?? [];
 
   let candidates: string[];
-  if (challenge?.resource_metadata) {
-    if (!allowed(challenge.resource_metadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
-    candidates = [challenge.resource_metadata];
+  if (challenge?.resourceMetadata) {
+    if (!allowed(challenge.resourceMetadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
+    candidates = [challenge.resourceMetadata];
   } else {
     candidates = wellKnownMetadataUrls(upstreamUrl);
   }
