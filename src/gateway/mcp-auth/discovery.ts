@@ -3,7 +3,7 @@ import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
 import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
-import { boundedFetch, errorDetail } from './bounded-fetch.js';
+import { boundedFetch, errorDetail, readBounded } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -48,28 +48,15 @@ function sameUrl(a: string, b: string): boolean {
 
 /** Reads at most MAX_METADATA_BYTES of a JSON object, else `unavailable`. */
 async function readMetadata(response: Response, name: string): Promise<Record<string, unknown>> {
-  const reader = response.body?.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (reader) {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > MAX_METADATA_BYTES) {
-        await reader.cancel().catch(() => undefined);
-        throw new ProviderError('unavailable', M.garbled(name), `metadata over ${MAX_METADATA_BYTES} bytes`);
-      }
-      chunks.push(value);
-    }
-  }
+  const body = await readBounded(response, MAX_METADATA_BYTES);
+  if (!body) throw new ProviderError('unavailable', M.garbled(name), `metadata over ${MAX_METADATA_BYTES} bytes`);
   try {
-    const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const value: unknown = JSON.parse(body.toString('utf8'));
     if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
   } catch {
     // fall through
   }
-  throw new ProviderError('unavailable', M.garbled(name), `HTTP ${response.status}, ${size} bytes of non-JSON metadata`);
+  throw new ProviderError('unavailable', M.garbled(name), `HTTP ${response.status}, ${body.byteLength} bytes of non-JSON metadata`);
 }
 
 const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
