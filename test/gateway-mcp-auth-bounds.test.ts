@@ -19,7 +19,7 @@ import { openSqliteStore } from '../src/store/index.js';
 const MEGABYTE = 1024 * 1024;
 
 /** Upstream and authorization server on one loopback origin; `huge` pads the AS metadata or its token answer. */
-async function world(huge: 'metadata' | 'token') {
+async function world(huge: 'resource' | 'metadata' | 'token') {
   let base = '';
   const tokenRequests: string[] = [];
   const server = createServer((req, res) => {
@@ -32,7 +32,12 @@ async function world(huge: 'metadata' | 'token') {
       res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"` });
       return void res.end();
     }
-    if (path === '/.well-known/oauth-protected-resource/mcp') return json({ resource: `${base}/mcp`, authorization_servers: [base] });
+    if (path === '/.well-known/oauth-protected-resource/mcp')
+      return json({
+        resource: `${base}/mcp`,
+        authorization_servers: [base],
+        ...(huge === 'resource' ? { padding: 'x'.repeat(MEGABYTE) } : {}),
+      });
     if (path === '/.well-known/oauth-authorization-server')
       return json({
         issuer: base,
@@ -64,6 +69,18 @@ async function world(huge: 'metadata' | 'token') {
 }
 
 describe('auth: mcp authorization server answers are bounded', () => {
+  test('refuses protected resource metadata of a megabyte', async () => {
+    const w = await world('resource');
+    try {
+      await assert.rejects(
+        discoverUpstreamAuthorization(new URL(w.url), { name: 'Tracker', timeoutMs: 5_000 }),
+        (err: unknown) => err instanceof ProviderError && err.code === 'unavailable' && /metadata over \d+ bytes/.test(err.detail ?? ''),
+      );
+    } finally {
+      await w.close();
+    }
+  });
+
   test('refuses authorization server metadata of a megabyte', async () => {
     const w = await world('metadata');
     try {

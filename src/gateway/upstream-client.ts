@@ -17,6 +17,7 @@
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { Logger } from '../log.js';
 import { Lru } from './lru.js';
+import { readBounded } from './mcp-auth/bounded-fetch.js';
 import { tracedFetch } from '../observability/tracing.js';
 
 export const MODERN_VERSION = '2026-07-28';
@@ -255,7 +256,7 @@ export class UpstreamClient {
   async #answerOf(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
     refuseAuthFailures(res);
     if (!res.ok) {
-      const text = await readBounded(res, this.options.maxResultBytes).catch(() => '');
+      const text = await readBoundedText(res, this.options.maxResultBytes).catch(() => '');
       const error = parseJson(text)?.error as { code?: unknown; message?: unknown } | undefined;
       if (res.status < 500 && error && typeof error.code === 'number')
         throw new Stop({ kind: 'rpc_error', code: error.code, message: String(error.message ?? '') });
@@ -267,7 +268,7 @@ export class UpstreamClient {
   async #readAnswer(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
     const type = res.headers.get('content-type') ?? '';
     if (/^application\/json\b/i.test(type)) {
-      const message = parseJson(await readBounded(res, this.options.maxResultBytes));
+      const message = parseJson(await readBoundedText(res, this.options.maxResultBytes));
       if (!message || message.id !== id) throw failed('malformed', 'the answer is not a JSON-RPC response to our request');
       return message;
     }
@@ -350,27 +351,15 @@ function classify(message: Message): UpstreamOutcome {
 }
 
 /** The body as text, refusing more than `max` bytes without buffering them. */
-async function readBounded(res: Response, max: number): Promise<string> {
+async function readBoundedText(res: Response, max: number): Promise<string> {
   const declared = Number(res.headers.get('content-length'));
   if (Number.isFinite(declared) && declared > max) {
     await res.body?.cancel();
     throw failed('too_large', `the answer declares ${declared} bytes, over ${max}`);
   }
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      await reader.cancel();
-      throw failed('too_large', `the answer passed ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const body = await readBounded(res, max);
+  if (!body) throw failed('too_large', `the answer passed ${max} bytes`);
+  return body.toString('utf8');
 }
 
 function parseJson(text: string): Message | undefined {

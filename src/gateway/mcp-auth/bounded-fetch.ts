@@ -25,20 +25,32 @@ export async function boundedFetch(url: string, init: oidc.CustomFetchOptions): 
     throw tooLarge();
   }
   if (!response.body) return response;
-  const reader = response.body.getReader();
+  const body = await readBounded(response, MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES);
+  if (!body) throw tooLarge();
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/**
+ * The body of `response` read into memory, or `undefined` (the stream cancelled) as soon as it is
+ * over `maxBytes`: the one bounded read for what an upstream or its authorization server sends.
+ */
+export async function readBounded(response: Response, maxBytes: number): Promise<Buffer<ArrayBuffer> | undefined> {
+  const reader = response.body?.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES) {
-      await reader.cancel().catch(() => undefined);
-      throw tooLarge();
+  if (reader) {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        await reader.cancel().catch(() => undefined);
+        return undefined;
+      }
+      chunks.push(value);
     }
-    chunks.push(value);
   }
-  return new Response(Buffer.concat(chunks), { status: response.status, statusText: response.statusText, headers: response.headers });
+  return Buffer.concat(chunks);
 }
 
 /** An error as a log detail, with the cause openid-client wraps ours in ("something went wrong" alone says nothing). */

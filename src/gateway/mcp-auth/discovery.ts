@@ -2,8 +2,8 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
-import { scopeTokens } from '../relay/www-authenticate.js';
-import { boundedFetch, errorDetail } from './bounded-fetch.js';
+import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
+import { boundedFetch, errorDetail, readBounded } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -46,46 +46,17 @@ function sameUrl(a: string, b: string): boolean {
   return !!ua && !!ub && ua.href === ub.href;
 }
 
-/** The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 9110 §11.6.1), lower-cased names. */
-export function bearerChallenge(header: string | null): Record<string, string> | undefined {
-  if (!header) return undefined;
-  const start = /(?:^|,)\s*Bearer(?:\s+|$)/i.exec(header);
-  if (!start) return undefined;
-  const params: Record<string, string> = {};
-  const rest = header.slice(start.index + start[0].length);
-  const param = /\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,"]*))\s*(?:,|$)/y;
-  let m: RegExpExecArray | null;
-  while ((m = param.exec(rest))) {
-    params[m[1]!.toLowerCase()] = m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!;
-    if (param.lastIndex >= rest.length) break;
-  }
-  return params;
-}
-
 /** Reads at most MAX_METADATA_BYTES of a JSON object, else `unavailable`. */
 async function readMetadata(response: Response, name: string): Promise<Record<string, unknown>> {
-  const reader = response.body?.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (reader) {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > MAX_METADATA_BYTES) {
-        await reader.cancel().catch(() => undefined);
-        throw new ProviderError('unavailable', M.garbled(name), `metadata over ${MAX_METADATA_BYTES} bytes`);
-      }
-      chunks.push(value);
-    }
-  }
+  const body = await readBounded(response, MAX_METADATA_BYTES);
+  if (!body) throw new ProviderError('unavailable', M.garbled(name), `metadata over ${MAX_METADATA_BYTES} bytes`);
   try {
-    const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const value: unknown = JSON.parse(body.toString('utf8'));
     if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
   } catch {
     // fall through
   }
-  throw new ProviderError('unavailable', M.garbled(name), `HTTP ${response.status}, ${size} bytes of non-JSON metadata`);
+  throw new ProviderError('unavailable', M.garbled(name), `HTTP ${response.status}, ${body.byteLength} bytes of non-JSON metadata`);
 }
 
 const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
@@ -129,13 +100,14 @@ export async function discoverUpstreamAuthorization(
   );
   await probe.body?.cancel().catch(() => undefined);
   const challenge = probe.status === 401 ? bearerChallenge(probe.headers.get('www-authenticate')) : undefined;
-  // Scope names reach the authorization request and the consent page: RFC 6749 scope-tokens, bounded, or none.
-  const challengeScopes = scopeTokens((challenge?.scope ?? '').split(' '));
+  // Scope names reach the authorization request and the consent page: the shared parser keeps them
+  // only as RFC 6749 scope-tokens within its bounds, else none.
+  const challengeScopes = challenge?.scope ?? [];
 
   let candidates: string[];
-  if (challenge?.resource_metadata) {
-    if (!allowed(challenge.resource_metadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
-    candidates = [challenge.resource_metadata];
+  if (challenge?.resourceMetadata) {
+    if (!allowed(challenge.resourceMetadata)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'resource_metadata URL'));
+    candidates = [challenge.resourceMetadata];
   } else {
     candidates = wellKnownMetadataUrls(upstreamUrl);
   }
