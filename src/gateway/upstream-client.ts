@@ -17,7 +17,7 @@
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { Logger } from '../log.js';
 import { Lru } from './lru.js';
-import { readBounded } from './mcp-auth/bounded-fetch.js';
+import { readBounded } from '../http/bounded-read.js';
 import { tracedFetch } from '../observability/tracing.js';
 
 export const MODERN_VERSION = '2026-07-28';

@@ -1,3 +1,4 @@
+import { readBounded } from '../http/bounded-read.js';
 import { tracedFetch } from '../observability/tracing.js';
 import { ProviderError } from './provider.js';
 
@@ -29,9 +30,13 @@ export async function fetchWithTimeout(
   }
 }
 
-/** Reads a JSON body, treating anything unparsable as the provider being unavailable. */
+/** The most a provider's answer may be: token responses and user records are a few KB. */
+export const MAX_PROVIDER_ANSWER_BYTES = 1024 * 1024;
+
+/** Reads a JSON body, treating anything unparsable (or over {@link MAX_PROVIDER_ANSWER_BYTES}) as the provider being unavailable. */
 export async function readJson(response: Response, label: string): Promise<Record<string, unknown>> {
-  const text = await response.text();
+  const body = await readBounded(response, MAX_PROVIDER_ANSWER_BYTES);
+  const text = body === undefined ? '' : body.toString('utf8');
   try {
     const value: unknown = JSON.parse(text);
     if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
@@ -41,6 +46,8 @@ export async function readJson(response: Response, label: string): Promise<Recor
   throw new ProviderError(
     'unavailable',
     `${label} sent an unreadable answer. Please try again in a moment.`,
-    `HTTP ${response.status}, ${text.length} bytes`,
+    body === undefined
+      ? `HTTP ${response.status}, over ${MAX_PROVIDER_ANSWER_BYTES} bytes`
+      : `HTTP ${response.status}, ${text.length} bytes`,
   );
 }

@@ -1,3 +1,4 @@
+import { readBounded } from '../../http/bounded-read.js';
 import type * as oidc from 'openid-client';
 
 /**
@@ -28,29 +29,6 @@ export async function boundedFetch(url: string, init: oidc.CustomFetchOptions): 
   const body = await readBounded(response, MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES);
   if (!body) throw tooLarge();
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
-}
-
-/**
- * The body of `response` read into memory, or `undefined` (the stream cancelled) as soon as it is
- * over `maxBytes`: the one bounded read for what an upstream or its authorization server sends.
- */
-export async function readBounded(response: Response, maxBytes: number): Promise<Buffer<ArrayBuffer> | undefined> {
-  const reader = response.body?.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (reader) {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) {
-        await reader.cancel().catch(() => undefined);
-        return undefined;
-      }
-      chunks.push(value);
-    }
-  }
-  return Buffer.concat(chunks);
 }
 
 /** An error as a log detail, with the cause openid-client wraps ours in ("something went wrong" alone says nothing). */

@@ -3,7 +3,8 @@ import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
 import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
-import { boundedFetch, errorDetail, readBounded } from './bounded-fetch.js';
+import { readBounded } from '../../http/bounded-read.js';
+import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
