@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { McpAuthProvider } from '../src/gateway/mcp-auth/index.js';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +10,7 @@ import { createLogger } from '../src/log.js';
 import { openStore } from '../src/store/index.js';
 import { connectGitHub, providersFile, standInVerifier } from './support/gateway.js';
 import { modernClient } from './support/mcp.js';
+import { productionEnv } from './support/production-env.js';
 import { startStack } from './support/stack.js';
 import { startUpstreamServer } from './support/upstream-server.js';
 
@@ -19,22 +19,10 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
 /** A valid environment whose PROVIDERS_FILE holds `content`. */
-function envWith(content: unknown, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+function envWith(content: unknown): NodeJS.ProcessEnv {
   const file = join(dir, `providers-${++n}.json`);
   writeFileSync(file, JSON.stringify(content));
-  return {
-    PUBLIC_URL: 'https://broker.example.com',
-    OIDC_ISSUER: 'https://idp.example.com',
-    OIDC_CLIENT_ID: 'connect-broker',
-    OIDC_CLIENT_SECRET: 'oidc-client-secret',
-    GITHUB_CLIENT_ID: 'Iv1.0123456789abcdef',
-    GITHUB_CLIENT_SECRET: 'github-client-secret',
-    BROKER_SECRET: 'b'.repeat(32),
-    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-    DATABASE_PATH: join(dir, `broker-${n}.db`),
-    PROVIDERS_FILE: file,
-    ...extra,
-  };
+  return productionEnv({ DATABASE_PATH: join(dir, `broker-${n}.db`), PROVIDERS_FILE: file });
 }
 
 function refuses(env: NodeJS.ProcessEnv, message: string): void {
@@ -52,6 +40,12 @@ const up = (fields: Record<string, unknown>) => ({
   upstreams: [{ id: 'tracker', url: 'https://mcp.tracker.example/mcp', auth: 'none', ...fields }],
 });
 const schema = { type: 'object', properties: {} };
+/** `upstream` declaring one tool `name` (no live list needed to know it). */
+const declaring = (upstream: Record<string, unknown>, name: string) => ({
+  ...upstream,
+  tools: { declared: [{ name, inputSchema: schema }] },
+});
+const GITHUB_UPSTREAM = { id: 'github', url: 'https://api.githubcopilot.com/mcp/', provider: 'github' };
 
 describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE', () => {
   it('reads upstreams alone, with their defaults: prefix <id>_ (- → _), 30 s timeout, the id as display name', () => {
@@ -158,68 +152,32 @@ describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE'
   });
 
   it('refuses to start on two tools with one name, naming both: built-ins, declared tools and connect tools', async () => {
-    const cases: Array<[unknown, string, (env: NodeJS.ProcessEnv) => Promise<void>]> = [
+    const cases: Array<[Record<string, unknown>, string, string]> = [
+      [GITHUB_UPSTREAM, 'create_issue', `tool name github_create_issue is both the built-in tool and upstream "github"'s create_issue`],
       [
-        {
-          upstreams: [
-            {
-              id: 'github',
-              url: 'https://api.githubcopilot.com/mcp/',
-              provider: 'github',
-              tools: { declared: [{ name: 'create_issue', inputSchema: schema }] },
-            },
-          ],
-        },
-        `tool name github_create_issue is both the built-in tool and upstream "github"'s create_issue`,
-        async () => undefined,
-      ],
-      [
-        {
-          upstreams: [
-            {
-              id: 'lists',
-              url: 'https://lists.example/mcp',
-              auth: 'none',
-              toolPrefix: 'list_',
-              tools: { declared: [{ name: 'connections', inputSchema: schema }] },
-            },
-          ],
-        },
+        { id: 'lists', url: 'https://lists.example/mcp', auth: 'none', toolPrefix: 'list_' },
+        'connections',
         `tool name list_connections is both the built-in tool and upstream "lists"'s connections`,
-        async () => undefined,
       ],
       [
-        {
-          upstreams: [
-            { id: 'tracker', url: 'https://t.example/mcp', auth: 'none', tools: { declared: [{ name: 'connect', inputSchema: schema }] } },
-          ],
-        },
+        { id: 'tracker', url: 'https://t.example/mcp', auth: 'none' },
+        'connect',
         `tool name tracker_connect is both upstream "tracker"'s connect tool and upstream "tracker"'s connect`,
-        async () => undefined,
       ],
     ];
-    for (const [content, message, prepare] of cases) {
-      const env = envWith(content);
-      await prepare(env);
-      await assert.rejects(createBroker(loadConfig(env), createLogger('error')), (err: unknown) => {
-        assert.ok(err instanceof ConfigError, String(err));
-        assert.equal(err.problems.length, 1);
-        assert.ok(err.message.startsWith(`PROVIDERS_FILE: ${message} (`), err.message);
-        return true;
-      });
+    for (const [upstream, tool, message] of cases) {
+      await assert.rejects(
+        createBroker(loadConfig(envWith({ upstreams: [declaring(upstream, tool)] })), createLogger('error')),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError, String(err));
+          assert.equal(err.problems.length, 1);
+          assert.ok(err.message.startsWith(`PROVIDERS_FILE: ${message} (`), err.message);
+          return true;
+        },
+      );
     }
     // The same declared tool with the built-ins switched off starts.
-    const env = envWith({
-      upstreams: [
-        {
-          id: 'github',
-          url: 'https://api.githubcopilot.com/mcp/',
-          provider: 'github',
-          tools: { declared: [{ name: 'create_issue', inputSchema: schema }] },
-        },
-      ],
-      builtinTools: { github: false },
-    });
+    const env = envWith({ upstreams: [declaring(GITHUB_UPSTREAM, 'create_issue')], builtinTools: { github: false } });
     const broker = await createBroker(loadConfig(env), createLogger('error'));
     await broker.close();
   });

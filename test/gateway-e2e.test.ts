@@ -4,31 +4,21 @@
 // Real parts: the test IdP, the GitHub stand-in, the SDK-built upstream fixture (2026-07-28) and the
 // official 2026-07-28 client.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
-import type { Client } from '@modelcontextprotocol/client';
 import { inputRequired } from '@modelcontextprotocol/server';
 import { Browser } from './support/browser.js';
-import { connectGitHub, providersFile, standInVerifier } from './support/gateway.js';
-import { envelope, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
-import { PYTHON_MCP_CLIENT, pythonMcpClient } from './support/python-mcp.js';
+import { connectGitHub, providersFile, useGateway } from './support/gateway.js';
+import { closing, envelope, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
+import { clientAs } from './support/suite.js';
+import { pythonMcpClient, runPythonMcpClient } from './support/python-mcp.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
-import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 import { freePort } from './support/idp.js';
 import { startProtectedUpstream, type ProtectedUpstream } from './support/mcp-auth-upstream.js';
-
-async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
-  try {
-    return await fn(client);
-  } finally {
-    await client.close();
-  }
-}
 
 /** What the fixture's `confirm` asks, exactly as it builds it. */
 const CONFIRM_REQUESTS = {
@@ -36,27 +26,18 @@ const CONFIRM_REQUESTS = {
 };
 
 describe('gateway end to end: relayed input_required and scope challenges through the broker', () => {
-  let stack: Stack;
-  let github: UpstreamServer;
-  let legacy: UpstreamServer;
-  let file: { path: string; remove(): void };
-  const upstreams = () => [
-    { id: 'github', url: github.url, provider: 'github', scopes: ['repo'] },
-    { id: 'legacy', url: legacy.url, provider: 'github', toolPrefix: 'old_' },
-  ];
-
-  before(async () => {
-    github = await startUpstreamServer({ era: 'modern', verify: standInVerifier(() => stack.github) });
-    legacy = await startUpstreamServer({ era: 'legacy', verify: standInVerifier(() => stack.github) });
-    file = providersFile({ upstreams: upstreams() });
-    stack = await startStack({ holdSeconds: 1, env: { PROVIDERS_FILE: file.path } });
-  });
-  after(async () => {
-    await stack.close();
-    await github.close();
-    await legacy.close();
-    file.remove();
-  });
+  const {
+    stack,
+    servers: { github, legacy },
+    file,
+    entries,
+  } = useGateway(
+    {
+      github: { era: 'modern', entry: { provider: 'github', scopes: ['repo'] } },
+      legacy: { era: 'legacy', entry: { provider: 'github', toolPrefix: 'old_' } },
+    },
+    { holdSeconds: 1 },
+  );
 
   const first = async (sub: string) => {
     const res = await rawCall(stack.mcpUrl, await stack.token(sub), {
@@ -91,9 +72,7 @@ describe('gateway end to end: relayed input_required and scope challenges throug
 
     // The official client, answering the relayed form itself.
     const forms: Array<{ message: string; schema: unknown }> = [];
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('rita'),
+    const client = await clientAs(stack, 'rita', {
       onForm: async (message, schema) => {
         forms.push({ message, schema });
         return { action: 'accept', content: {} };
@@ -129,9 +108,7 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     const browser = new Browser();
     const asked: Array<{ url: string; message: string }> = [];
     try {
-      const client = await modernClient({
-        url: stack.mcpUrl,
-        token: await stack.token('sam'),
+      const client = await clientAs(stack, 'sam', {
         onUrl: async (url, message) => {
           asked.push({ url, message });
           const page = await completeConnect(browser, url, 'sam', { githubLogin: 'octocat' });
@@ -208,34 +185,17 @@ describe('gateway end to end: relayed input_required and scope challenges throug
         const py = pythonMcpClient(dir);
         if ('skip' in py) return t.skip(py.skip);
         const browser = new Browser();
-        const child = spawn(py.python, [PYTHON_MCP_CLIENT], {
-          env: {
-            PATH: process.env.PATH ?? '',
-            MCP_URL: stack.mcpUrl,
-            MCP_TOKEN: await stack.token('pyu'),
-            MCP_TOOL: 'github_echo',
-            MCP_ARGS: JSON.stringify({ text: 'from python' }),
-          },
-          stdio: ['pipe', 'pipe', 'pipe'],
+        const { code, err, links, result } = await runPythonMcpClient(py.python, {
+          url: stack.mcpUrl,
+          token: await stack.token('pyu'),
+          tool: 'github_echo',
+          args: { text: 'from python' },
+          onLink: (link) => completeConnect(browser, link, 'pyu', { githubLogin: 'py-gh' }),
         });
-        let out = '';
-        let err = '';
-        const links: string[] = [];
-        child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-        child.stdout.on('data', (d: Buffer) => {
-          out += d.toString();
-          for (const m of out.matchAll(/^URL (\S+)$/gm)) {
-            if (links.includes(m[1]!)) continue;
-            links.push(m[1]!);
-            void completeConnect(browser, m[1]!, 'pyu', { githubLogin: 'py-gh' }).then(() => child.stdin.write('accept\n'));
-          }
-        });
-        const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
         assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
         assert.equal(links.length, 1, 'one URL elicitation');
         assert.match(links[0]!, /\/connect\/github\?req=/);
-        const result = JSON.parse(/^RESULT (.*)$/m.exec(out)![1]!) as { structuredContent?: { text?: string; who?: string } };
-        assert.deepEqual(result.structuredContent, { text: 'from python', who: 'py-gh' });
+        assert.deepEqual((result() as { structuredContent?: unknown }).structuredContent, { text: 'from python', who: 'py-gh' });
         assert.equal(github.calls('echo').at(-1)!.who, 'py-gh');
       } finally {
         rmSync(dir, { recursive: true, force: true });
@@ -249,7 +209,7 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     writeFileSync(
       file.path,
       JSON.stringify({
-        upstreams: [...upstreams(), { id: 'sandbox', url: sandboxUrl, provider: 'github', scopes: ['repo'], toolPrefix: 'ghmcp_' }],
+        upstreams: [...entries(), { id: 'sandbox', url: sandboxUrl, provider: 'github', scopes: ['repo'], toolPrefix: 'ghmcp_' }],
       }),
     );
     await stack.restart();

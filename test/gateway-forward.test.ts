@@ -1,20 +1,13 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { UrlElicitationRequiredError, type Client } from '@modelcontextprotocol/client';
+import { describe, it } from 'node:test';
+import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import { Browser } from './support/browser.js';
-import { comparable, connectGitHub, foreignMeta, providersFile, standInVerifier } from './support/gateway.js';
-import { envelope, legacyClient, modernClient, rawCall, resultText } from './support/mcp.js';
+import { comparable, connectGitHub, foreignMeta, useGateway } from './support/gateway.js';
+import { closing, envelope, legacyClient, rawCall, resultText } from './support/mcp.js';
+import { clientAs } from './support/suite.js';
 import { readConnection } from './support/seed.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
-import { allContentResult, ODD_RESULT, startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
-
-async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
-  try {
-    return await fn(client);
-  } finally {
-    await client.close();
-  }
-}
+import { completeConnect } from './support/stack.js';
+import { allContentResult, ODD_RESULT } from './support/upstream-server.js';
 
 const ECHO_DECLARED = {
   name: 'echo',
@@ -23,53 +16,33 @@ const ECHO_DECLARED = {
 };
 
 describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list and tools/call through the broker', () => {
-  let stack: Stack;
-  let github: UpstreamServer;
-  let tracker: UpstreamServer;
-  let open: UpstreamServer;
-  let file: { path: string; remove(): void };
-
-  before(async () => {
-    const verify = standInVerifier(() => stack.github);
-    github = await startUpstreamServer({ era: 'modern', verify });
-    tracker = await startUpstreamServer({ era: 'modern', verify });
-    open = await startUpstreamServer({ era: 'modern', anonymous: true });
-    file = providersFile({
-      upstreams: [
-        {
-          id: 'github',
-          url: github.url,
-          provider: 'github',
-          scopes: ['repo'],
-          timeoutMs: 1500,
-          tools: { exclude: ['ask'], declared: [ECHO_DECLARED] },
-        },
-        { id: 'tracker', url: tracker.url, provider: 'github', displayName: 'Tracker' },
-        { id: 'open', url: open.url, auth: 'none', toolPrefix: 'open.', tools: { include: ['echo', 'all_content'] } },
-      ],
-    });
-    stack = await startStack({ holdSeconds: 1, env: { PROVIDERS_FILE: file.path, UPSTREAM_MAX_RESULT_BYTES: String(1024 * 1024) } });
-  });
-  after(async () => {
-    await stack.close();
-    await Promise.all([github.close(), tracker.close(), open.close()]);
-    file.remove();
-  });
+  const {
+    stack,
+    servers: { github, tracker, open },
+  } = useGateway(
+    {
+      github: {
+        era: 'modern',
+        entry: { provider: 'github', scopes: ['repo'], timeoutMs: 1500, tools: { exclude: ['ask'], declared: [ECHO_DECLARED] } },
+      },
+      tracker: { era: 'modern', entry: { provider: 'github', displayName: 'Tracker' } },
+      open: { era: 'modern', anonymous: true, entry: { auth: 'none', toolPrefix: 'open.', tools: { include: ['echo', 'all_content'] } } },
+    },
+    { holdSeconds: 1, env: { UPSTREAM_MAX_RESULT_BYTES: String(1024 * 1024) } },
+  );
 
   const list = async (sub: string) => {
-    const client = await modernClient({ url: stack.mcpUrl, token: await stack.token(sub) });
+    const client = await clientAs(stack, sub);
     return closing(client, async (c) => (await c.listTools()).tools);
   };
   const call = async (sub: string, name: string, args: Record<string, unknown> = {}, meta?: Record<string, unknown>) => {
-    const client = await modernClient({ url: stack.mcpUrl, token: await stack.token(sub) });
+    const client = await clientAs(stack, sub);
     return closing(client, (c) => c.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) }));
   };
 
   it('lists, for a user without a connection, the declared tools, else the definitions last seen, else the connect tool — asking nothing', async () => {
     const asked: string[] = [];
-    const carol = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('carol'),
+    const carol = await clientAs(stack, 'carol', {
       onUrl: async (url) => {
         asked.push(url);
         return { action: 'decline' };
@@ -222,9 +195,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
   it('asks a caller without a connection through the same URL elicitation as our tools, then forwards the call; a 2025-11-25 client gets -32042', async () => {
     const browser = new Browser();
     const links: string[] = [];
-    const erin = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('erin'),
+    const erin = await clientAs(stack, 'erin', {
       onUrl: async (url) => {
         links.push(url);
         await completeConnect(browser, url, 'erin', { githubLogin: 'erin-gh' });
@@ -267,9 +238,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
 
   it('answers <prefix>connect with the connect elicitation, then says the tools are available', async () => {
     const browser = new Browser();
-    const client = await modernClient({
-      url: stack.mcpUrl,
-      token: await stack.token('hank'),
+    const client = await clientAs(stack, 'hank', {
       onUrl: async (url) => {
         await completeConnect(browser, url, 'hank', { githubLogin: 'hank-gh' });
         return { action: 'accept' };

@@ -5,64 +5,10 @@
 // upstream on 127.0.0.1 with a self-signed certificate (openssl), and plain-http loopback servers
 // that record every request reaching them.
 import assert from 'node:assert/strict';
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
-import { ProviderError } from '../src/providers/provider.js';
+import { asMetadata, json, metadataChallenge, refusal, serve, staticUpstream } from './support/mcp-auth-bench.js';
 import { selfSignedCertificate } from './support/tls.js';
-
-type Handler = (base: string, req: IncomingMessage, res: ServerResponse) => void;
-
-interface Served {
-  base: string;
-  hits: string[];
-  close(): Promise<void>;
-}
-
-async function serve(kind: 'http' | 'https', handler: Handler, certificate?: { key: Buffer; cert: Buffer }): Promise<Served> {
-  const hits: string[] = [];
-  let base = '';
-  const listener = (req: IncomingMessage, res: ServerResponse) => {
-    hits.push(`${req.method} ${new URL(req.url ?? '/', base).pathname}`);
-    handler(base, req, res);
-  };
-  const server = kind === 'https' ? createHttpsServer(certificate!, listener) : createHttpServer(listener);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `${kind}://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    base,
-    hits,
-    close: () => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
-const json = (res: ServerResponse, body: unknown) => {
-  res.writeHead(200, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-};
-
-/** Authorization server metadata for `issuer` whose endpoints are under `endpoints`. */
-const asMetadata = (issuer: string, endpoints: string) => ({
-  issuer,
-  authorization_endpoint: `${endpoints}/authorize`,
-  token_endpoint: `${endpoints}/token`,
-  code_challenge_methods_supported: ['S256'],
-});
-
-async function refusal(p: Promise<unknown>): Promise<ProviderError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.ok(err instanceof ProviderError, `a ProviderError, not ${String(err)}`);
-    return err;
-  }
-  assert.fail('discovery succeeded');
-}
 
 describe('auth: mcp discovery from an https upstream', () => {
   const certificate = selfSignedCertificate();
@@ -80,15 +26,8 @@ describe('auth: mcp discovery from an https upstream', () => {
 
   test('refuses a resource_metadata URL on plain http loopback, and fetches nothing there', { skip }, async () => {
     // What a local service would answer: its JSON must never be fetched, let alone echoed in an error.
-    const local = await serve('http', (base, _req, res) => json(res, { resource: 'internal-secret-value', authorization_servers: [base] }));
-    const upstream = await serve(
-      'https',
-      (_base, _req, res) => {
-        res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="${local.base}/.well-known/oauth-protected-resource/mcp"` });
-        res.end();
-      },
-      certificate,
-    );
+    const local = await serve((base, _req, res) => json(res, { resource: 'internal-secret-value', authorization_servers: [base] }));
+    const upstream = await staticUpstream(() => ({}), { challenge: () => metadataChallenge(local.base), certificate });
     try {
       const err = await refusal(discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000 }));
       assert.equal(err.code, 'misconfigured');
@@ -101,27 +40,17 @@ describe('auth: mcp discovery from an https upstream', () => {
   });
 
   test('refuses an authorization server, or its endpoints, on plain http loopback, and sends nothing there', { skip }, async () => {
-    const local = await serve('http', (base, _req, res) => json(res, asMetadata(base, base)));
+    const local = await serve((base, _req, res) => json(res, asMetadata(base)));
     // Case 1: the upstream's own (https) metadata names a plain-http authorization server.
     // Case 2: an https authorization server whose token endpoint is plain http on loopback.
-    const as = await serve(
-      'https',
-      (base, req, res) => {
-        if (req.url?.startsWith('/.well-known/')) return json(res, asMetadata(base, local.base));
-        res.writeHead(404).end();
-      },
-      certificate,
-    );
+    const as = await serve((base, req, res) => {
+      if (req.url?.startsWith('/.well-known/')) return json(res, asMetadata(base, local.base));
+      res.writeHead(404).end();
+    }, certificate);
     let names = '';
-    const upstream = await serve(
-      'https',
-      (base, req, res) => {
-        if (req.url === '/.well-known/oauth-protected-resource/mcp')
-          return json(res, { resource: `${base}/mcp`, authorization_servers: [names] });
-        res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"` });
-        res.end();
-      },
-      certificate,
+    const upstream = await staticUpstream(
+      (base) => ({ '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: [names] } }),
+      { certificate },
     );
     try {
       names = local.base;

@@ -4,44 +4,22 @@
 // so a bidi override or an invisible character there would make a permission read as another.
 // Real parts: a loopback upstream serving its challenge, its metadata and its AS's metadata.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
+import { asMetadata, metadataChallenge, staticUpstream } from './support/mcp-auth-bench.js';
 
 /** An upstream whose 401 names `challengeScope` (if any) and whose metadata lists `supported`. */
 async function upstream(challengeScope: string | undefined, supported: string[]) {
-  let base = '';
-  const server = createServer((req, res) => {
-    const path = new URL(req.url ?? '/', base).pathname;
-    const json = (body: unknown) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
-    };
-    if (path === '/mcp') {
-      const scope = challengeScope === undefined ? '' : `, scope="${challengeScope}"`;
-      res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"${scope}` });
-      return void res.end();
-    }
-    if (path === '/.well-known/oauth-protected-resource/mcp')
-      return json({ resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: supported });
-    if (path === '/.well-known/oauth-authorization-server')
-      return json({
-        issuer: base,
-        authorization_endpoint: `${base}/authorize`,
-        token_endpoint: `${base}/token`,
-        code_challenge_methods_supported: ['S256'],
-      });
-    res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const served = await staticUpstream(
+    (base) => ({
+      '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: supported },
+      '/.well-known/oauth-authorization-server': asMetadata(base),
+    }),
+    { challenge: (base) => metadataChallenge(base) + (challengeScope === undefined ? '' : `, scope="${challengeScope}"`) },
+  );
   return {
-    discover: () => discoverUpstreamAuthorization(new URL(`${base}/mcp`), { name: 'Tracker', timeoutMs: 3_000 }),
-    close: () => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    discover: () => discoverUpstreamAuthorization(new URL(`${served.base}/mcp`), { name: 'Tracker', timeoutMs: 3_000 }),
+    close: served.close,
   };
 }
 

@@ -3,15 +3,9 @@
 // a 2025-11-25 sessionful MCP server (official SDK) protected by its own oidc-provider (not the
 // broker's IdP), the broker in-process, the official SDK client calling the upstream with the token.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import express from 'express';
-import * as oidc from 'openid-client';
 import { describe, test } from 'node:test';
 import { decodeJwt } from 'jose';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -19,17 +13,11 @@ import { loadConfig } from '../src/config/env.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { Sealer } from '../src/crypto/index.js';
-import {
-  clientDocumentRoutes,
-  createMcpAuthProvider,
-  preRegisteredClient,
-  type McpAuthProvider,
-  type McpAuthProviderOptions,
-} from '../src/gateway/mcp-auth/index.js';
+import { clientDocumentRoutes, createMcpAuthProvider, preRegisteredClient, type McpAuthProvider } from '../src/gateway/mcp-auth/index.js';
 import { createLogger } from '../src/log.js';
-import { ProviderError } from '../src/providers/provider.js';
-import { openSqliteStore, sqliteHandle, type Store } from '../src/store/index.js';
-import { Browser, formSubmission, textOf, type Page } from './support/browser.js';
+import { sqliteHandle, type Store } from '../src/store/index.js';
+import { Browser, textOf, type Page } from './support/browser.js';
+import { asMetadata, authorizeAt, onBench, providerBench, refusal, staticUpstream } from './support/mcp-auth-bench.js';
 import { connectUpstream } from './support/mcp-auth-connect.js';
 import { startProtectedUpstream, type ProtectedUpstream, type UpstreamOptions } from './support/mcp-auth-upstream.js';
 import { freePort, type IdpClient } from './support/idp.js';
@@ -273,120 +261,6 @@ describe('auth: mcp upstreams through the connect flow', () => {
 // ---------------------------------------------------------------------------------------------
 // The provider on its own, over a store of its own: discovery, registration and the callback checks.
 
-interface Bench {
-  dir: string;
-  stores: Store[];
-  sealer: Sealer;
-  store(): Store;
-  provider(upstreamUrl: string, extra?: Partial<McpAuthProviderOptions>): McpAuthProvider;
-  close(): Promise<void>;
-}
-
-function bench(): Bench {
-  const dir = mkdtempSync(join(tmpdir(), 'mcp-auth-'));
-  const stores: Store[] = [];
-  const sealer = new Sealer([randomBytes(32)]);
-  const b: Bench = {
-    dir,
-    stores,
-    sealer,
-    store() {
-      const s = openSqliteStore(join(dir, 'broker.db'));
-      stores.push(s);
-      return s;
-    },
-    provider(upstreamUrl, extra = {}) {
-      return createMcpAuthProvider({
-        id: 'tracker',
-        displayName: 'Tracker',
-        upstreamUrl,
-        publicUrl: new URL('http://127.0.0.1:9'),
-        store: stores[0] ?? b.store(),
-        sealer,
-        timeoutMs: 3_000,
-        log: quiet,
-        ...extra,
-      });
-    },
-    async close() {
-      await Promise.all(stores.map((s) => s.close()));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  return b;
-}
-
-/** Serves fixed JSON documents (and a 401 challenge at /mcp) on loopback: an upstream whose metadata says what a test needs. */
-async function staticServer(
-  documents: (base: string) => Record<string, unknown>,
-  challenge?: (base: string) => string,
-): Promise<{ base: string; hits: string[]; close(): Promise<void> }> {
-  const hits: string[] = [];
-  let base = '';
-  const server = createHttpServer((req, res) => {
-    const path = new URL(req.url ?? '/', base).pathname;
-    hits.push(`${req.method} ${path}`);
-    if (path === '/mcp') {
-      res.writeHead(401, {
-        'www-authenticate': challenge?.(base) ?? `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`,
-      });
-      return void res.end();
-    }
-    const doc = documents(base)[path];
-    if (doc === undefined) {
-      res.writeHead(404);
-      return void res.end();
-    }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(doc));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    base,
-    hits,
-    close: () => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
-async function refusal(p: Promise<unknown>): Promise<ProviderError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.ok(err instanceof ProviderError, `a ProviderError, not ${String(err)}`);
-    return err;
-  }
-  assert.fail('expected a refusal');
-}
-
-/** Drives the upstream AS's sign-in for an authorization URL the provider built; returns the callback URL (not opened). */
-async function authorizeAt(provider: McpAuthProvider, login: string) {
-  const state = oidc.randomState();
-  const codeVerifier = oidc.randomPKCECodeVerifier();
-  const url = await provider.buildAuthorizationUrl({
-    redirectUri: provider.redirectUri,
-    state,
-    codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-    scopes: [],
-  });
-  const browser = new Browser();
-  const signInPage = await browser.open(url.href);
-  assert.equal(signInPage.status, 200, signInPage.html);
-  const { action, body } = formSubmission(signInPage, { fields: { login } });
-  let res = await browser.request(action, { method: 'POST', body });
-  let current = action;
-  while (res.status >= 300 && res.status < 400) {
-    await res.body?.cancel();
-    current = new URL(res.headers.get('location')!, current).href;
-    if (current.startsWith(provider.redirectUri)) return { callbackUrl: new URL(current), state, codeVerifier, authorizationUrl: url };
-    res = await browser.request(current);
-  }
-  assert.fail(`no callback: ${res.status} ${await res.text()}`);
-}
-
 describe('auth: mcp discovery and registration', () => {
   test('refuses protected resource metadata for another resource, with a clear page, sending nothing to the AS', async () => {
     const w = await world({ upstream: { prmResource: () => 'https://elsewhere.example/mcp' } });
@@ -407,83 +281,77 @@ describe('auth: mcp discovery and registration', () => {
     }
   });
 
-  test('refuses an authorization server whose metadata names another issuer, and non-https metadata URLs, without fetching them', async () => {
-    const b = bench();
-    const upstream = await startProtectedUpstream();
-    // An impostor serving the real AS's metadata as its own: its issuer is not the impostor's URL.
-    const real = (await (await fetch(`${upstream.issuer}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
-    const impostor = await staticServer((base) => ({
-      '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: [base] },
-      '/.well-known/oauth-authorization-server': real,
-    }));
-    const plainHttp = await staticServer((base) => ({
-      '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: ['http://as.example.test'] },
-    }));
-    const insecureChallenge = await staticServer(
-      () => ({}),
-      () => 'Bearer resource_metadata="http://metadata.example.test/prm"',
-    );
-    try {
-      const wrongIssuer = await refusal(b.provider(`${impostor.base}/mcp`).prepare());
-      assert.equal(wrongIssuer.code, 'misconfigured');
-      assert.match(wrongIssuer.message, new RegExp(`its authorization server calls itself ${upstream.issuer}, not ${impostor.base}/`));
-      assert.ok(!upstream.asRequests.some((r) => r.path === '/reg' || r.path === '/auth'), 'nothing sent to the real AS but its metadata');
-
-      const http = await refusal(b.provider(`${plainHttp.base}/mcp`).prepare());
-      assert.equal(http.code, 'misconfigured');
-      assert.match(http.message, /its authorization server is not an https URL/);
-      const challenge = await refusal(b.provider(`${insecureChallenge.base}/mcp`).prepare());
-      assert.match(challenge.message, /its resource_metadata URL is not an https URL/);
-      assert.deepEqual(insecureChallenge.hits, ['POST /mcp'], 'the http metadata URL was not fetched');
-    } finally {
-      await Promise.all([impostor.close(), plainHttp.close(), insecureChallenge.close(), upstream.close()]);
-      await b.close();
-    }
-  });
-
-  test('finds the metadata at the well-known URL when the 401 names none, and names the variable to set when no registration is possible', async () => {
-    const b = bench();
-    const upstream = await startProtectedUpstream({ noChallengeMetadata: true });
-    // An AS that offers neither dynamic registration nor metadata documents.
-    const closed = await staticServer((base) => ({
-      '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: [base] },
-      '/.well-known/oauth-authorization-server': {
-        issuer: base,
-        authorization_endpoint: `${base}/authorize`,
-        token_endpoint: `${base}/token`,
-        code_challenge_methods_supported: ['S256'],
-      },
-    }));
-    try {
-      const provider = b.provider(upstream.url);
-      await provider.prepare();
-      assert.equal(provider.authorizationOrigin, new URL(upstream.issuer).origin);
-      assert.deepEqual(provider.defaultScopes, ['mcp'], 'the challenge scope');
-
-      const none = await refusal(b.provider(`${closed.base}/mcp`).prepare());
-      assert.equal(none.code, 'misconfigured');
-      assert.equal(
-        none.message,
-        'This service cannot sign in to Tracker: its authorization server offers neither client ID metadata documents nor dynamic registration. Tell the operator: register a client there and set TRACKER_CLIENT_ID.',
-      );
-      const ok = await b.provider(`${closed.base}/mcp`, { clientId: 'operator-client' }).buildAuthorizationUrl({
-        redirectUri: 'http://127.0.0.1:9/connect/tracker/callback',
-        state: 's'.repeat(43),
-        codeChallenge: 'c'.repeat(43),
-        scopes: [],
+  test('refuses an authorization server whose metadata names another issuer, and non-https metadata URLs, without fetching them', () =>
+    onBench(async (b, upstream) => {
+      // An impostor serving the real AS's metadata as its own: its issuer is not the impostor's URL.
+      const real = (await (await fetch(`${upstream.issuer}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+      const impostor = await staticUpstream((base) => ({
+        '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: [base] },
+        '/.well-known/oauth-authorization-server': real,
+      }));
+      const plainHttp = await staticUpstream((base) => ({
+        '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: ['http://as.example.test'] },
+      }));
+      const insecureChallenge = await staticUpstream(() => ({}), {
+        challenge: () => 'Bearer resource_metadata="http://metadata.example.test/prm"',
       });
-      assert.equal(ok.origin + ok.pathname, `${closed.base}/authorize`);
-      assert.equal(ok.searchParams.get('client_id'), 'operator-client');
-    } finally {
-      await Promise.all([closed.close(), upstream.close()]);
-      await b.close();
-    }
-  });
+      try {
+        const wrongIssuer = await refusal(b.provider(`${impostor.base}/mcp`).prepare());
+        assert.equal(wrongIssuer.code, 'misconfigured');
+        assert.match(wrongIssuer.message, new RegExp(`its authorization server calls itself ${upstream.issuer}, not ${impostor.base}/`));
+        assert.ok(
+          !upstream.asRequests.some((r) => r.path === '/reg' || r.path === '/auth'),
+          'nothing sent to the real AS but its metadata',
+        );
 
-  test('two instances sharing one store end up with one registration per issuer, and a later one registers nothing', async () => {
-    const b = bench();
-    const upstream = await startProtectedUpstream();
-    try {
+        const http = await refusal(b.provider(`${plainHttp.base}/mcp`).prepare());
+        assert.equal(http.code, 'misconfigured');
+        assert.match(http.message, /its authorization server is not an https URL/);
+        const challenge = await refusal(b.provider(`${insecureChallenge.base}/mcp`).prepare());
+        assert.match(challenge.message, /its resource_metadata URL is not an https URL/);
+        assert.deepEqual(insecureChallenge.hits, ['POST /mcp'], 'the http metadata URL was not fetched');
+      } finally {
+        await Promise.all([impostor.close(), plainHttp.close(), insecureChallenge.close()]);
+      }
+    }));
+
+  test('finds the metadata at the well-known URL when the 401 names none, and names the variable to set when no registration is possible', () =>
+    onBench(
+      async (b, upstream) => {
+        // An AS that offers neither dynamic registration nor metadata documents.
+        const closed = await staticUpstream((base) => ({
+          '/.well-known/oauth-protected-resource/mcp': { resource: `${base}/mcp`, authorization_servers: [base] },
+          '/.well-known/oauth-authorization-server': asMetadata(base),
+        }));
+        try {
+          const provider = b.provider(upstream.url);
+          await provider.prepare();
+          assert.equal(provider.authorizationOrigin, new URL(upstream.issuer).origin);
+          assert.deepEqual(provider.defaultScopes, ['mcp'], 'the challenge scope');
+
+          const none = await refusal(b.provider(`${closed.base}/mcp`).prepare());
+          assert.equal(none.code, 'misconfigured');
+          assert.equal(
+            none.message,
+            'This service cannot sign in to Tracker: its authorization server offers neither client ID metadata documents nor dynamic registration. Tell the operator: register a client there and set TRACKER_CLIENT_ID.',
+          );
+          const ok = await b.provider(`${closed.base}/mcp`, { clientId: 'operator-client' }).buildAuthorizationUrl({
+            redirectUri: 'http://127.0.0.1:9/connect/tracker/callback',
+            state: 's'.repeat(43),
+            codeChallenge: 'c'.repeat(43),
+            scopes: [],
+          });
+          assert.equal(ok.origin + ok.pathname, `${closed.base}/authorize`);
+          assert.equal(ok.searchParams.get('client_id'), 'operator-client');
+        } finally {
+          await closed.close();
+        }
+      },
+      { noChallengeMetadata: true },
+    ));
+
+  test('two instances sharing one store end up with one registration per issuer, and a later one registers nothing', () =>
+    onBench(async (b, upstream) => {
       const [one, two] = [b.store(), b.store()];
       const a = b.provider(upstream.url, { store: one });
       const c = b.provider(upstream.url, { store: two });
@@ -502,16 +370,10 @@ describe('auth: mcp discovery and registration', () => {
       const ut = await third.buildAuthorizationUrl(params);
       assert.equal(ut.searchParams.get('client_id'), ua.searchParams.get('client_id'));
       assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, before, 'a third instance registers nothing');
-    } finally {
-      await upstream.close();
-      await b.close();
-    }
-  });
+    }));
 
-  test('a registration the AS refuses (invalid_client) or whose secret can no longer be opened is forgotten, and the next connect registers anew', async () => {
-    const b = bench();
-    const upstream = await startProtectedUpstream();
-    try {
+  test('a registration the AS refuses (invalid_client) or whose secret can no longer be opened is forgotten, and the next connect registers anew', () =>
+    onBench(async (b, upstream) => {
       const store = b.store();
       await b.provider(upstream.url, { store }).prepare();
       const key = 'http://127.0.0.1:9/connect/tracker/callback';
@@ -542,16 +404,10 @@ describe('auth: mcp discovery and registration', () => {
       await b.provider(upstream.url, { store }).prepare();
       assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, registrations + 1);
       assert.notEqual((await store.upstreamClients.find(upstream.issuer, key))!.client_id, second.client_id);
-    } finally {
-      await upstream.close();
-      await b.close();
-    }
-  });
+    }));
 
-  test('checks RFC 9207 iss on the callback: a missing or foreign iss is refused, the genuine one completes', async () => {
-    const b = bench();
-    const upstream = await startProtectedUpstream();
-    try {
+  test('checks RFC 9207 iss on the callback: a missing or foreign iss is refused, the genuine one completes', () =>
+    onBench(async (b, upstream) => {
       const provider = b.provider(upstream.url);
       const { callbackUrl, state, codeVerifier } = await authorizeAt(provider, 'frank');
       assert.equal(callbackUrl.searchParams.get('iss'), upstream.issuer);
@@ -567,11 +423,7 @@ describe('auth: mcp discovery and registration', () => {
       const { tokens, account } = await complete(callbackUrl);
       assert.deepEqual(account, { id: 'frank', login: 'frank' });
       assert.equal(decodeJwt(tokens.accessToken).aud, upstream.url);
-    } finally {
-      await upstream.close();
-      await b.close();
-    }
-  });
+    }));
 });
 
 describe('auth: mcp client ID metadata documents', () => {
@@ -580,56 +432,53 @@ describe('auth: mcp client ID metadata documents', () => {
   test(
     'with an https PUBLIC_URL the broker serves its client ID metadata document and the AS signs in with it, registering nothing',
     { skip: certificate ? false : 'openssl is not available to make a certificate' },
-    async () => {
-      const b = bench();
-      const upstream = await startProtectedUpstream();
-      const app = express();
-      const fetched: string[] = [];
-      const https = createHttpsServer(certificate!, app);
-      await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
-      const publicUrl = new URL(`https://127.0.0.1:${(https.address() as AddressInfo).port}`);
-      const provider = b.provider(upstream.url, { publicUrl });
-      app.use((req, _res, next) => {
-        fetched.push(req.path);
-        next();
-      });
-      app.use(clientDocumentRoutes([provider]));
-      try {
-        assert.equal(provider.documentUrl, `${publicUrl.origin}/oauth/clients/tracker.json`);
-        const { callbackUrl, state, codeVerifier, authorizationUrl } = await authorizeAt(provider, 'grace');
-        assert.equal(authorizationUrl.searchParams.get('client_id'), provider.documentUrl);
-        assert.ok(fetched.includes('/oauth/clients/tracker.json'), 'the AS fetched the document from the broker');
-        assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, 0, 'no dynamic registration');
-        const { tokens, account } = await provider.completeAuthorization({
-          callbackUrl,
-          expectedState: state,
-          codeVerifier,
-          requestedScopes: [],
+    () =>
+      onBench(async (b, upstream) => {
+        const app = express();
+        const fetched: string[] = [];
+        const https = createHttpsServer(certificate!, app);
+        await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
+        const publicUrl = new URL(`https://127.0.0.1:${(https.address() as AddressInfo).port}`);
+        const provider = b.provider(upstream.url, { publicUrl });
+        app.use((req, _res, next) => {
+          fetched.push(req.path);
+          next();
         });
-        assert.deepEqual(account, { id: 'grace', login: 'grace' });
-        assert.equal(decodeJwt(tokens.accessToken).aud, upstream.url);
-        assert.equal(await callUpstream(upstream.url, tokens.accessToken), 'you are grace');
-        // The document itself: the fields an AS needs, nothing secret.
-        const doc = provider.clientMetadataDocument()!;
-        assert.deepEqual(doc, {
-          client_id: provider.documentUrl,
-          client_name: 'MCP Connect Broker',
-          client_uri: `${publicUrl.origin}/`,
-          redirect_uris: [`${publicUrl.origin}/connect/tracker/callback`],
-          grant_types: ['authorization_code', 'refresh_token'],
-          response_types: ['code'],
-          token_endpoint_auth_method: 'none',
-          application_type: 'web',
-        });
-        // An http PUBLIC_URL serves none (a client_id must be an https URL) and falls back to registration.
-        assert.equal(b.provider(upstream.url).clientMetadataDocument(), undefined);
-      } finally {
-        https.closeAllConnections();
-        await new Promise<void>((resolve) => https.close(() => resolve()));
-        await upstream.close();
-        await b.close();
-      }
-    },
+        app.use(clientDocumentRoutes([provider]));
+        try {
+          assert.equal(provider.documentUrl, `${publicUrl.origin}/oauth/clients/tracker.json`);
+          const { callbackUrl, state, codeVerifier, authorizationUrl } = await authorizeAt(provider, 'grace');
+          assert.equal(authorizationUrl.searchParams.get('client_id'), provider.documentUrl);
+          assert.ok(fetched.includes('/oauth/clients/tracker.json'), 'the AS fetched the document from the broker');
+          assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, 0, 'no dynamic registration');
+          const { tokens, account } = await provider.completeAuthorization({
+            callbackUrl,
+            expectedState: state,
+            codeVerifier,
+            requestedScopes: [],
+          });
+          assert.deepEqual(account, { id: 'grace', login: 'grace' });
+          assert.equal(decodeJwt(tokens.accessToken).aud, upstream.url);
+          assert.equal(await callUpstream(upstream.url, tokens.accessToken), 'you are grace');
+          // The document itself: the fields an AS needs, nothing secret.
+          const doc = provider.clientMetadataDocument()!;
+          assert.deepEqual(doc, {
+            client_id: provider.documentUrl,
+            client_name: 'MCP Connect Broker',
+            client_uri: `${publicUrl.origin}/`,
+            redirect_uris: [`${publicUrl.origin}/connect/tracker/callback`],
+            grant_types: ['authorization_code', 'refresh_token'],
+            response_types: ['code'],
+            token_endpoint_auth_method: 'none',
+            application_type: 'web',
+          });
+          // An http PUBLIC_URL serves none (a client_id must be an https URL) and falls back to registration.
+          assert.equal(b.provider(upstream.url).clientMetadataDocument(), undefined);
+        } finally {
+          https.closeAllConnections();
+          await new Promise<void>((resolve) => https.close(() => resolve()));
+        }
+      }),
   );
 });
 
@@ -685,7 +534,7 @@ describe('auth: mcp accounts the upstream cannot name', () => {
   });
 
   test('an unverified account is neither refused as shared nor as a different account (the checks cannot apply)', async () => {
-    const b = bench();
+    const b = providerBench();
     try {
       const service = new ConnectionService(b.store(), b.sealer, quiet);
       const tokens = { accessToken: 'at-1', tokenType: 'Bearer', scopes: ['mcp'] };

@@ -408,38 +408,40 @@ describe('relaying an upstream input_required', () => {
     assert.deepEqual(done.content, [{ type: 'text', text: 'deleted acme/widgets' }]);
   });
 
-  it('refuses with -32602 a state our HMAC accepts but whose sealed part does not open (another sealing key)', async () => {
-    const alice = await clientAs('alice');
-    const asked = await firstRound(alice);
-    const kept = deps.upstreamStates;
-    deps.upstreamStates = new UpstreamStates(randomBytes(32));
-    try {
-      await refused(alice, {
-        name: 'vcs_delete_repository',
-        arguments: { owner: 'acme', repo: 'widgets' },
-        inputResponses: accept,
-        requestState: asked.requestState,
-      });
-    } finally {
-      deps.upstreamStates = kept;
-    }
-  });
-
-  it('refuses with -32602 a state for another upstream than the tool’s (the configuration changed between rounds)', async () => {
-    const alice = await clientAs('alice');
-    const asked = await firstRound(alice);
-    upstreamIdOfTool = 'vcs-new';
-    try {
-      await refused(alice, {
-        name: 'vcs_delete_repository',
-        arguments: { owner: 'acme', repo: 'widgets' },
-        inputResponses: accept,
-        requestState: asked.requestState,
-      });
-    } finally {
-      upstreamIdOfTool = 'vcs';
-    }
-  });
+  // Between the two rounds something the state is bound to changes; `change` makes it and returns its undoing.
+  const changedBetweenRounds: Array<[string, () => () => void]> = [
+    [
+      'a state our HMAC accepts but whose sealed part does not open (another sealing key)',
+      () => {
+        const kept = deps.upstreamStates;
+        deps.upstreamStates = new UpstreamStates(randomBytes(32));
+        return () => (deps.upstreamStates = kept);
+      },
+    ],
+    [
+      'a state for another upstream than the tool’s (the configuration changed between rounds)',
+      () => {
+        upstreamIdOfTool = 'vcs-new';
+        return () => (upstreamIdOfTool = 'vcs');
+      },
+    ],
+  ];
+  for (const [what, change] of changedBetweenRounds)
+    it(`refuses with -32602 ${what}`, async () => {
+      const alice = await clientAs('alice');
+      const asked = await firstRound(alice);
+      const undo = change();
+      try {
+        await refused(alice, {
+          name: 'vcs_delete_repository',
+          arguments: { owner: 'acme', repo: 'widgets' },
+          inputResponses: accept,
+          requestState: asked.requestState,
+        });
+      } finally {
+        undo();
+      }
+    });
 
   it('answers an upstream state over the bound with a tool error naming the upstream, and carries one at the bound', async () => {
     const alice = await clientAs('alice');

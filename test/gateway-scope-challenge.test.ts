@@ -15,7 +15,7 @@ import { builtInDefinitions } from '../src/providers/presets.js';
 import { OAuthProvider } from '../src/providers/oauth-provider.js';
 import { providerDefinitionSchema } from '../src/providers/definition.js';
 import { Browser, textOf } from './support/browser.js';
-import { readConnection, seedConnection } from './support/seed.js';
+import { readConnection, seedGitHubConnection } from './support/seed.js';
 import { startStack, type Stack } from './support/stack.js';
 
 describe('WWW-Authenticate parsing', () => {
@@ -171,35 +171,26 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
     } as unknown as ServerContext;
   }
 
+  /** `sub` connected to octocat with only read:user granted; the tool deps and the GitHub provider of the stack. */
+  async function connectedWithReadUser(sub: string) {
+    await seedGitHubConnection(stack, sub, 'octocat', ['read:user']);
+    const deps = stack.broker.broker.toolDeps;
+    return { deps, github: deps.providers.get('github')!, principal: principalFromVerifiedClaims(stack.idp.issuer, sub) };
+  }
+
   const challenge =
     'Bearer error="insufficient_scope", scope="repo admin:org team:<b>&x", resource_metadata="https://up.example/.well-known/oauth-protected-resource"';
 
   it('asks for exactly the missing scopes, described or not; the consent page names the undescribed raw; GitHub is asked for them; the connection ends with them', async () => {
-    const deps = stack.broker.broker.toolDeps;
-    const github = deps.providers.get('github')!;
-    const octocat = stack.github.users.get('octocat')!;
-    const issued = stack.github.issueTokenFor('octocat', { scopes: ['read:user'] });
-    await seedConnection(
-      stack.env,
-      'nora',
-      'github',
-      { id: String(octocat.id), login: 'octocat' },
-      { accessToken: issued.accessToken, tokenType: 'bearer', scopes: issued.scopes },
-    );
-    const nora = principalFromVerifiedClaims(stack.idp.issuer, 'nora');
+    const { deps, github, principal: nora } = await connectedWithReadUser('nora');
 
-    const gate = await scopeChallengeGate(
-      toolCtx(nora),
-      { era: 'modern' },
-      deps,
-      github,
-      'delete acme/widgets',
-      ['repo'],
-      challenge,
-      'github',
-    );
-    assert.equal(gate.ok, false);
-    const asked = (gate as { result: InputRequiredResult }).result;
+    /** The gate for the challenge above, as the tool github_delete_repo would call it for nora (with `state` on a repeat). */
+    const gate = (state?: unknown) =>
+      scopeChallengeGate(toolCtx(nora, state), { era: 'modern' }, deps, github, 'delete acme/widgets', ['repo'], challenge, 'github');
+
+    const first = await gate();
+    assert.equal(first.ok, false);
+    const asked = (first as { result: InputRequiredResult }).result;
     assert.equal(asked.resultType, 'input_required');
     const request = asked.inputRequests!.connect_account as { params: { url: string; message: string } };
     assert.match(request.params.message, /needs to grant more access \(repo, admin:org, team:<b>&x\)/);
@@ -224,16 +215,7 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
 
     // The same challenge again, now that the connection has it all: nothing the user can fix.
     const state = await deps.codec.verify((asked as { requestState: string }).requestState, toolCtx(nora));
-    const again = await scopeChallengeGate(
-      toolCtx(nora, state),
-      { era: 'modern' },
-      deps,
-      github,
-      'delete acme/widgets',
-      ['repo'],
-      challenge,
-      'github',
-    );
+    const again = await gate(state);
     assert.deepEqual(again, {
       ok: false,
       result: {
@@ -249,18 +231,7 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
   });
 
   it('answers a challenge naming no scope, or only granted ones, with a tool error naming the upstream, and makes no link', async () => {
-    const deps = stack.broker.broker.toolDeps;
-    const github = deps.providers.get('github')!;
-    const octocat = stack.github.users.get('octocat')!;
-    const issued = stack.github.issueTokenFor('octocat', { scopes: ['read:user'] });
-    await seedConnection(
-      stack.env,
-      'omar',
-      'github',
-      { id: String(octocat.id), login: 'octocat' },
-      { accessToken: issued.accessToken, tokenType: 'bearer', scopes: issued.scopes },
-    );
-    const omar = principalFromVerifiedClaims(stack.idp.issuer, 'omar');
+    const { deps, github, principal: omar } = await connectedWithReadUser('omar');
     for (const header of [
       'Bearer error="insufficient_scope"',
       'Bearer error="insufficient_scope", scope="read:user"',

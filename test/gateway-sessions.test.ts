@@ -1,47 +1,23 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Client } from '@modelcontextprotocol/client';
+import { describe, it } from 'node:test';
 import { GITHUB_APP } from './support/expiring-tokens.js';
-import { comparable, connectGitHub, foreignMeta, providersFile, standInVerifier } from './support/gateway.js';
-import { envelope, legacyClient, modernClient, rawCall, resultText } from './support/mcp.js';
+import { comparable, connectGitHub, foreignMeta, useGateway } from './support/gateway.js';
+import { closing, envelope, legacyClient, rawCall, resultText } from './support/mcp.js';
+import { clientAs } from './support/suite.js';
 import { readConnection } from './support/seed.js';
-import { startStack, type Stack } from './support/stack.js';
-import { allContentResult, startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
-
-async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
-  try {
-    return await fn(client);
-  } finally {
-    await client.close();
-  }
-}
+import { allContentResult } from './support/upstream-server.js';
 
 describe('gateway: 2025-11-25 upstream sessions, mid-call elicitation, and a 401 from the upstream (GitHub App tokens)', () => {
-  let stack: Stack;
-  let legacy: UpstreamServer;
-  let modern: UpstreamServer;
-  let file: { path: string; remove(): void };
-
-  before(async () => {
-    const verify = standInVerifier(() => stack.github);
-    legacy = await startUpstreamServer({ era: 'legacy', verify });
-    modern = await startUpstreamServer({ era: 'modern', verify });
-    file = providersFile({
-      upstreams: [
-        { id: 'legacy', url: legacy.url, provider: 'github' },
-        { id: 'modern', url: modern.url, provider: 'github' },
-      ],
-    });
-    stack = await startStack({ ...GITHUB_APP, holdSeconds: 1, env: { ...GITHUB_APP.env, PROVIDERS_FILE: file.path } });
-  });
-  after(async () => {
-    await stack.close();
-    await Promise.all([legacy.close(), modern.close()]);
-    file.remove();
-  });
+  const {
+    stack,
+    servers: { legacy, modern },
+  } = useGateway(
+    { legacy: { era: 'legacy', entry: { provider: 'github' } }, modern: { era: 'modern', entry: { provider: 'github' } } },
+    { ...GITHUB_APP, holdSeconds: 1 },
+  );
 
   const call = async (sub: string, name: string, args: Record<string, unknown> = {}, meta?: Record<string, unknown>) => {
-    const client = await modernClient({ url: stack.mcpUrl, token: await stack.token(sub) });
+    const client = await clientAs(stack, sub);
     return closing(client, (c) => c.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) }));
   };
   const initializes = (who: string) => legacy.requests.filter((r) => r.method === 'initialize' && r.who === who);

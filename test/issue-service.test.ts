@@ -4,7 +4,6 @@
 // broker's own pages; the example creates the issue at the GitHub stand-in with the exchanged
 // token; no message the client receives ever carries that token.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +14,7 @@ import { Browser } from './support/browser.js';
 import { readConnection } from './support/seed.js';
 import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
-import { PYTHON_MCP_CLIENT, pythonMcpClient } from './support/python-mcp.js';
+import { pythonMcpClient, runPythonMcpClient } from './support/python-mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { writeYamlLines } from './support/config-file.js';
 
@@ -189,34 +188,17 @@ describe('the example issue service against the real broker, end to end', () => 
 
     const issues = stack.github.issues.length;
     const browser = new Browser();
-    const child = spawn(py.python, [PYTHON_MCP_CLIENT], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        MCP_URL: audience,
-        MCP_TOKEN: await stack.token('pia', { aud: audience }),
-        MCP_ARGS: JSON.stringify(ARGS),
-      },
-      stdio: ['pipe', 'pipe', 'pipe'],
+    const { code, out, err, links, result } = await runPythonMcpClient(py.python, {
+      url: audience,
+      token: await stack.token('pia', { aud: audience }),
+      args: ARGS,
+      onLink: (link) => completeConnect(browser, link, 'pia', { githubLogin: 'pia-gh' }),
     });
-    let out = '';
-    let err = '';
-    const links: string[] = [];
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      for (const m of out.matchAll(/^URL (\S+)$/gm)) {
-        if (links.includes(m[1]!)) continue;
-        links.push(m[1]!);
-        void completeConnect(browser, m[1]!, 'pia', { githubLogin: 'pia-gh' }).then(() => child.stdin.write('accept\n'));
-      }
-    });
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     received.push(out);
     assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
     assert.equal(links.length, 1, 'one URL elicitation');
     assert.equal(new URL(links[0]!).origin, stack.publicUrl);
-    const result = JSON.parse(/^RESULT (.*)$/m.exec(out)![1]!) as Record<string, unknown>;
-    assert.match(resultText(result), /Created octo-org\/hello#\d+ as pia-gh/);
+    assert.match(resultText(result()), /Created octo-org\/hello#\d+ as pia-gh/);
     assert.equal(stack.github.issues.length, issues + 1);
     assert.equal(stack.github.issues.at(-1)!.author, 'pia-gh');
     await assertNoTokenReached();

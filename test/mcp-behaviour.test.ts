@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { UrlElicitationRequiredError, type Client } from '@modelcontextprotocol/client';
+import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import { Browser, textOf } from './support/browser.js';
-import { envelope, legacyClient, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
+import { closing, envelope, legacyClient, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
 import { completeConnect, heldCalls, signIn, type Stack } from './support/stack.js';
 import { clientAs, useStack } from './support/suite.js';
 
@@ -17,14 +17,6 @@ function freshLogin(prefix: string): string {
 }
 
 /** Runs `fn` with `client` and closes the client whatever happens. */
-async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
-  try {
-    return await fn(client);
-  } finally {
-    await client.close();
-  }
-}
-
 /** A raw 2026-07-28 tools/call with the `_meta` envelope; `extra` goes into params (requestState, inputResponses). */
 function callTool(
   stack: Stack,

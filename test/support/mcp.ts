@@ -36,6 +36,15 @@ export async function modernClient(options: ModernClientOptions): Promise<Client
   return client;
 }
 
+/** `fn(client)`, then the client closed whatever happened. */
+export async function closing<T>(client: Client, fn: (client: Client) => Promise<T>): Promise<T> {
+  try {
+    return await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
 /** The official SDK client in its default (2025-11-25, initialize handshake) era. */
 export async function legacyClient(options: { url: string; token: string }): Promise<Client> {
   const client = new Client({ name: 'legacy-assistant', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } } });

@@ -1,7 +1,7 @@
 // The Python `mcp` 2.3.0 client for the suites that drive the broker from Python: a venv in the
 // test's own temp folder with mcp==2.3.0 installed by pip, or a clean skip where this machine has
 // no venv module or no package index.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -27,4 +27,51 @@ export function pythonMcpClient(dir: string): { python: string } | { skip: strin
       skip: `pip could not install mcp==2.3.0 (no package index reachable from this machine): ${(pip.stderr || pip.error?.message || '').trim().split('\n').at(-1) ?? ''}`,
     };
   return { python: join(venv, 'bin', 'python') };
+}
+
+export interface PythonClientRun {
+  /** The client's exit code (0: the call was made and its result printed). */
+  code: number | null;
+  /** What it printed on stdout and stderr. */
+  out: string;
+  err: string;
+  /** The URL elicitations it was given, each once, in order. */
+  links: string[];
+  /** The tool result it printed (`RESULT <json>`); throws if there is none. */
+  result(): unknown;
+}
+
+/**
+ * Runs the fixture client with `python` (from {@link pythonMcpClient}) until it exits: it calls
+ * `tool` (the fixture's default: create_issue) with `args` on `url` as `token`; each new URL
+ * elicitation goes to `onLink`, and the client is told to accept once that has settled.
+ */
+export async function runPythonMcpClient(
+  python: string,
+  options: { url: string; token: string; tool?: string; args: unknown; onLink: (url: string) => Promise<unknown> },
+): Promise<PythonClientRun> {
+  const child = spawn(python, [PYTHON_MCP_CLIENT], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      MCP_URL: options.url,
+      MCP_TOKEN: options.token,
+      ...(options.tool ? { MCP_TOOL: options.tool } : {}),
+      MCP_ARGS: JSON.stringify(options.args),
+    },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  const links: string[] = [];
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    for (const m of out.matchAll(/^URL (\S+)$/gm)) {
+      if (links.includes(m[1]!)) continue;
+      links.push(m[1]!);
+      void options.onLink(m[1]!).then(() => child.stdin.write('accept\n'));
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { code, out, err, links, result: () => JSON.parse(/^RESULT (.*)$/m.exec(out)![1]!) as unknown };
 }
