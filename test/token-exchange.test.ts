@@ -174,6 +174,29 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     );
   });
 
+  it('marks a service’s usage once a minute, not on every exchange, while each exchange is still audited', async () => {
+    await seedGitHub('ulla', 'ulla-gh', ['repo']);
+    const usage = stack.broker.broker.store.serviceUsage;
+    const touch = usage.touch.bind(usage);
+    let touches = 0;
+    usage.touch = (...args) => {
+      touches++;
+      return touch(...args);
+    };
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await exchange('ulla')).status, 200);
+    } finally {
+      usage.touch = touch;
+    }
+    assert.equal(touches, 1, 'one usage write for three exchanges in a minute');
+    assert.equal((await stack.broker.broker.store.audit.list({ subject: 'ulla', event: 'token_exchanged' })).length, 3);
+    const rows = await usage.list({ issuer: stack.idp.issuer, subject: 'ulla' });
+    assert.deepEqual(
+      rows.map((u) => [u.provider, u.service_id]),
+      [['github', 'issue-bot']],
+    );
+  });
+
   it('accepts resource=<the GitHub API base URL> as the target', async () => {
     const r = await exchange('alice', { audience: '', resource: stack.github.apiUrl }).catch(() => undefined);
     // audience= empty names no provider: refused; resource alone works.

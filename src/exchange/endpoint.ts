@@ -3,7 +3,7 @@ import { OAuthError } from '@modelcontextprotocol/server';
 import { ASYMMETRIC_ALGORITHMS, IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import { samePrincipal, type Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connect/completion-watcher.js';
-import type { ConnectionService, OpenConnection } from '../connections/index.js';
+import { UsageMarks, type ConnectionService, type OpenConnection } from '../connections/index.js';
 import type { ConnectLinks } from '../connect/links.js';
 import { resolveConnection, type AskReason, type Resolution } from '../connect/resolve.js';
 import { deriveKey } from '../crypto/index.js';
@@ -73,6 +73,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     assertionAudiences: [tokenEndpoint, issuer, `${issuer}/`],
   });
   const connectRequests = new ConnectRequests(deriveKey(deps.brokerSecret, 'exchange-connect-request'));
+  const usage = new UsageMarks();
   const auditFailed = (event: string) => (err: unknown) =>
     deps.log.warn('audit_write_failed', { event, message: err instanceof Error ? err.message : String(err) });
   const audit = (event: 'token_exchanged', p: Principal, provider: string, detail: string) =>
@@ -300,10 +301,14 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
   }
 
   async function granted(ask: Ask, connection: OpenConnection): Promise<void> {
-    await Promise.all([
-      deps.store.serviceUsage.touch(ask.principal, ask.provider.id, ask.service.id),
-      audit('token_exchanged', ask.principal, ask.provider.id, `service=${ask.service.id} scopes=${connection.row.scopes}`),
-    ]);
+    const { principal, provider, service } = ask;
+    const mark = usage.due(principal, provider.id, service.id)
+      ? deps.store.serviceUsage.touch(principal, provider.id, service.id).catch((err: unknown) => {
+          usage.forget(principal, provider.id, service.id);
+          throw err;
+        })
+      : undefined;
+    await Promise.all([mark, audit('token_exchanged', principal, provider.id, `service=${service.id} scopes=${connection.row.scopes}`)]);
   }
 
   router.post(

@@ -4,7 +4,7 @@ import type { ConnectionService } from '../connections/index.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
-import { Lru } from './lru.js';
+import { Lru } from '../lru.js';
 import { G } from './messages.js';
 import { allowedByFilters, CONNECT_TOOL } from './names.js';
 import type { UpstreamClient } from './upstream-client.js';

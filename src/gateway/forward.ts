@@ -7,6 +7,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
 import type { ConfiguredUpstream } from '../config/upstreams.js';
+import { lastUsedIsDue } from '../connections/index.js';
 import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } from '../mcp/context.js';
 import { requireConnection } from '../mcp/require-connection.js';
 import { toolError } from '../mcp/results.js';
@@ -123,9 +124,7 @@ async function forwardWithConnection(
     }
   }
   seen(outcome);
-  // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
-  const lastUsed = gate.connection.row.last_used_at;
-  if (outcome.kind === 'result' && (lastUsed === null || Date.now() - lastUsed > 60_000))
+  if (outcome.kind === 'result' && lastUsedIsDue(gate.connection.row.last_used_at))
     void deps.connections.touch(principal, provider.id).catch(() => undefined);
   return answerOf(call, gw, outcome);
 }

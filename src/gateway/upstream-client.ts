@@ -16,7 +16,7 @@
  */
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { Logger } from '../log.js';
-import { Lru } from './lru.js';
+import { Lru } from '../lru.js';
 import { readBounded } from '../http/bounded-read.js';
 import { tracedFetch } from '../observability/tracing.js';
 

@@ -3,7 +3,7 @@ import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelc
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import type { OpenConnection } from '../connections/index.js';
+import { lastUsedIsDue, type OpenConnection } from '../connections/index.js';
 import { resolveConnection } from '../connect/resolve.js';
 import { DECLINED_IN_CLIENT } from '../connect/links.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
@@ -156,10 +156,7 @@ export async function withConnection(
   if (!gate.ok) return gate.result;
   try {
     const result = await actTolerantOfReplicationLag(provider, gate.connection, gate.principal, act);
-    // "Last used" is shown to people to the minute; one write a minute per connection is plenty.
-    const lastUsed = gate.connection.row.last_used_at;
-    if (lastUsed === null || Date.now() - lastUsed > 60_000)
-      void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
+    if (lastUsedIsDue(gate.connection.row.last_used_at)) void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
     return result;
   } catch (err) {
     if (err instanceof ProviderError && err.code === 'unauthorized') {

@@ -2,13 +2,14 @@ import express, { type RequestHandler } from 'express';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { constantTimeEqual } from '../crypto/index.js';
-import { registry } from './metrics.js';
+import { collectProcessMetrics, registry } from './metrics.js';
 
 /**
  * `GET /metrics` in the Prometheus text format; with `token`, only for `Authorization: Bearer
  * <token>` (compared in constant time), anything else a 401 with a Bearer challenge.
  */
 export function metricsHandler(token: string | undefined): RequestHandler {
+  collectProcessMetrics();
   return async (req, res) => {
     if (token !== undefined) {
       const header = req.headers.authorization;

@@ -21,7 +21,18 @@ export const MAX_DISTINCT = 100;
 const SAFE_LABEL = /^[A-Za-z0-9/][A-Za-z0-9_.:/-]{0,199}$/;
 
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry });
+
+let processMetrics = false;
+/**
+ * prom-client's default Node process metrics (CPU, memory, event-loop lag, GC), started once the
+ * process serves `/metrics`: the event-loop monitor and the GC observer cost something on every
+ * request, so a broker whose metrics are off does not run them.
+ */
+export function collectProcessMetrics(): void {
+  if (processMetrics) return;
+  processMetrics = true;
+  collectDefaultMetrics({ register: registry });
+}
 
 const registers = [registry];
 

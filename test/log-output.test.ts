@@ -1,0 +1,80 @@
+// How log lines reach stdout: at once, in order, and never lost when the process ends right after.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { runNode } from './support/node-process.js';
+
+const LOG = new URL('../src/log.ts', import.meta.url).href;
+const env = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info' };
+const events = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as { event: string }).event);
+
+/** `node -e <code>` with the broker's logger imported as `log`. */
+const script = (body: string) => [
+  '--import',
+  'tsx',
+  '--input-type=module',
+  '-e',
+  `const { createLogger } = await import(${JSON.stringify(LOG)}); const log = createLogger(); ${body}`,
+];
+
+describe('log output on stdout', () => {
+  it('writes every line before process.exit, as a failed start-up exits right after its error line', async () => {
+    const run = await runNode(
+      script(`for (let i = 0; i < 50; i++) log.info('line_' + i); log.error('config_invalid'); process.exit(1);`),
+      env,
+    );
+    assert.equal(run.code, 1);
+    assert.deepEqual(events(run.stdout), [...Array.from({ length: 50 }, (_, i) => `line_${i}`), 'config_invalid'], run.stderr);
+  });
+
+  it('writes every line, in order, before a SIGKILL that follows them', async () => {
+    const run = await runNode(script(`for (let i = 0; i < 50; i++) log.info('line_' + i); process.kill(process.pid, 'SIGKILL');`), env);
+    assert.equal(run.code, null);
+    assert.deepEqual(
+      events(run.stdout),
+      Array.from({ length: 50 }, (_, i) => `line_${i}`),
+      run.stderr,
+    );
+  });
+
+  it('writes the lines logged before an uncaught exception', async () => {
+    const run = await runNode(script(`log.error('about_to_fail'); setImmediate(() => { throw new Error('boom'); });`), env);
+    assert.notEqual(run.code, 0);
+    assert.deepEqual(events(run.stdout), ['about_to_fail']);
+  });
+
+  it('a lone line of a running process reaches stdout within a second, without waiting for more lines', async () => {
+    const child = spawn(
+      process.execPath,
+      script(`process.stderr.write(Date.now() + '\\n'); log.info('listening'); setInterval(() => {}, 1000);`),
+      {
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    try {
+      let loggedAt = NaN;
+      child.stderr.on('data', (d) => (loggedAt = Number(String(d).trim())));
+      const line = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error('no line on stdout within 10 s')), 10_000);
+        child.stdout.on('data', (d) => {
+          out += d;
+          if (out.includes('\n')) {
+            clearTimeout(timer);
+            resolve(out);
+          }
+        });
+      });
+      assert.deepEqual(events(line), ['listening']);
+      assert.ok(Date.now() - loggedAt < 1000, `${Date.now() - loggedAt} ms after it was logged`);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
