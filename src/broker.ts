@@ -18,7 +18,6 @@ import { clientDocumentRoutes } from './gateway/mcp-auth/index.js';
 import { buildProviders } from './gateway/providers.js';
 import { relaySeams } from './gateway/relay/seams.js';
 import { GitHubApi } from './providers/github/api.js';
-import type { Provider } from './providers/provider.js';
 import { openStore, type Store } from './store/index.js';
 import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
 import type { Express } from 'express';
@@ -42,8 +41,6 @@ export interface BrokerOptions {
   mount?: (app: Express, store: Store) => void;
   /** The GitHub the broker talks to is the built-in sandbox: say so on pages and in tool results. */
   sandboxGitHub?: boolean;
-  /** Providers built over the broker's store and sealer beside the configured ones (tests of `auth: mcp` upstreams, src/gateway/mcp-auth/). */
-  moreProviders?: (deps: { store: Store; sealer: Sealer }) => Provider[];
   /** Webhook delivery timing (tests shorten the retries; the defaults are the documented ones). */
   webhookDelivery?: DeliveryOptions;
 }
@@ -58,7 +55,6 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     sealer,
     log,
     sandboxGitHub: options.sandboxGitHub ?? false,
-    more: options.moreProviders?.({ store, sealer }) ?? [],
   });
   const github = { provider: providers.get('github')!, api: new GitHubApi(config.github.apiUrl, config.providerTimeoutMs) };
   const idp = new OidcClient({

@@ -13,13 +13,15 @@ import { loadConfig } from '../src/config/env.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { Sealer } from '../src/crypto/index.js';
-import { clientDocumentRoutes, createMcpAuthProvider, preRegisteredClient, type McpAuthProvider } from '../src/gateway/mcp-auth/index.js';
+import { clientDocumentRoutes, preRegisteredClient } from '../src/gateway/mcp-auth/index.js';
 import { createLogger } from '../src/log.js';
+import { asMetadata, authorizeAt, onBench, providerBench, refusal, staticUpstream } from './support/mcp-auth-bench.js';
+import type { Provider } from '../src/providers/provider.js';
 import { sqliteHandle, type Store } from '../src/store/index.js';
 import { Browser, textOf, type Page } from './support/browser.js';
-import { asMetadata, authorizeAt, onBench, providerBench, refusal, staticUpstream } from './support/mcp-auth-bench.js';
 import { connectUpstream } from './support/mcp-auth-connect.js';
 import { startProtectedUpstream, type ProtectedUpstream, type UpstreamOptions } from './support/mcp-auth-upstream.js';
+import { providersFile } from './support/gateway.js';
 import { freePort, type IdpClient } from './support/idp.js';
 import { signIn, startStack, type Stack } from './support/stack.js';
 import { selfSignedCertificate } from './support/tls.js';
@@ -29,45 +31,43 @@ const quiet = createLogger('error');
 interface World {
   upstream: ProtectedUpstream;
   stack: Stack;
-  provider: () => McpAuthProvider;
+  provider: () => Provider;
   close(): Promise<void>;
 }
 
 /**
- * A broker whose providers include the upstream as `tracker`, then the upstream behind its own AS
- * (started second, on a port picked first, so its AS can pre-register the broker's callback; the
- * broker's start-up discovery fails meanwhile and is retried on first use).
+ * A broker configured as an operator would (PROVIDERS_FILE `upstreams:` with the upstream as
+ * `tracker`, `auth: mcp`; `TRACKER_CLIENT_ID` / `_SECRET` for a pre-registered client), then the
+ * upstream behind its own AS (started second, on a port picked first, so its AS can pre-register
+ * the broker's callback; the broker's start-up discovery fails meanwhile and is retried on first use).
  */
 async function world(
   opts: {
     upstream?: Omit<UpstreamOptions, 'mcpPort' | 'clients'>;
     /** Clients the upstream's AS knows beforehand, given the broker's callback. */
     preRegistered?: (callback: string) => IdpClient[];
-    provider?: { clientId?: string; clientSecret?: string; refreshSkewMs?: number; scopes?: string[] };
+    provider?: { clientId?: string; clientSecret?: string };
     env?: Record<string, string>;
   } = {},
 ): Promise<World> {
   const mcpPort = await freePort();
   const upstreamUrl = `http://127.0.0.1:${mcpPort}/mcp`;
-  let provider: McpAuthProvider | undefined;
-  const stack = await startStack({
-    ...(opts.env ? { env: opts.env } : {}),
-    brokerOptions: (publicUrl) => ({
-      moreProviders: ({ store, sealer }) => [
-        (provider = createMcpAuthProvider({
-          id: 'tracker',
-          displayName: 'Tracker',
-          upstreamUrl,
-          publicUrl: new URL(publicUrl),
-          store,
-          sealer,
-          timeoutMs: 5_000,
-          log: quiet,
-          ...opts.provider,
-        })),
-      ],
-    }),
-  });
+  const file = providersFile({ upstreams: [{ id: 'tracker', url: upstreamUrl, auth: 'mcp', displayName: 'Tracker' }] });
+  const { clientId, clientSecret } = opts.provider ?? {};
+  let stack: Stack;
+  try {
+    stack = await startStack({
+      env: {
+        ...opts.env,
+        PROVIDERS_FILE: file.path,
+        ...(clientId ? { TRACKER_CLIENT_ID: clientId } : {}),
+        ...(clientSecret ? { TRACKER_CLIENT_SECRET: clientSecret } : {}),
+      },
+    });
+  } catch (err) {
+    file.remove();
+    throw err;
+  }
   let upstream: ProtectedUpstream;
   try {
     upstream = await startProtectedUpstream({
@@ -77,15 +77,17 @@ async function world(
     });
   } catch (err) {
     await stack.close();
+    file.remove();
     throw err;
   }
   return {
     upstream,
     stack,
-    provider: () => provider!,
+    provider: () => stack.broker.broker.toolDeps.providers.get('tracker')!,
     async close() {
       await stack.close();
       await upstream.close();
+      file.remove();
     },
   };
 }
@@ -196,13 +198,16 @@ describe('auth: mcp upstreams through the connect flow', () => {
   });
 
   test('refreshes with the resource indicator, the refreshed token still works at the upstream, and disconnecting revokes (RFC 7009)', async () => {
-    // Every use counts as "about to expire", so usable() refreshes through the lease.
-    const w = await world({ provider: { refreshSkewMs: 24 * 3600_000 } });
+    const w = await world();
     try {
       const browser = new Browser();
       await connect(browser, w, 'carol', 'carol-at-tracker');
       const service = serviceOf(w);
-      const before = (await service.open(principal(w, 'carol'), 'tracker'))!.tokens;
+      const connected = (await service.open(principal(w, 'carol'), 'tracker'))!;
+      const before = connected.tokens;
+      // Stored as expired, so usable() refreshes through the lease.
+      const account = { id: connected.row.account_id, login: connected.row.account_login };
+      await service.save(principal(w, 'carol'), 'tracker', account, { ...before, expiresAt: Date.now() - 1_000 }, { refuseShared: false });
       const usable = await service.usable(principal(w, 'carol'), w.provider());
       assert.equal(usable.kind, 'ok');
       const after = usable.kind === 'ok' ? usable.connection.tokens : before;

@@ -463,6 +463,26 @@ describe('layering invariants of src/', () => {
     );
   });
 
+  it('reads an MCP request body (readBody, the depth check) only in src/mcp/endpoint.ts: the sandbox GitHub reuses readJsonRpcBody', () => {
+    const BODY_READERS = new Set(['readBody', 'nestsDeeperThan']);
+    const uses = sources.flatMap((s) => {
+      if (s.path === 'src/http/web-adapter.ts') return [];
+      const at: string[] = [];
+      walk(s.file, (n) => {
+        if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && BODY_READERS.has(n.expression.text)) at.push(where(s, n));
+      });
+      return at;
+    });
+    assert.ok(
+      uses.some((u) => u.startsWith('src/mcp/endpoint.ts:')),
+      'the one reader is found (the check is live)',
+    );
+    assert.deepEqual(
+      uses.filter((u) => !u.startsWith('src/mcp/endpoint.ts:')),
+      [],
+    );
+  });
+
   it('renders pages with an error status only through the error handler: every other renderMessage() passes the literal 200', () => {
     const calls = sources.flatMap((s) => {
       const found: Array<{ at: string; status: string }> = [];

@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { sqliteHandle } from '../src/store/index.js';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
+import { BrokerError } from '../src/http/errors.js';
+import { clientAuthFailureLimit, mcpRateLimit, pageRateLimit, serviceRateLimit } from '../src/http/rate-limits.js';
+import { openSqliteStore, sqliteHandle, type Store } from '../src/store/index.js';
+import { listenLoopback, type Listening } from './support/listen.js';
 import { Browser } from './support/browser.js';
 import { envelope, rawCall } from './support/mcp.js';
 import { useStack } from './support/suite.js';
@@ -20,7 +29,7 @@ describe('rate limits on the browser routes', () => {
         const res = await browser.request(`${stack.publicUrl}${path}`);
         statuses.push(res.status);
         if (res.status === 429) {
-          assert.equal(res.headers.get('retry-after'), '60');
+          assert.match(res.headers.get('retry-after') ?? '', /^([1-9]|[1-5]\d|60)$/, 'the seconds left in the window');
           assert.match(await res.text(), /Too many requests/);
         } else await res.body?.cancel();
       }
@@ -35,7 +44,7 @@ describe('rate limits on the browser routes', () => {
     for (let i = 0; i < 6; i++) {
       const res = await browser.request(`${stack.publicUrl}/connections/github/connect`, { method: 'POST', body: new URLSearchParams() });
       statuses.push(res.status);
-      if (res.status === 429) assert.equal(res.headers.get('retry-after'), '60');
+      if (res.status === 429) assert.match(res.headers.get('retry-after') ?? '', /^([1-9]|[1-5]\d|60)$/);
       await res.body?.cancel();
     }
     assert.deepEqual(statuses, [403, 403, 403, 403, 403, 429], 'five refused for their missing CSRF token, then limited');
@@ -261,5 +270,67 @@ describe('rate limit on /mcp: a 2025-11-25 batch counts as many requests as it h
     const other = await batch(await stack.token('another-batching-user'), LIMIT + 1);
     assert.equal(other.status, 429, 'one batch larger than the budget is refused whole');
     await other.body?.cancel();
+  });
+});
+
+describe('every limiter, built by one builder: the same window, headers and Retry-After', () => {
+  const LIMIT = 2;
+  let dir: string;
+  let store: Store;
+  let server: Listening;
+  let base = '';
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'rate-limits-'));
+    store = openSqliteStore(join(dir, 'broker.db'));
+    const hashKey = randomBytes(32);
+    const body = (retryAfter: number) => ({ error: 'rate_limited', error_description: `Retry after ${retryAfter} s.` });
+    const ok: RequestHandler = (_req, res) => void res.status(200).json({ ok: true });
+    const app = express();
+    app.get('/page', pageRateLimit('page-test', LIMIT, store, hashKey), ok);
+    app.get(
+      '/mcp',
+      mcpRateLimit(LIMIT, store, hashKey, () => 'alice'),
+      ok,
+    );
+    app.get(
+      '/service',
+      serviceRateLimit(LIMIT, store, hashKey, () => 'issue-bot', body),
+      ok,
+    );
+    // Every request here is a failed client authentication (401), the one kind that counts.
+    app.get(
+      '/client-auth',
+      clientAuthFailureLimit(LIMIT, store, hashKey, body),
+      (_req, res) => void res.status(401).json({ error: 'invalid_client' }),
+    );
+    const errors: ErrorRequestHandler = (err, _req, res, _next) => void res.status(err instanceof BrokerError ? err.status : 500).end();
+    app.use(errors);
+    server = await listenLoopback(app);
+    base = `http://127.0.0.1:${server.port}`;
+  });
+  after(async () => {
+    await server?.close();
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers each 429 with draft-7 RateLimit headers and no X-RateLimit ones, and a Retry-After that counts down the window like the RateLimit reset', async () => {
+    const routes = ['/page', '/mcp', '/service', '/client-auth'];
+    for (const route of routes) await (await fetch(`${base}${route}`)).body?.cancel();
+    // Past the first second of every window: a Retry-After that is the whole window no longer matches its reset.
+    await sleep(1_100);
+    for (const route of routes) {
+      for (let i = 1; i < LIMIT; i++) await (await fetch(`${base}${route}`)).body?.cancel();
+      const res = await fetch(`${base}${route}`);
+      await res.body?.cancel();
+      assert.equal(res.status, 429, route);
+      assert.equal(res.headers.get('x-ratelimit-limit'), null, `${route}: no legacy headers`);
+      assert.match(res.headers.get('ratelimit-policy') ?? '', new RegExp(`^${LIMIT};w=60$`), route);
+      const reset = Number(/reset=(\d+)/.exec(res.headers.get('ratelimit') ?? '')?.[1]);
+      const retryAfter = Number(res.headers.get('retry-after'));
+      assert.ok(retryAfter >= 1 && retryAfter < 60, `${route}: Retry-After ${retryAfter} is the seconds left, not the whole window`);
+      assert.ok(Math.abs(retryAfter - reset) <= 1, `${route}: Retry-After ${retryAfter} says what RateLimit's reset=${reset} says`);
+    }
   });
 });

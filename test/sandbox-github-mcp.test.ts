@@ -18,6 +18,7 @@ import { parse as parseYaml } from 'yaml';
 import { createSandboxGitHub, type SandboxClient, type SandboxFaults, type SandboxGitHub } from '../src/dev/sandbox-github/index.js';
 import { sandboxGitHubUpstream, sandboxGitHubUpstreamYaml } from '../src/dev/sandbox-github/upstream.js';
 import { openDevTables, type SandboxGitHubStore } from '../src/dev/store/index.js';
+import { M as MCP_WORDS } from '../src/mcp/messages.js';
 import { openSqliteStore, type Store } from '../src/store/index.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
 import { Browser } from './support/browser.js';
@@ -478,6 +479,13 @@ describe('the sandbox GitHub MCP endpoint', () => {
       body: 'y'.repeat(2 * 1024 * 1024),
     });
     assert.equal(huge.status, 413);
+    const text = await fetch(sb.gh.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${hubot}`, 'content-type': 'text/plain' },
+      body: '{}',
+    });
+    assert.equal(text.status, 415);
+    assert.equal(((await text.json()) as { error: { message: string } }).error.message, MCP_WORDS.notJson, "the broker's own /mcp words");
   });
 
   it('gives development mode its upstreams: entry, whose URL is this endpoint and whose prefix keeps clear of the built-in tools', async () => {

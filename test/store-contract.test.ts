@@ -1406,6 +1406,28 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal((await b.webhooks.byId('wh-retry'))?.status, 'pending', 'a pending row is never pruned');
       });
 
+      test('a released claim (our own shutdown cut the attempt) is due at once, its attempt uncounted, its last error and retry kept', async () => {
+        const t = 35_000_000;
+        await a.webhooks.enqueue([event('wh-cut', 'release')], t);
+        await a.webhooks.claim('h', ['release'], 1, 30_000, t);
+        assert.equal(await a.webhooks.undelivered('wh-cut', 'h', t + 5_000, 'http_503', t + 1), true, 'a first real failure');
+        const [claimed] = await a.webhooks.claim('h', ['release'], 1, 30_000, t + 5_000);
+        assert.equal(claimed?.attempts, 2);
+        assert.equal(await b.webhooks.release('wh-cut', 'someone-else', t + 5_100), false, 'only by its holder');
+        assert.equal(await a.webhooks.release('wh-cut', 'h', t + 5_100), true);
+        assert.equal(await a.webhooks.release('wh-cut', 'h', t + 5_101), false, 'released once');
+        const row = await b.webhooks.byId('wh-cut');
+        assert.deepEqual(
+          [row?.status, row?.attempts, row?.due_at, row?.claimed_by, row?.last_error, row?.settled_at],
+          ['pending', 1, t + 5_100, null, 'http_503', null],
+        );
+        assert.deepEqual(
+          (await b.webhooks.claim('h2', ['release'], 1, 30_000, t + 5_100)).map((r) => [r.id, r.attempts]),
+          [['wh-cut', 2]],
+          'another instance takes it at once, as the second attempt',
+        );
+      });
+
       test('rows enqueued in a transaction land with its other writes, or not at all', async () => {
         await assert.rejects(
           a.transaction(async (tx) => {

@@ -10,13 +10,18 @@ import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
+import { parentFrom, startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
+import { providerDefinitionSchema } from '../src/providers/definition.js';
+import { OAuthProvider } from '../src/providers/oauth-provider.js';
 import { sqliteHandle } from '../src/store/index.js';
 import { modernClient, resultText } from './support/mcp.js';
 import { runNode } from './support/node-process.js';
+import { providersFile } from './support/gateway.js';
+import { listenLoopback } from './support/listen.js';
 import { seedConnection } from './support/seed.js';
 import { startStack, type Stack } from './support/stack.js';
 import { tracingSettingsFor } from './support/tracing.js';
+import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
@@ -26,6 +31,11 @@ function clientTrace(): { traceId: string; spanId: string; traceparent: string }
   const traceId = hex(16);
   const spanId = hex(8);
   return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+/** A context whose remote parent is the span `traceparent` names, as an incoming request's would be. */
+function parentWith(traceparent: string) {
+  return parentFrom(undefined, { traceparent });
 }
 
 /** The spans of one trace, by span id. */
@@ -60,6 +70,9 @@ describe('traces', () => {
   const everything = new InMemorySpanExporter();
   let tracing: Tracing;
   let stack: Stack;
+  /** An `auth: none` upstream the operator declared: the one kind of server the trace is carried to. */
+  let upstream: UpstreamServer;
+  let upstreamsFile: { path: string; remove(): void };
   const subject = `tracing-subject-${hex(6)}`;
   const secrets: string[] = [subject];
   let githubToken: string;
@@ -70,7 +83,9 @@ describe('traces', () => {
       spanProcessors: [new SimpleSpanProcessor(exporter), new SimpleSpanProcessor(everything)],
     });
     assert.equal(tracing.enabled, true);
-    stack = await startStack();
+    upstream = await startUpstreamServer({ era: 'modern', anonymous: true });
+    upstreamsFile = providersFile({ upstreams: [{ id: 'open', url: upstream.url, auth: 'none', toolPrefix: 'open.' }] });
+    stack = await startStack({ env: { PROVIDERS_FILE: upstreamsFile.path } });
     const t = stack.github.issueTokenFor('octocat');
     githubToken = t.accessToken;
     secrets.push(githubToken);
@@ -84,10 +99,12 @@ describe('traces', () => {
   });
   after(async () => {
     await stack?.close();
+    await upstream?.close();
+    upstreamsFile?.remove();
     await tracing?.shutdown();
   });
 
-  it("continues the traceparent a 2026-07-28 client sends in _meta (over its HTTP header), with store and provider spans as children and GitHub's request in the trace", async () => {
+  it('continues the traceparent a 2026-07-28 client sends in _meta (over its HTTP header), with store and provider spans as children and no traceparent to GitHub', async () => {
     const meta = clientTrace();
     const header = clientTrace();
     const token = await stack.token(subject);
@@ -139,11 +156,103 @@ describe('traces', () => {
 
     const toGitHub = stack.github.traceHeaders.filter((h) => h.path.endsWith('/user'));
     assert.equal(toGitHub.length, 1);
-    assert.equal(
-      toGitHub[0]!.traceparent,
-      `00-${meta.traceId}-${provider.spanContext().spanId}-01`,
-      'GitHub sees the provider span as its parent',
-    );
+    assert.equal(toGitHub[0]!.traceparent, undefined, 'GitHub, a third party, learns none of our trace ids');
+  });
+
+  it("sends an OAuth provider's token, identity and revocation endpoints no traceparent, while each call has its span", async () => {
+    const seen: Array<{ path: string; traceparent: string | undefined; tracestate: string | undefined }> = [];
+    const server = await listenLoopback((req, res) => {
+      seen.push({
+        path: req.url ?? '',
+        traceparent: req.headers.traceparent as string | undefined,
+        tracestate: req.headers.tracestate as string | undefined,
+      });
+      req.resume();
+      req.on('end', () => {
+        const body =
+          req.url === '/token'
+            ? { access_token: `at-${hex(8)}`, refresh_token: `rt-${hex(8)}`, token_type: 'bearer', expires_in: 3600 }
+            : req.url === '/me'
+              ? { id: 7, username: 'acme-user' }
+              : {};
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      });
+    });
+    const base = `http://127.0.0.1:${server.port}`;
+    try {
+      const acme = new OAuthProvider({
+        definition: providerDefinitionSchema.parse({
+          id: 'acme',
+          displayName: 'Acme',
+          kind: 'oauth2',
+          authorizationEndpoint: `${base}/authorize`,
+          tokenEndpoint: `${base}/token`,
+          identity: { source: 'api', url: `${base}/me`, idField: 'id', loginField: 'username' },
+          revocation: { kind: 'rfc7009', endpoint: `${base}/revoke` },
+        }),
+        clientId: 'acme-client',
+        clientSecret: 'acme-secret',
+        timeoutMs: 2000,
+      });
+      exporter.reset();
+      const client = clientTrace();
+      await withSpan(
+        'connect callback',
+        {},
+        async () => {
+          const state = hex(8);
+          const { tokens } = await acme.completeAuthorization({
+            callbackUrl: new URL(`${stack.publicUrl}/connect/acme/callback?code=${hex(8)}&state=${state}`),
+            expectedState: state,
+            codeVerifier: hex(32),
+            requestedScopes: [],
+          });
+          const renewed = await acme.refresh(tokens);
+          assert.deepEqual(await acme.revoke(renewed, 'grant'), { revoked: true });
+        },
+        { parent: parentWith(client.traceparent) },
+      );
+      assert.deepEqual(
+        seen.map((s) => s.path),
+        ['/token', '/me', '/token', '/revoke'],
+      );
+      assert.deepEqual(
+        seen.filter((s) => s.traceparent !== undefined || s.tracestate !== undefined),
+        [],
+        'no trace context reaches the provider',
+      );
+      const names = exporter
+        .getFinishedSpans()
+        .filter((s) => s.spanContext().traceId === client.traceId)
+        .map((s) => s.name);
+      for (const name of ['provider acme token', 'provider acme identity', 'provider acme refresh', 'provider acme revoke'])
+        assert.ok(names.includes(name), `${name} in ${names}`);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('carries the trace to an upstream the operator declared, in the traceparent header and in _meta', async () => {
+    const client = clientTrace();
+    const token = await stack.token(subject);
+    const mcp = await modernClient({ url: stack.mcpUrl, token });
+    exporter.reset();
+    const before = upstream.requests.length;
+    try {
+      const result = await mcp.callTool({ name: 'open.echo', arguments: { text: 'traced' }, _meta: { traceparent: client.traceparent } });
+      assert.match(resultText(result), /traced/);
+    } finally {
+      await mcp.close();
+    }
+    const call = upstream.requests.slice(before).find((r) => r.method === 'tools/call');
+    assert.ok(call, `the call reached the upstream: ${upstream.requests.slice(before).map((r) => r.method)}`);
+    const upstreamSpans = exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === 'upstream open' && s.spanContext().traceId === client.traceId)
+      .map((s) => `00-${client.traceId}-${s.spanContext().spanId}-01`);
+    assert.ok(upstreamSpans.length > 0, `upstream spans in the client's trace; got ${exporter.getFinishedSpans().map((s) => s.name)}`);
+    assert.ok(upstreamSpans.includes(call.headers.traceparent ?? ''), `the upstream span is its parent: ${call.headers.traceparent}`);
+    assert.match(String(call.meta?.traceparent), new RegExp(`^00-${client.traceId}-`), 'and the same trace in _meta (SEP-414)');
   });
 
   it('continues the HTTP traceparent header of a 2025-11-25 client, and a connect link it is answered with stays out of every span', async () => {
@@ -227,17 +336,24 @@ describe('traces', () => {
     assert.equal((sqliteHandle(store).prepare('SELECT 1 AS one').get() as { one: number }).one, 1, 'the SQLite handle passes through');
   });
 
-  it("gives the gateway a fetch that carries the span's trace upstream, and the same trace as _meta entries for a 2026-07-28 upstream", async () => {
+  it("gives the gateway a fetch that carries the span's trace upstream only when asked to, and the same trace as _meta entries for a 2026-07-28 upstream", async () => {
     exporter.reset();
     stack.github.traceHeaders.length = 0;
     let meta: Record<string, string> = {};
+    const rateLimit = new URL('/rate_limit', stack.github.apiUrl);
     await withSpan('upstream call', {}, async () => {
       meta = traceContextMeta();
-      const res = await tracedFetch('upstream standin', { 'broker.upstream': 'standin' }, new URL('/rate_limit', stack.github.apiUrl), {
-        method: 'GET',
-      });
+      await (await tracedFetch('upstream quiet', {}, rateLimit, { method: 'GET' })).text();
+      const res = await tracedFetch(
+        'upstream standin',
+        { 'broker.upstream': 'standin' },
+        rateLimit,
+        { method: 'GET' },
+        { propagate: true },
+      );
       await res.text();
     });
+    assert.equal(stack.github.traceHeaders.at(-2)?.traceparent, undefined, 'not carried unless asked');
     const outer = exporter.getFinishedSpans().find((s) => s.name === 'upstream call')!;
     const client = exporter.getFinishedSpans().find((s) => s.name === 'upstream standin')!;
     assert.equal(client.kind, SpanKind.CLIENT);
@@ -332,7 +448,7 @@ describe('traces, off', () => {
     });
     assert.equal(report.ok, true);
     assert.equal(report.tracing, true);
-    assert.equal(report.githubTraceparents, 1);
+    assert.equal(report.githubTraceparents, 0, 'GitHub gets no traceparent with traces on either');
     for (const pkg of ['sdk-trace-node', 'sdk-trace-base', 'exporter-trace-otlp-http'])
       assert.ok(
         modules.some((m) => m.includes(`/@opentelemetry/${pkg}/`)),

@@ -605,6 +605,41 @@ describe('webhook delivery: retries, give-up, redirects, timeouts, concurrency',
     }
   });
 
+  it('counts no attempt for a delivery its own shutdown cut off, moves no backoff, and the next instance sends it at once', async () => {
+    const receiver = await startWebhookReceiver({ mode: 'hang' });
+    // A retry an hour away: were the cut attempt counted as a failure, the next instance would wait it out.
+    const timings = { pollMs: 20, attemptTimeoutMs: 20_000, leaseMs: 30_000, firstRetryMs: 3_600_000 };
+    const first = await outboxWith([endpoint('restarting', receiver)], timings);
+    try {
+      await first.emit('restart-user');
+      const attempt = await eventually('the attempt at the receiver', () => receiver.requests[0]);
+      await first.delivery.close();
+      const released = (await first.store.webhooks.byId(attempt.id!))!;
+      assert.deepEqual(
+        [released.status, released.claimed_by, released.attempts, released.last_error],
+        ['pending', null, 0, null],
+        'released with no attempt counted and no error recorded',
+      );
+      assert.ok(released.due_at <= Date.now(), 'due at once, not after a backoff');
+      assert.ok(!first.logs.some((l) => l.includes('"event":"webhook_attempt_failed"')), 'not logged as a failed attempt');
+
+      receiver.mode = 'ok';
+      const next = createWebhooks(first.store, [endpoint('restarting', receiver)], createLogger('error'), timings).delivery;
+      next.start();
+      try {
+        const delivered = await eventually('the next instance delivers it', () => receiver.events[0], { timeoutMs: 3_000 });
+        assert.equal(delivered.id, attempt.id);
+        const row = (await first.store.webhooks.byId(attempt.id!))!;
+        assert.deepEqual([row.status, row.attempts], ['delivered', 1]);
+      } finally {
+        await next.close();
+      }
+    } finally {
+      await first.close();
+      await receiver.close();
+    }
+  });
+
   it('keeps at most `concurrency` attempts in flight per instance, and delivers every event once', async () => {
     const receiver = await startWebhookReceiver();
     receiver.delayMs = 100;

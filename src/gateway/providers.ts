@@ -23,8 +23,6 @@ export interface ProviderSetDeps {
   log: Logger;
   /** The GitHub the broker talks to is the built-in sandbox (development mode). */
   sandboxGitHub?: boolean;
-  /** Providers beside the configured ones, placed before the upstreams (tests of `auth: mcp`). */
-  more?: readonly Provider[];
 }
 
 /** The providers `config` describes, over `deps.store` and `deps.sealer`. */
@@ -43,7 +41,6 @@ export function buildProviders(config: Config, deps: ProviderSetDeps): ProviderS
       }),
     );
   }
-  for (const p of deps.more ?? []) providers.set(p.id, p);
   // An `auth: mcp` upstream is a provider of its own, under the upstream's id (its /connect page, its
   // connections), whose authorization server is discovered from the upstream.
   const mcpAuthProviders: McpAuthProvider[] = [];

@@ -124,7 +124,10 @@ export class UpstreamClient {
 
   async #post(headers: Record<string, string>, body: unknown, signal: AbortSignal): Promise<Response> {
     const init: RequestInit = { method: 'POST', headers, body: JSON.stringify(body), signal, redirect: 'error' };
-    return tracedFetch(`upstream ${this.upstream.id}`, { 'broker.upstream': this.upstream.id }, this.upstream.url, init);
+    // A declared upstream is the operator's to trust with our trace ids (providers never get them).
+    return tracedFetch(`upstream ${this.upstream.id}`, { 'broker.upstream': this.upstream.id }, this.upstream.url, init, {
+      propagate: true,
+    });
   }
 
   async #discover(caller: UpstreamCaller, signal: AbortSignal): Promise<'modern' | 'legacy'> {

@@ -7,7 +7,7 @@ import {
   type Store as RateLimitStore,
 } from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
-import type { Response } from 'express';
+import type { NextFunction, Request, Response } from 'express';
 import { BrokerError } from './errors.js';
 import { jsonRpcError } from './json-rpc-error.js';
 
@@ -57,27 +57,65 @@ class SharedCounters implements RateLimitStore {
   }
 }
 
+const WINDOW_MS = 60_000;
+
+/** Seconds until `resetAt`, within (0, window]. */
+const secondsUntil = (resetAt: number | undefined, windowMs: number) =>
+  resetAt ? Math.min(Math.ceil(windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))) : Math.ceil(windowMs / 1000);
+
+/** What sets one limiter apart from the others; everything else (the window, the headers, the shared counters) they have in common. */
+interface LimitSpec {
+  /** Hits a minute; `0` disables the limiter. */
+  limitPerMinute: number;
+  /** The limit's own counters (their prefix keeps its budget apart from the others'). */
+  counters: SharedCounters;
+  /** Whose budget a request spends: a verified identity from `res`, undefined for none (not counted). Default: the client address. */
+  key?: (res: Response) => string | undefined;
+  /** Counts only the requests this calls failed (the others are taken back). Default: every request counts. */
+  failed?: (res: Response) => boolean;
+  /** Answers the 429, `retryAfter` seconds from the end of the window (`Retry-After` is already set). */
+  refuse: (res: Response, next: NextFunction, retryAfter: number) => void;
+}
+
+/** One express-rate-limit middleware for `spec`: a minute's window, draft-7 `RateLimit` headers, counters shared by every instance. */
+function sharedLimit(spec: LimitSpec): RateLimitRequestHandler {
+  const { limitPerMinute, key, failed } = spec;
+  return rateLimit({
+    windowMs: WINDOW_MS,
+    limit: limitPerMinute,
+    skip: (_req, res) => limitPerMinute === 0 || (key !== undefined && key(res) === undefined),
+    ...(key ? { keyGenerator: (_req: Request, res: Response) => key(res)! } : {}),
+    ...(failed ? { skipSuccessfulRequests: true, requestWasSuccessful: (_req: Request, res: Response) => !failed(res) } : {}),
+    standardHeaders: 'draft-7',
+    legacyHeaders: false,
+    store: spec.counters,
+    handler: (req, res, next, options) => {
+      const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
+      res.setHeader('Retry-After', String(retryAfter));
+      spec.refuse(res, next, retryAfter);
+    },
+  });
+}
+
+/** A 429 with `Cache-Control: no-store` and the JSON `body` for that many seconds. */
+const tooManyAsJson = (body: (retryAfterSeconds: number) => object) => (res: Response, _next: NextFunction, retryAfter: number) =>
+  void res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
+
 /**
  * Per-client-IP limits on the browser routes that start or finish a sign-in or a connection, so a
  * script cannot churn through links, states or the IdP. `name` gives each route group its own
  * budget; the counts are shared by every instance on the same database. `0` disables.
  */
 export function pageRateLimit(name: string, limitPerMinute: number, store: CounterStore, hashKey: Buffer): RateLimitRequestHandler {
-  return rateLimit({
-    windowMs: 60_000,
-    limit: limitPerMinute,
-    skip: () => limitPerMinute === 0,
-    standardHeaders: 'draft-7',
-    legacyHeaders: false,
-    store: new SharedCounters(store, hashKey, name),
-    handler: (_req, res, next, options) => {
-      res.setHeader('Retry-After', String(Math.ceil(options.windowMs / 1000)));
+  return sharedLimit({
+    limitPerMinute,
+    counters: new SharedCounters(store, hashKey, name),
+    refuse: (_res, next) =>
       next(
         new BrokerError(429, 'rate_limited', 'Too many attempts from your network in a short time. Wait a minute, then try again.', {
           heading: 'Too many requests',
         }),
-      );
-    },
+      ),
   });
 }
 
@@ -94,19 +132,6 @@ export type McpRateLimit = RateLimitRequestHandler & {
 const mcpTooMany = (limitPerMinute: number, retryAfter: number) =>
   `Too many requests: at most ${limitPerMinute} MCP requests a minute per user. Retry after ${retryAfter} seconds.`;
 
-/** Seconds until `resetAt`, within (0, window]. */
-const secondsUntil = (resetAt: number | undefined, windowMs: number) =>
-  resetAt ? Math.min(Math.ceil(windowMs / 1000), Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))) : Math.ceil(windowMs / 1000);
-
-/** A limiter's 429: `Retry-After` from its window, `Cache-Control: no-store` and the JSON `body` for that many seconds. */
-const tooManyAsJson =
-  (body: (retryAfterSeconds: number) => object): Options['handler'] =>
-  (req, res, _next, options) => {
-    const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
-    res.setHeader('Retry-After', String(retryAfter));
-    res.set('Cache-Control', 'no-store').status(429).json(body(retryAfter));
-  };
-
 /**
  * Per-principal limit on /mcp (after bearer verification): `key` names the verified principal.
  * 429 with `Retry-After` and a JSON-RPC error body; counted in the shared store.
@@ -117,7 +142,6 @@ export function mcpRateLimit(
   hashKey: Buffer,
   key: (res: Response) => string | undefined,
 ): McpRateLimit {
-  const windowMs = 60_000;
   const counters = new SharedCounters(store, hashKey, 'mcp');
   // The one /mcp 429, from the handler and from a batch: headers as the other limiters' 429s.
   const refuse = (res: Response, retryAfter: number) =>
@@ -125,17 +149,7 @@ export function mcpRateLimit(
       'Retry-After': String(retryAfter),
       'Cache-Control': 'no-store',
     });
-  const handler = rateLimit({
-    windowMs,
-    limit: limitPerMinute,
-    skip: (_req, res) => limitPerMinute === 0 || key(res) === undefined,
-    keyGenerator: (_req, res) => key(res)!,
-    standardHeaders: 'draft-7',
-    legacyHeaders: false,
-    store: counters,
-    handler: (req, res, _next, options) =>
-      refuse(res, secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs)),
-  });
+  const handler = sharedLimit({ limitPerMinute, counters, key, refuse: (res, _next, retryAfter) => refuse(res, retryAfter) });
   const chargeBatch = async (res: Response, calls: number): Promise<boolean> => {
     const k = key(res);
     if (limitPerMinute === 0 || k === undefined || calls <= 1) return false;
@@ -143,7 +157,7 @@ export function mcpRateLimit(
     // Bounded: past the limit further hits change nothing but the count.
     for (let i = 1; i < Math.min(calls, limitPerMinute + 1); i++) last = await counters.increment(k);
     if (!last || last.totalHits <= limitPerMinute) return false;
-    refuse(res, secondsUntil(last.resetTime?.getTime(), windowMs));
+    refuse(res, secondsUntil(last.resetTime?.getTime(), WINDOW_MS));
     return true;
   };
   return Object.assign(handler, { chargeBatch });
@@ -161,16 +175,7 @@ export function serviceRateLimit(
   key: (res: Response) => string | undefined,
   body: (retryAfterSeconds: number) => object,
 ): RateLimitRequestHandler {
-  return rateLimit({
-    windowMs: 60_000,
-    limit: limitPerMinute,
-    skip: (_req, res) => limitPerMinute === 0 || key(res) === undefined,
-    keyGenerator: (_req, res) => key(res)!,
-    standardHeaders: 'draft-7',
-    legacyHeaders: false,
-    store: new SharedCounters(store, hashKey, 'service'),
-    handler: tooManyAsJson(body),
-  });
+  return sharedLimit({ limitPerMinute, counters: new SharedCounters(store, hashKey, 'service'), key, refuse: tooManyAsJson(body) });
 }
 
 /**
@@ -184,15 +189,10 @@ export function clientAuthFailureLimit(
   hashKey: Buffer,
   body: (retryAfterSeconds: number) => object,
 ): RateLimitRequestHandler {
-  return rateLimit({
-    windowMs: 60_000,
-    limit: limitPerMinute,
-    skip: () => limitPerMinute === 0,
-    skipSuccessfulRequests: true,
-    requestWasSuccessful: (_req, res) => res.statusCode !== 401,
-    standardHeaders: 'draft-7',
-    legacyHeaders: false,
-    store: new SharedCounters(store, hashKey, 'client-auth-failures'),
-    handler: tooManyAsJson(body),
+  return sharedLimit({
+    limitPerMinute,
+    counters: new SharedCounters(store, hashKey, 'client-auth-failures'),
+    failed: (res) => res.statusCode === 401,
+    refuse: tooManyAsJson(body),
   });
 }

@@ -36,6 +36,39 @@ export function mcpPrincipalKey(res: Response): string | undefined {
 }
 
 /**
+ * The body of a POST to an MCP endpoint, read by us (bounded) so that every refusal is JSON-RPC:
+ * 415 for another content type, 413 past `maxBodyBytes`, 400 for JSON that does not parse or that
+ * nests deeper than {@link MAX_JSON_DEPTH}. Resolves undefined once it has answered, or when the
+ * client went away mid-body; other read errors are thrown. The sandbox GitHub's MCP endpoint
+ * (src/dev/) reads its bodies through it too.
+ */
+export async function readJsonRpcBody(
+  req: Request,
+  res: Response,
+  maxBodyBytes: number,
+): Promise<{ body: string; parsed: unknown } | undefined> {
+  if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return void jsonRpcError(res, 415, -32000, M.notJson);
+  let body: string;
+  try {
+    body = (await readBody(req, maxBodyBytes)).toString('utf8');
+  } catch (err) {
+    if (err instanceof BodyTooLarge) return void jsonRpcError(res, 413, -32600, M.tooLarge(maxBodyBytes), { Connection: 'close' });
+    // The client went away mid-body: nobody is left to answer.
+    if (req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET' || (err as Error).message === 'aborted')
+      return void res.destroy();
+    throw err;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return void jsonRpcError(res, 400, -32700, M.parseError);
+  }
+  if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return void jsonRpcError(res, 400, -32600, M.tooDeep(MAX_JSON_DEPTH));
+  return { body, parsed };
+}
+
+/**
  * POST/GET/DELETE /mcp: authenticate every request on its own (no sessions, no token passthrough),
  * count it against the caller's rate limit (after authentication, so anonymous requests cost no
  * one's budget), bound and parse the body ourselves so limits and parse errors are JSON-RPC, then
@@ -74,26 +107,9 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     let body: string | undefined;
     let parsed: unknown;
     if (req.method === 'POST') {
-      const type = req.headers['content-type'] ?? '';
-      if (!/^application\/json\b/i.test(type)) return jsonRpcError(res, 415, -32000, M.notJson);
-      try {
-        body = (await readBody(req, options.maxBodyBytes)).toString('utf8');
-      } catch (err) {
-        if (err instanceof BodyTooLarge)
-          return jsonRpcError(res, 413, -32600, M.tooLarge(options.maxBodyBytes), {
-            Connection: 'close',
-          });
-        // The client went away mid-body: nobody is left to answer.
-        if (req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET' || (err as Error).message === 'aborted')
-          return void res.destroy();
-        throw err;
-      }
-      try {
-        parsed = JSON.parse(body);
-      } catch {
-        return jsonRpcError(res, 400, -32700, M.parseError);
-      }
-      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return jsonRpcError(res, 400, -32600, M.tooDeep(MAX_JSON_DEPTH));
+      const read = await readJsonRpcBody(req, res, options.maxBodyBytes);
+      if (!read) return;
+      ({ body, parsed } = read);
       // A 2025-11-25 batch is as many requests as it holds calls.
       if (Array.isArray(parsed) && options.rateLimit && (await options.rateLimit.chargeBatch(res, parsed.length))) return;
     }

@@ -170,7 +170,7 @@ export function activeSpan(): Span | undefined {
 }
 
 /** Adds `traceparent` (and `tracestate`) of the active span to outgoing `headers`; nothing when tracing is off. */
-export function injectTraceContext(headers: Headers | Record<string, string>): void {
+function injectTraceContext(headers: Headers | Record<string, string>): void {
   if (!tracer) return;
   propagation.inject(context.active(), headers, {
     set: (carrier, key, value) => {
@@ -180,18 +180,29 @@ export function injectTraceContext(headers: Headers | Record<string, string>): v
   });
 }
 
+export interface TracedFetchOptions {
+  /**
+   * Whether the request carries the trace on in `traceparent` / `tracestate`. Only for servers the
+   * operator runs or declared (a gateway upstream): a provider (GitHub's API, an OAuth token or
+   * revocation endpoint) is a third party, and the header would tell it our trace ids. Default false.
+   */
+  propagate?: boolean;
+  doFetch?: (input: URL | string, init: RequestInit) => Promise<Response>;
+}
+
 /**
- * A fetch in a CLIENT span named `name` that carries the trace to the server it calls. Attributes:
- * the method, the host and port (never the path or query: paths hold arguments such as a repository
- * name, queries can hold codes) and the response status.
+ * A fetch in a CLIENT span named `name`, carrying the trace to the server it calls only where
+ * `options.propagate` says so. Attributes: the method, the host and port (never the path or query:
+ * paths hold arguments such as a repository name, queries can hold codes) and the response status.
  */
 export function tracedFetch(
   name: string,
   attributes: Attributes,
   input: URL | string,
   init: RequestInit,
-  doFetch: (input: URL | string, init: RequestInit) => Promise<Response> = fetch,
+  options: TracedFetchOptions = {},
 ): Promise<Response> {
+  const doFetch = options.doFetch ?? fetch;
   if (!tracer) return doFetch(input, init);
   const url = new URL(input);
   return withSpan(
@@ -203,30 +214,19 @@ export function tracedFetch(
       'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
     },
     async (span) => {
-      const headers = new Headers(init.headers);
-      injectTraceContext(headers);
-      const response = await doFetch(input, { ...init, headers });
+      let sent = init;
+      if (options.propagate) {
+        const headers = new Headers(init.headers);
+        injectTraceContext(headers);
+        sent = { ...init, headers };
+      }
+      const response = await doFetch(input, sent);
       span?.setAttribute('http.response.status_code', response.status);
       if (response.status >= 500) span?.setStatus({ code: SpanStatusCode.ERROR });
       return response;
     },
     { kind: SpanKind.CLIENT },
   );
-}
-
-/**
- * A fetch function for a client library (the gateway's MCP client transport, openid-client): each
- * call runs through {@link tracedFetch} as a span `name` carrying `traceparent`, e.g.
- * `new StreamableHTTPClientTransport(url, { fetch: fetchInSpans('upstream github', { 'broker.upstream': 'github' }) })`.
- * When tracing is off, it is `doFetch` itself.
- */
-export function fetchInSpans(
-  name: string,
-  attributes: Attributes,
-  doFetch: (input: URL | string, init: RequestInit) => Promise<Response> = fetch,
-): (input: URL | string, init?: RequestInit) => Promise<Response> {
-  if (!tracer) return (input, init) => doFetch(input, init ?? {});
-  return (input, init) => tracedFetch(name, attributes, input, init ?? {}, doFetch);
 }
 
 /**

@@ -4,8 +4,8 @@ import { ProviderError } from './provider.js';
 
 /**
  * A fetch that gives up after `timeoutMs` and turns network failures into `unavailable`; while
- * tracing is on, in a span `provider <operation>` (our own words, e.g. `github user`) that carries
- * the trace to the provider in `traceparent`.
+ * tracing is on, in a span `provider <operation>` (our own words, e.g. `github user`). The trace is
+ * not carried on: a provider is a third party, and `traceparent` would tell it our trace ids.
  */
 export async function fetchWithTimeout(
   url: URL | string,

@@ -3,7 +3,7 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../net/loopback.js';
 import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
-import { injectTraceContext, SpanKind, tracingEnabled, withSpan } from '../observability/tracing.js';
+import { SpanKind, withSpan } from '../observability/tracing.js';
 import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from './provider.js';
 
@@ -83,7 +83,6 @@ export class OAuthProvider implements Provider {
         oidc.discovery(new URL(d.issuer), this.#options.clientId, undefined, auth, {
           timeout,
           ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
-          ...(tracingEnabled() ? { [oidc.customFetch]: carryTrace() } : {}),
         }),
       );
       const endpoint = config.serverMetadata().authorization_endpoint;
@@ -100,12 +99,14 @@ export class OAuthProvider implements Provider {
     }
     config.timeout = timeout;
     const send = d.tokenErrorsAsHttp200 ? relabelHttp200Errors : undefined;
-    if (tracingEnabled()) config[oidc.customFetch] = carryTrace(send);
-    else if (send) config[oidc.customFetch] = send;
+    if (send) config[oidc.customFetch] = send;
     return config;
   }
 
-  /** `fn` (openid-client's calls to the provider) in a span `provider <id> <operation>` while tracing is on. */
+  /**
+   * `fn` (openid-client's calls to the provider) in a span `provider <id> <operation>` while tracing
+   * is on. The span stays ours: no `traceparent` goes to the provider, a third party.
+   */
   #span<T>(operation: string, fn: () => Promise<T>): Promise<T> {
     return withSpan(`provider ${this.id} ${operation}`, { 'broker.provider': this.id }, fn, { kind: SpanKind.CLIENT });
   }
@@ -383,17 +384,6 @@ export class OAuthProvider implements Provider {
     const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     return new ProviderError('unavailable', `${name} did not answer properly (it may be down). Please try again in a moment.`, detail);
   }
-}
-
-/** openid-client's fetch with the active span's `traceparent` added (the span is the caller's, see `#span`). */
-function carryTrace(
-  send: (url: string, init: oidc.CustomFetchOptions) => Promise<Response> = (url, init) => fetch(url, init as RequestInit),
-) {
-  return (url: string, init: oidc.CustomFetchOptions): Promise<Response> => {
-    const headers = { ...init.headers };
-    injectTraceContext(headers);
-    return send(url, { ...init, headers });
-  };
 }
 
 /** GitHub-style token endpoints answer errors as HTTP 200 + `error`; re-label them 400 so openid-client reads them as OAuth errors. */

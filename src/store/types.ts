@@ -404,6 +404,12 @@ export interface WebhookOutboxRepository {
   delivered(id: string, holder: string, now?: number): Promise<boolean>;
   /** An attempt that did not deliver: due again at `retryAt`, or `failed` for good when it is null. */
   undelivered(id: string, holder: string, retryAt: number | null, error: string, now?: number): Promise<boolean>;
+  /**
+   * An attempt the broker cut off itself (its shutdown), which says nothing about the receiver: the
+   * claim is given up with its attempt uncounted, the row due at `now` with its retry schedule and
+   * last error as they were, so the next instance sends it at once; false when `holder` no longer holds it.
+   */
+  release(id: string, holder: string, now?: number): Promise<boolean>;
   byId(id: string): Promise<OutboxRow | undefined>;
   stats(): Promise<WebhookStats>;
   /** Deletes delivered rows settled before `deliveredBefore` and failed ones before `failedBefore`; how many went. */

@@ -59,7 +59,8 @@ function failureOf(err: unknown): string {
  * instances never send one event at once), signs each attempt (Standard Webhooks), settles it on
  * a 2xx and otherwise schedules the retry, until the give-up window has passed. Redirects are not
  * followed. Timers are unref'd; `close` stops them, cuts the attempts in flight and waits until
- * their rows are released (they are retried, here or on another instance).
+ * their rows are released, each with its attempt uncounted and due at once (the next instance
+ * sends it without waiting out a backoff the receiver never earned).
  */
 export class WebhookDelivery {
   readonly #options: Required<DeliveryOptions>;
@@ -153,6 +154,7 @@ export class WebhookDelivery {
   async #attempt(row: OutboxRow): Promise<void> {
     const endpoint = this.#endpoints.get(row.endpoint)!;
     let failure: string | undefined;
+    let cutByShutdown = false;
     try {
       const timestamp = Math.floor(Date.now() / 1000);
       const res = await fetch(endpoint.url, {
@@ -172,9 +174,11 @@ export class WebhookDelivery {
       await res.body?.cancel().catch(() => undefined);
       if (res.status < 200 || res.status > 299) failure = `http_${res.status}`;
     } catch (err) {
-      failure = this.#closing.signal.aborted ? 'shutdown' : failureOf(err);
+      cutByShutdown = this.#closing.signal.aborted;
+      failure = failureOf(err);
     }
-    await this.#settle(row, failure).catch((err: unknown) =>
+    // Our own shutdown says nothing about the receiver: no attempt counted, no backoff, due at once elsewhere.
+    await (cutByShutdown ? this.#release(row) : this.#settle(row, failure)).catch((err: unknown) =>
       // The claim lapses by itself: the row is sent again (receivers deduplicate on webhook-id).
       this.log.warn('webhook_settle_failed', {
         endpoint: row.endpoint,
@@ -196,6 +200,11 @@ export class WebhookDelivery {
     const fields = { endpoint: row.endpoint, id: row.id, type: row.event_type, attempts: row.attempts, error: failure };
     if (retryAt === null) this.log.error('webhook_failed', fields);
     else this.log.warn('webhook_attempt_failed', { ...fields, retryInMs: retryAt - now });
+  }
+
+  async #release(row: OutboxRow): Promise<void> {
+    await this.store.webhooks.release(row.id, this.#holder);
+    this.log.info('webhook_attempt_released', { endpoint: row.endpoint, id: row.id, type: row.event_type });
   }
 
   async #prune(): Promise<void> {

@@ -53,7 +53,7 @@ export interface StackOptions {
   idpEndSession?: boolean;
   /** Claims the IdP gives an account beside the defaults (e.g. a `name`). */
   idpAccountClaims?: (accountId: string) => Record<string, unknown>;
-  /** Options of the in-process broker (e.g. `moreProviders`, shorter webhook retries), given its public URL. */
+  /** Options of the in-process broker (e.g. shorter webhook retries), given its public URL. */
   brokerOptions?: (publicUrl: string) => BrokerOptions;
   /** Claims the IdP's `profile` scope releases into ID tokens beside name and preferred_username (e.g. `oid`). */
   idpProfileClaims?: string[];

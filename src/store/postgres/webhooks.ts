@@ -50,6 +50,15 @@ export class PgWebhookOutboxRepository implements WebhookOutboxRepository {
     return r.rowCount === 1;
   }
 
+  async release(id: string, holder: string, now = Date.now()): Promise<boolean> {
+    const r = await this.q.query(
+      `UPDATE webhook_outbox SET claimed_by = NULL, due_at = $1, attempts = GREATEST(attempts - 1, 0)
+       WHERE id = $2 AND claimed_by = $3 AND status = 'pending'`,
+      [now, id, holder],
+    );
+    return r.rowCount === 1;
+  }
+
   async byId(id: string): Promise<OutboxRow | undefined> {
     const r = await this.q.query<OutboxRow>('SELECT * FROM webhook_outbox WHERE id = $1', [id]);
     return r.rows[0];

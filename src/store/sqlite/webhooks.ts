@@ -8,6 +8,7 @@ export class SqliteWebhookOutboxRepository implements WebhookOutboxRepository {
   readonly #claim;
   readonly #delivered;
   readonly #undelivered;
+  readonly #release;
 
   constructor(
     private readonly db: Db,
@@ -36,6 +37,10 @@ export class SqliteWebhookOutboxRepository implements WebhookOutboxRepository {
                claimed_by = NULL, last_error = @error
              WHERE id = @id AND claimed_by = @holder AND status = 'pending'`,
     );
+    this.#release = db.prepare(
+      `UPDATE webhook_outbox SET claimed_by = NULL, due_at = ?, attempts = max(attempts - 1, 0)
+             WHERE id = ? AND claimed_by = ? AND status = 'pending'`,
+    );
   }
 
   enqueue(rows: readonly NewOutboxRow[], now = Date.now()): Promise<void> {
@@ -55,6 +60,10 @@ export class SqliteWebhookOutboxRepository implements WebhookOutboxRepository {
 
   undelivered(id: string, holder: string, retryAt: number | null, error: string, now = Date.now()): Promise<boolean> {
     return this.gate.run(() => this.#undelivered.run({ id, holder, retryAt, error: error.slice(0, 200), now }).changes === 1);
+  }
+
+  release(id: string, holder: string, now = Date.now()): Promise<boolean> {
+    return this.gate.run(() => this.#release.run(now, id, holder).changes === 1);
   }
 
   byId(id: string): Promise<OutboxRow | undefined> {

@@ -12,8 +12,9 @@ import express from 'express';
 import type { Request, Response } from 'express';
 import { randomText, sha256Base64url } from '../../../crypto/index.js';
 import { jsonRpcError } from '../../../http/json-rpc-error.js';
-import { BodyTooLarge, MAX_JSON_DEPTH, nestsDeeperThan, readBody, sendWebResponse, toWebRequest } from '../../../http/web-adapter.js';
+import { sendWebResponse, toWebRequest } from '../../../http/web-adapter.js';
 import { canonicalJson } from '../../../mcp/call-scope.js';
+import { readJsonRpcBody } from '../../../mcp/endpoint.js';
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/index.js';
 import { D, M, MCP_SERVER_NAME } from './messages.js';
 import { registerSandboxTools, type DeleteRepositoryState, type SandboxCaller } from './tools.js';
@@ -189,19 +190,10 @@ export function createSandboxMcp(options: SandboxMcpOptions): SandboxMcp {
     let body: string | undefined;
     let parsed: unknown;
     if (req.method === 'POST') {
-      if (!/^application\/json\b/i.test(req.get('content-type') ?? '')) return jsonRpcError(res, 415, -32000, M.notJson);
-      try {
-        body = (await readBody(req, MAX_BODY_BYTES)).toString('utf8');
-      } catch (err) {
-        if (err instanceof BodyTooLarge) return jsonRpcError(res, 413, -32600, M.tooLarge(MAX_BODY_BYTES), { Connection: 'close' });
-        return void res.destroy(); // the client went away mid-body
-      }
-      try {
-        parsed = JSON.parse(body);
-      } catch {
-        return jsonRpcError(res, 400, -32700, M.parseError);
-      }
-      if (nestsDeeperThan(parsed, MAX_JSON_DEPTH)) return jsonRpcError(res, 400, -32600, M.tooDeep(MAX_JSON_DEPTH));
+      // The broker's own /mcp body handling: the same bounds, the same JSON-RPC refusals.
+      const read = await readJsonRpcBody(req, res, MAX_BODY_BYTES);
+      if (!read) return;
+      ({ body, parsed } = read);
     }
     const messages = messagesOf(parsed).map((m) => ({
       ...m,

@@ -50,8 +50,5 @@ export const M = {
   insufficientScope: (missing: string[]) => `Forbidden: insufficient scopes. Additional scopes required: ${missing.join(', ')}`,
   serverError: 'Server Error (a fault switched on in the sandbox)',
   internalError: 'Internal error: the sandbox could not answer this request',
-  notJson: 'Unsupported Media Type: Content-Type must be application/json',
-  tooLarge: (limit: number) => `Request body too large: the limit is ${limit} bytes`,
-  parseError: 'Parse error: the body is not valid JSON',
-  tooDeep: (depth: number) => `Invalid Request: the JSON nests deeper than ${depth} levels`,
+  // The body's refusals (415, 413, 400) are the broker's own /mcp words: src/mcp/messages.ts.
 } as const;
