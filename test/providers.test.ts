@@ -12,7 +12,9 @@ import { startIdp, type StartedIdp } from './support/idp.js';
 import { envelope, modernClient, rawCall, resultText } from './support/mcp.js';
 import { readConnection, seedConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
-import { clientAs, useStack } from './support/suite.js';
+import { clientAs, useStack, useSuite } from './support/suite.js';
+import { startProtectedUpstream } from './support/mcp-auth-upstream.js';
+import { registrations, upstreamRegistration } from './support/upstream-registration.js';
 
 describe('incremental consent', () => {
   const stack = useStack({ env: { GITHUB_SCOPES: 'read:user' } });
@@ -175,6 +177,8 @@ describe('"more access" or "reconnect" that comes back as another upstream accou
 
 describe('encryption key rotation', () => {
   const stack = useStack();
+  // An `auth: mcp` upstream behind its own authorization server, where the broker registers by RFC 7591.
+  const upstream = useSuite('a protected upstream', () => startProtectedUpstream());
 
   it('keeps old rows readable under a new ring, re-encrypts everything with npm run rotate-keys, and then works without the old key', async () => {
     const oldKey = stack.env.TOKEN_ENCRYPTION_KEY!;
@@ -184,6 +188,10 @@ describe('encryption key rotation', () => {
     ] as const) {
       await seedGitHubConnection(stack, sub, login);
     }
+    // The broker's registration at the upstream: a confidential client whose secret is sealed under the old key.
+    const registered = await upstreamRegistration(stack.env, upstream);
+    assert.equal(registered.via, 'dynamic-registration');
+    assert.ok(registered.clientSecret, 'the authorization server issued a client secret');
     const whoami = async (sub: string) =>
       resultText(
         (
@@ -207,13 +215,19 @@ describe('encryption key rotation', () => {
     });
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stdout, /Re-encrypted 2 connection\(s\) under key "k2026"/);
+    assert.match(run.stdout, /Re-encrypted 1 upstream client secret\(s\) .*under key "k2026"/);
+    assert.match(run.stdout, /Keys in use: k2026 \(4\)\./);
     assert.match(run.stdout, /Every row uses the current key: older keys can be removed/);
     assert.doesNotMatch(run.stdout + run.stderr, /gho_|ghu_/);
+    assert.ok(!(run.stdout + run.stderr).includes(registered.clientSecret), 'the client secret is never printed');
 
     const store = openSqliteStore(stack.env.DATABASE_PATH!);
     try {
       assert.deepEqual(await store.connections.countByKey(), [{ key_id: 'k2026', n: 3 }]);
-      assert.equal((await store.audit.list({ event: 'keys_rotated' })).length, 1);
+      assert.deepEqual(await store.upstreamClients.countByKey(), [{ key_id: 'k2026', n: 1 }]);
+      const audit = await store.audit.list({ event: 'keys_rotated' });
+      assert.equal(audit.length, 1);
+      assert.equal(audit[0]!.detail, 'resealed 2, unreadable 0; client secrets resealed 1, unreadable 0; under k2026');
     } finally {
       await store.close();
     }
@@ -228,6 +242,10 @@ describe('encryption key rotation', () => {
       ['tess', 'monalisa'],
     ] as const)
       assert.match(await whoami(sub), new RegExp(`@${login}`));
+    // The registration opens under the new ring alone: the same client and secret, no second registration.
+    const again = await upstreamRegistration(stack.env, upstream);
+    assert.deepEqual(again, registered);
+    assert.equal(registrations(upstream), 1);
   });
 
   it('reports rows sealed under a key that left the ring instead of failing silently', async () => {
@@ -245,7 +263,63 @@ describe('encryption key rotation', () => {
       encoding: 'utf8',
     });
     assert.equal(run.status, 1);
-    assert.match(run.stdout, /1 sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
+    assert.match(run.stdout, /1 connection\(s\) sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
+  });
+
+  it('says older keys cannot go while an upstream client secret is still sealed under another key, names it, and re-seals it once the key is back', async () => {
+    // A database of its own, whose every connection is under the current key.
+    const current = `now:${randomBytes(32).toString('base64')}`;
+    const lostKey = `lost:${randomBytes(32).toString('base64')}`;
+    const env: Record<string, string> = {
+      ...stack.env,
+      DATABASE_PATH: join(stack.dir, 'rotation-clients.db'),
+      TOKEN_ENCRYPTION_KEYS: current,
+    };
+    delete env.TOKEN_ENCRYPTION_KEY;
+    await seedConnection(
+      env,
+      'vera',
+      'github',
+      { id: '78', login: 'vera-gh' },
+      { accessToken: 'gho_current', tokenType: 'bearer', scopes: [] },
+    );
+    // The registration was sealed under a key that has since left the ring.
+    const registeredBefore = registrations(upstream);
+    const registered = await upstreamRegistration({ ...env, TOKEN_ENCRYPTION_KEYS: lostKey }, upstream);
+    assert.ok(registered.clientSecret);
+    assert.equal(registrations(upstream), registeredBefore + 1);
+
+    const rotate = (ring: string) =>
+      spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
+        env: { ...process.env, ...env, TOKEN_ENCRYPTION_KEYS: ring },
+        encoding: 'utf8',
+      });
+    const run = rotate(current);
+    assert.equal(run.status, 1, run.stdout + run.stderr);
+    assert.match(run.stdout, /Re-encrypted 0 connection\(s\)/);
+    assert.ok(
+      run.stdout.includes(`1 upstream client secret(s) sealed under a key no longer in TOKEN_ENCRYPTION_KEYS (${upstream.issuer})`),
+      run.stdout,
+    );
+    assert.match(run.stdout, /add that key back and run again\. Otherwise the broker forgets such a registration and registers anew/);
+    assert.match(run.stdout, /Keys in use: lost \(1\), now \(1\)\./);
+    assert.doesNotMatch(run.stdout, /older keys can be removed/);
+    assert.ok(!(run.stdout + run.stderr).includes(registered.clientSecret));
+    const store = openSqliteStore(env.DATABASE_PATH!);
+    try {
+      assert.deepEqual(await store.upstreamClients.countByKey(), [{ key_id: 'lost', n: 1 }], 'the row is left for the operator to recover');
+      assert.match((await store.audit.list({ event: 'keys_rotated' }))[0]!.detail ?? '', /client secrets resealed 0, unreadable 1;/);
+    } finally {
+      await store.close();
+    }
+
+    // With the lost key back (last in the ring), the next run re-seals it, and only then says older keys can go.
+    const back = rotate(`${current},${lostKey}`);
+    assert.equal(back.status, 0, back.stdout + back.stderr);
+    assert.match(back.stdout, /Re-encrypted 1 upstream client secret\(s\)/);
+    assert.match(back.stdout, /Every row uses the current key: older keys can be removed/);
+    assert.deepEqual(await upstreamRegistration(env, upstream), registered, 'it opens under the current key alone');
+    assert.equal(registrations(upstream), registeredBefore + 1, 'no new registration');
   });
 });
 

@@ -1514,6 +1514,60 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await a.upstreamClients.find(ISSUER, 'key-delete'), undefined);
         assert.equal((await a.upstreamClients.putIfAbsent(registration('c-3', { client_key: 'key-delete' }))).client_id, 'c-3');
       });
+
+      test('re-sealing: sealedUnderOtherKeys pages secrets in byte order of (issuer, client key), reseal is a compare-and-set, countByKey counts', async () => {
+        const [db, other] = await fresh();
+        // Byte order, not a language's: 'Z' before 'a', '/a' before '/b'.
+        const rows = [
+          registration('c-a1', { issuer: 'https://as.a.example', client_key: '/b', client_secret_sealed: 'sealed-a1', key_id: 'k1' }),
+          registration('c-a0', { issuer: 'https://as.a.example', client_key: '/a', client_secret_sealed: 'sealed-a0', key_id: 'k1' }),
+          registration('c-Z', { issuer: 'https://as.Z.example', client_key: '/a', client_secret_sealed: 'sealed-Z', key_id: 'Z9' }),
+          registration('c-cur', { issuer: 'https://as.c.example', client_key: '/a', client_secret_sealed: 'sealed-cur', key_id: 'k2' }),
+          registration('c-public', { issuer: 'https://as.b.example', client_key: '/a' }),
+          registration('c-nokey', { issuer: 'https://as.d.example', client_key: '/a', client_secret_sealed: 'sealed-nokey', key_id: null }),
+        ];
+        for (const row of rows) await db.upstreamClients.putIfAbsent(row);
+        const ids = (page: UpstreamClientRow[]) => page.map((r) => r.client_id);
+
+        const page1 = await other.upstreamClients.sealedUnderOtherKeys('k2', undefined, 2);
+        assert.deepEqual(ids(page1), ['c-Z', 'c-a0']);
+        assert.deepEqual(page1[1], rows[1], 'the row is whole');
+        const page2 = await other.upstreamClients.sealedUnderOtherKeys('k2', page1[1], 10);
+        assert.deepEqual(ids(page2), ['c-a1', 'c-nokey'], 'a public client has nothing to re-seal; a secret without a key id is listed');
+        assert.deepEqual(await other.upstreamClients.sealedUnderOtherKeys('k2', page2[1], 10), [], 'past the last row');
+        assert.deepEqual(await other.upstreamClients.countByKey(), [
+          { key_id: '', n: 1 },
+          { key_id: 'Z9', n: 1 },
+          { key_id: 'k1', n: 2 },
+          { key_id: 'k2', n: 1 },
+        ]);
+
+        const target = page1[1]!;
+        assert.equal(await db.upstreamClients.reseal(target, { key_id: 'k2', client_secret_sealed: 'resealed' }), true);
+        assert.equal(
+          await other.upstreamClients.reseal(target, { key_id: 'k2', client_secret_sealed: 'resealed-again' }),
+          false,
+          'the secret changed since it was read',
+        );
+        assert.deepEqual(
+          await other.upstreamClients.find(target.issuer, target.client_key),
+          { ...target, key_id: 'k2', client_secret_sealed: 'resealed' },
+          'only the key and the sealed secret change',
+        );
+        // A registration replaced meanwhile (forgotten, then registered anew) is not overwritten.
+        const replaced = rows[0]!;
+        assert.equal(await db.upstreamClients.delete(replaced.issuer, replaced.client_key, replaced.client_id), true);
+        await db.upstreamClients.putIfAbsent({ ...replaced, client_id: 'c-a1-new', client_secret_sealed: 'sealed-new', key_id: 'k2' });
+        assert.equal(await other.upstreamClients.reseal(replaced, { key_id: 'k2', client_secret_sealed: 'stale' }), false);
+        assert.equal((await db.upstreamClients.find(replaced.issuer, replaced.client_key))?.client_secret_sealed, 'sealed-new');
+        assert.deepEqual(await other.upstreamClients.countByKey(), [
+          { key_id: '', n: 1 },
+          { key_id: 'Z9', n: 1 },
+          { key_id: 'k2', n: 3 },
+        ]);
+        assert.deepEqual(ids(await other.upstreamClients.sealedUnderOtherKeys('k2', undefined, 10)), ['c-Z', 'c-nokey']);
+        assert.deepEqual(await (await fresh())[0].upstreamClients.countByKey(), [], 'an empty table counts nothing');
+      });
     });
 
     describe('gateway', () => {

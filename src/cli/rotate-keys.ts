@@ -1,54 +1,119 @@
 import { loadConfigOrExit } from '../config/env.js';
-import { Sealer, SealError } from '../crypto/index.js';
-import { openStore, type Store } from '../store/index.js';
+import { Sealer, SealError, type SealContext } from '../crypto/index.js';
+import { clientSecretContext } from '../gateway/mcp-auth/registration.js';
+import { openStore, type ConnectionRow, type Repositories, type Store, type UpstreamClientRow } from '../store/index.js';
+import { rotationAuditDetail, rotationText } from './rotation/messages.js';
 
-export interface RotationReport {
-  currentKeyId: string;
+export interface RotationCounts {
   resealed: number;
-  /** Rows changed by someone else between read and write (a refresh): they already use the current key. */
+  /** Rows changed by someone else between read and write (a refresh, a new registration): they already use the current key. */
   skippedConcurrent: number;
   /** Rows sealed under a key that is no longer in the ring: they cannot be re-encrypted. */
   unreadable: number;
+}
+
+export interface RotationReport extends RotationCounts {
+  currentKeyId: string;
+  /** The counts above are the connections' (provider tokens); these, the client secrets of the broker's `auth: mcp` registrations. */
+  clientSecrets: RotationCounts & { unreadableIssuers: string[] };
+  /** Every key still sealing a row of any table the ring seals (connections and client secrets together), byte order. */
   keysInUse: Array<{ key_id: string; n: number }>;
+  /** True only when no row of any of those tables is sealed under another key than the current one. */
+  olderKeysRemovable: boolean;
+}
+
+/** One table's rows, as the rotation sees them: where its plaintext is bound, and its compare-and-set. */
+interface SealedRows<R> {
+  next(store: Store, after: R | undefined): Promise<R[]>;
+  sealed(row: R): { keyId: string; value: string };
+  context(row: R): SealContext;
+  reseal(tx: Repositories, row: R, next: { keyId: string; value: string }): Promise<boolean>;
 }
 
 /**
- * Re-encrypts every stored connection under the first key of the ring, in small transactions, while
- * the service keeps running: each row is rewritten only if unchanged since it was read, so a
- * concurrent refresh (which seals with the current key anyway) always wins.
+ * Re-encrypts every row the token key ring seals — stored connections, and the client secrets of the
+ * broker's registrations at `auth: mcp` upstreams' authorization servers — under the first key of the
+ * ring, in small transactions, while the service keeps running: each row is rewritten only if unchanged
+ * since it was read, so a concurrent refresh or registration (which seals with the current key anyway)
+ * always wins. The rows sealed with keys derived from BROKER_SECRET (sessions, sign-ins, flows) are not
+ * the ring's and live minutes to hours.
  */
 export async function rotateKeys(store: Store, sealer: Sealer, { batchSize = 200 } = {}): Promise<RotationReport> {
-  let after = 0;
-  let resealed = 0;
-  let skippedConcurrent = 0;
-  let unreadable = 0;
+  const connections = await rotateTable<ConnectionRow & { seq: number }>(store, sealer, batchSize, {
+    next: (s, after) => s.connections.sealedUnderOtherKeys(sealer.keyId, after?.seq ?? 0, batchSize),
+    sealed: (row) => ({ keyId: row.key_id, value: row.sealed_tokens }),
+    context: (row) => ({ issuer: row.issuer, subject: row.subject, provider: row.provider }),
+    reseal: (tx, row, next) => tx.connections.reseal(row, { key_id: next.keyId, sealed_tokens: next.value }),
+  });
+  const unreadableIssuers = new Set<string>();
+  const clientSecrets = await rotateTable<UpstreamClientRow>(
+    store,
+    sealer,
+    batchSize,
+    {
+      next: (s, after) => s.upstreamClients.sealedUnderOtherKeys(sealer.keyId, after, batchSize),
+      sealed: (row) => ({ keyId: row.key_id ?? '', value: row.client_secret_sealed ?? '' }),
+      context: (row) => clientSecretContext(row.issuer, row.client_key),
+      reseal: (tx, row, next) => tx.upstreamClients.reseal(row, { key_id: next.keyId, client_secret_sealed: next.value }),
+    },
+    (row) => unreadableIssuers.add(row.issuer),
+  );
+  const keysInUse = mergeCounts([await store.connections.countByKey(), await store.upstreamClients.countByKey()]);
+  const report: RotationReport = {
+    currentKeyId: sealer.keyId,
+    ...connections,
+    clientSecrets: { ...clientSecrets, unreadableIssuers: [...unreadableIssuers].sort() },
+    keysInUse,
+    olderKeysRemovable: keysInUse.every((k) => k.key_id === sealer.keyId),
+  };
+  await store.audit.record('keys_rotated', undefined, undefined, rotationAuditDetail(report));
+  return report;
+}
+
+async function rotateTable<R>(
+  store: Store,
+  sealer: Sealer,
+  batchSize: number,
+  rows: SealedRows<R>,
+  onUnreadable?: (row: R) => void,
+): Promise<RotationCounts> {
+  const counts: RotationCounts = { resealed: 0, skippedConcurrent: 0, unreadable: 0 };
+  let after: R | undefined;
   for (;;) {
-    const batch = await store.connections.sealedUnderOtherKeys(sealer.keyId, after, batchSize);
+    const batch = await rows.next(store, after);
     if (batch.length === 0) break;
     await store.transaction(async (tx) => {
       for (const row of batch) {
-        after = row.seq;
-        const ctx = { issuer: row.issuer, subject: row.subject, provider: row.provider };
+        after = row;
+        const ctx = rows.context(row);
         let plaintext: string;
         try {
-          plaintext = sealer.open({ keyId: row.key_id, value: row.sealed_tokens }, ctx);
+          plaintext = sealer.open(rows.sealed(row), ctx);
         } catch (err) {
           if (err instanceof SealError) {
-            unreadable++;
+            counts.unreadable++;
+            onUnreadable?.(row);
             continue;
           }
           throw err;
         }
         const sealed = sealer.seal(plaintext, ctx);
-        if (await tx.connections.reseal(row, { key_id: sealed.keyId, sealed_tokens: sealed.value })) resealed++;
-        else skippedConcurrent++;
+        if (await rows.reseal(tx, row, sealed)) counts.resealed++;
+        else counts.skippedConcurrent++;
       }
     });
+    if (batch.length < batchSize) break;
     // Yield between batches so the service's own writes are not starved.
     await new Promise((resolve) => setImmediate(resolve));
   }
-  await store.audit.record('keys_rotated', undefined, undefined, `resealed ${resealed}, unreadable ${unreadable}, under ${sealer.keyId}`);
-  return { currentKeyId: sealer.keyId, resealed, skippedConcurrent, unreadable, keysInUse: await store.connections.countByKey() };
+  return counts;
+}
+
+/** Per-key counts of several tables, summed, in byte order of key id. */
+function mergeCounts(tables: Array<Array<{ key_id: string; n: number }>>): Array<{ key_id: string; n: number }> {
+  const total = new Map<string, number>();
+  for (const table of tables) for (const { key_id, n } of table) total.set(key_id, (total.get(key_id) ?? 0) + n);
+  return [...total].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key_id, n]) => ({ key_id, n }));
 }
 
 async function main(): Promise<void> {
@@ -56,22 +121,8 @@ async function main(): Promise<void> {
   const store = await openStore(config.database);
   try {
     const report = await rotateKeys(store, new Sealer(config.tokenKeys));
-    process.stdout.write(
-      [
-        `Re-encrypted ${report.resealed} connection(s) under key "${report.currentKeyId}".`,
-        report.skippedConcurrent ? `${report.skippedConcurrent} changed while rotating (already under the current key).` : '',
-        report.unreadable
-          ? `${report.unreadable} sealed under a key no longer in TOKEN_ENCRYPTION_KEYS: add that key back and run again.`
-          : '',
-        `Keys in use: ${report.keysInUse.map((k) => `${k.key_id} (${k.n})`).join(', ') || 'none'}.`,
-        report.keysInUse.every((k) => k.key_id === report.currentKeyId)
-          ? 'Every row uses the current key: older keys can be removed from the ring.'
-          : '',
-      ]
-        .filter(Boolean)
-        .join('\n') + '\n',
-    );
-    process.exitCode = report.unreadable ? 1 : 0;
+    process.stdout.write(rotationText(report));
+    process.exitCode = report.unreadable || report.clientSecrets.unreadable ? 1 : 0;
   } finally {
     await store.close();
   }

@@ -344,7 +344,20 @@ export interface UpstreamClientRepository {
   find(issuer: string, clientKey: string): Promise<UpstreamClientRow | undefined>;
   /** Forgets a registration the server no longer knows, only if it is still `clientId` (a newer one stays). */
   delete(issuer: string, clientKey: string, clientId: string): Promise<boolean>;
+  /**
+   * For key rotation: the next `limit` registrations with a sealed secret under any key but `keyId`
+   * (or under none), in byte order of (issuer, client_key) after the cursor `after` (undefined = from
+   * the start). The table holds one row per upstream and callback, so a keyset on the primary key is enough.
+   */
+  sealedUnderOtherKeys(keyId: string, after: UpstreamClientCursor | undefined, limit: number): Promise<UpstreamClientRow[]>;
+  /** Re-seals one registration's secret if it is unchanged since it was read (compare-and-set on the sealed value). */
+  reseal(row: UpstreamClientRow, next: { key_id: string; client_secret_sealed: string }): Promise<boolean>;
+  /** Registrations with a sealed secret, per key id (byte order; `''` for a secret stored without one). */
+  countByKey(): Promise<Array<{ key_id: string; n: number }>>;
 }
+
+/** Where a page of {@link UpstreamClientRepository.sealedUnderOtherKeys} stopped. */
+export type UpstreamClientCursor = Pick<UpstreamClientRow, 'issuer' | 'client_key'>;
 
 export interface UpstreamToolsRow {
   upstream: string;

@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { rotateKeys } from '../../src/cli/rotate-keys.js';
+import { rotationText } from '../../src/cli/rotation/messages.js';
+import { clientSecretContext } from '../../src/gateway/mcp-auth/registration.js';
 import { ConnectionService } from '../../src/connections/index.js';
 import { ConnectLinks } from '../../src/connect/links.js';
 import { Sealer } from '../../src/crypto/index.js';
@@ -403,31 +405,96 @@ describe('after the server restarts', () => {
 });
 
 describe('key rotation on PostgreSQL', () => {
-  test('rotate-keys re-seals every row under the current key, paging by seq, and the rows still open', async () => {
+  test('rotate-keys re-seals every connection and upstream client secret under the current key, in pages, and they open under the new key alone', async () => {
     const store = await open(await server.createDatabase());
     const old = randomBytes(32);
     const oldKey = new Sealer([old]);
-    const ring = new Sealer([randomBytes(32), old]);
+    const newKey = randomBytes(32);
+    const ring = new Sealer([newKey, old]);
     const owners = Array.from({ length: 7 }, (_, i): Owner => ({ issuer: ALICE.issuer, subject: `rot-${i}` }));
     for (const owner of owners) {
       const sealed = oldKey.seal(JSON.stringify({ accessToken: `tok-${owner.subject}` }), { ...owner, provider: 'github' });
       await store.connections.save(connection(owner, 'github', { key_id: sealed.keyId, sealed_tokens: sealed.value }));
     }
+    // The broker's registrations at `auth: mcp` upstreams: five secrets under the old key, one public client.
+    const clients = Array.from({ length: 5 }, (_, i) => ({
+      issuer: `https://as-${i}.example`,
+      client_key: `https://broker.example/connect/u${i}/callback`,
+    }));
+    for (const c of clients)
+      await store.upstreamClients.putIfAbsent(
+        registration(c, oldKey.seal(`secret-${c.issuer}`, clientSecretContext(c.issuer, c.client_key))),
+      );
+    await store.upstreamClients.putIfAbsent(registration({ issuer: 'https://as-public.example', client_key: 'https://broker.example/cb' }));
+
     const report = await rotateKeys(store, ring, { batchSize: 3 });
     assert.equal(report.resealed, 7);
     assert.equal(report.unreadable, 0);
-    assert.deepEqual(report.keysInUse, [{ key_id: ring.keyId, n: 7 }]);
+    assert.deepEqual(report.clientSecrets, { resealed: 5, skippedConcurrent: 0, unreadable: 0, unreadableIssuers: [] });
+    assert.deepEqual(report.keysInUse, [{ key_id: ring.keyId, n: 12 }]);
+    assert.equal(report.olderKeysRemovable, true);
+    const newRingAlone = new Sealer([newKey]);
     for (const owner of owners) {
       const row = (await store.connections.find(owner, 'github'))!;
       assert.equal(row.key_id, ring.keyId);
       assert.equal(
-        JSON.parse(ring.open({ keyId: row.key_id, value: row.sealed_tokens }, { ...owner, provider: 'github' })).accessToken,
+        JSON.parse(newRingAlone.open({ keyId: row.key_id, value: row.sealed_tokens }, { ...owner, provider: 'github' })).accessToken,
         `tok-${owner.subject}`,
       );
     }
-    assert.equal((await store.audit.list({ event: 'keys_rotated' })).length, 1);
+    for (const c of clients) {
+      const row = (await store.upstreamClients.find(c.issuer, c.client_key))!;
+      assert.equal(row.key_id, ring.keyId);
+      assert.equal(
+        newRingAlone.open({ keyId: row.key_id!, value: row.client_secret_sealed! }, clientSecretContext(c.issuer, c.client_key)),
+        `secret-${c.issuer}`,
+      );
+    }
+    const pub = (await store.upstreamClients.find('https://as-public.example', 'https://broker.example/cb'))!;
+    assert.deepEqual([pub.client_secret_sealed, pub.key_id], [null, null], 'a public client has nothing to seal');
+    const audit = await store.audit.list({ event: 'keys_rotated' });
+    assert.deepEqual(
+      audit.map((r) => r.detail),
+      [`resealed 7, unreadable 0; client secrets resealed 5, unreadable 0; under ${ring.keyId}`],
+    );
+  });
+
+  test('rotate-keys does not say older keys can go while a client secret stays under a key that left the ring', async () => {
+    const store = await open(await server.createDatabase());
+    const ring = new Sealer([randomBytes(32)]);
+    const sealed = ring.seal('{"accessToken":"tok"}', { ...ALICE, provider: 'github' });
+    await store.connections.save(connection(ALICE, 'github', { key_id: sealed.keyId, sealed_tokens: sealed.value }));
+    const lost = new Sealer([{ id: 'lost', key: randomBytes(32) }]);
+    const c = { issuer: 'https://as.lost.example', client_key: 'https://broker.example/connect/lost/callback' };
+    await store.upstreamClients.putIfAbsent(registration(c, lost.seal('secret', clientSecretContext(c.issuer, c.client_key))));
+
+    const report = await rotateKeys(store, ring);
+    assert.deepEqual(report.clientSecrets, { resealed: 0, skippedConcurrent: 0, unreadable: 1, unreadableIssuers: [c.issuer] });
+    assert.deepEqual(report.keysInUse, [
+      { key_id: ring.keyId, n: 1 }, // "k…": a derived id sorts before "lost"
+      { key_id: 'lost', n: 1 },
+    ]);
+    assert.equal(report.olderKeysRemovable, false);
+    const text = rotationText(report);
+    assert.doesNotMatch(text, /older keys can be removed/);
+    assert.match(
+      text,
+      /1 upstream client secret\(s\) sealed under a key no longer in TOKEN_ENCRYPTION_KEYS \(https:\/\/as\.lost\.example\)/,
+    );
   });
 });
+
+/** A registration row as src/gateway/mcp-auth/registration.ts stores it, with `secret` (sealed) or none. */
+function registration(c: { issuer: string; client_key: string }, secret?: { keyId: string; value: string }) {
+  return {
+    ...c,
+    client_id: `client-${c.issuer}`,
+    client_secret_sealed: secret?.value ?? null,
+    key_id: secret?.keyId ?? null,
+    registered_at: Date.now(),
+    metadata_json: '{"token_endpoint_auth_method":"client_secret_basic"}',
+  };
+}
 
 describe('the token service during a database blip', () => {
   test('keeps a refreshed token pair the provider already rotated, even when the write first finds the database away', async () => {

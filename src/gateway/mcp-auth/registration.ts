@@ -121,7 +121,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
     );
   }
   const secret = typeof response.client_secret === 'string' && response.client_secret ? response.client_secret : undefined;
-  const sealed = secret ? ctx.sealer.seal(secret, sealContext(issuer, ctx.redirectUri)) : undefined;
+  const sealed = secret ? ctx.sealer.seal(secret, clientSecretContext(issuer, ctx.redirectUri)) : undefined;
   // Neither the secret nor a registration access token is kept in the clear.
   const { client_secret: _secret, registration_access_token: _rat, ...metadata } = response;
   void _secret;
@@ -141,7 +141,8 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
   return client;
 }
 
-function sealContext(issuer: string, clientKey: string) {
+/** What a registration's sealed client secret is bound to: its issuer and callback (`npm run rotate-keys` re-seals under it too). */
+export function clientSecretContext(issuer: string, clientKey: string) {
   return { issuer, subject: clientKey, provider: SECRET_CONTEXT };
 }
 
@@ -158,7 +159,10 @@ function fromRow(row: UpstreamClientRow, ctx: RegistrationContext): UpstreamClie
   let clientSecret: string | undefined;
   if (row.client_secret_sealed) {
     try {
-      clientSecret = ctx.sealer.open({ keyId: row.key_id ?? '', value: row.client_secret_sealed }, sealContext(row.issuer, row.client_key));
+      clientSecret = ctx.sealer.open(
+        { keyId: row.key_id ?? '', value: row.client_secret_sealed },
+        clientSecretContext(row.issuer, row.client_key),
+      );
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
       ctx.log.warn('upstream_client_secret_unreadable', { issuer: row.issuer, upstream: ctx.name, reason: err.reason });

@@ -1,4 +1,4 @@
-import type { UpstreamClientRepository, UpstreamClientRow } from '../types.js';
+import type { UpstreamClientCursor, UpstreamClientRepository, UpstreamClientRow } from '../types.js';
 import type { Queryable } from './queryable.js';
 
 export class PgUpstreamClientRepository implements UpstreamClientRepository {
@@ -30,5 +30,35 @@ export class PgUpstreamClientRepository implements UpstreamClientRepository {
       clientId,
     ]);
     return r.rowCount === 1;
+  }
+
+  async sealedUnderOtherKeys(keyId: string, after: UpstreamClientCursor | undefined, limit: number): Promise<UpstreamClientRow[]> {
+    // Byte order (COLLATE "C"), as SQLite's: a database's language collation must not reorder the
+    // keyset, or a page could skip a row. The table is a row per upstream and callback: no index needed.
+    const r = await this.q.query<UpstreamClientRow>(
+      `SELECT * FROM upstream_clients
+       WHERE client_secret_sealed IS NOT NULL AND key_id IS DISTINCT FROM $1
+         AND ($2::text IS NULL OR (issuer COLLATE "C", client_key COLLATE "C") > ($2 COLLATE "C", $3::text COLLATE "C"))
+       ORDER BY issuer COLLATE "C", client_key COLLATE "C" LIMIT $4`,
+      [keyId, after?.issuer ?? null, after?.client_key ?? null, limit],
+    );
+    return r.rows;
+  }
+
+  async reseal(row: UpstreamClientRow, next: { key_id: string; client_secret_sealed: string }): Promise<boolean> {
+    const r = await this.q.query(
+      'UPDATE upstream_clients SET key_id = $1, client_secret_sealed = $2 WHERE issuer = $3 AND client_key = $4 AND client_secret_sealed = $5',
+      [next.key_id, next.client_secret_sealed, row.issuer, row.client_key, row.client_secret_sealed],
+    );
+    return r.rowCount === 1;
+  }
+
+  async countByKey(): Promise<Array<{ key_id: string; n: number }>> {
+    // count(*) is BIGINT, which this store's pool parses as a number.
+    const r = await this.q.query<{ key_id: string; n: number }>(
+      `SELECT coalesce(key_id, '') AS key_id, count(*) AS n FROM upstream_clients
+       WHERE client_secret_sealed IS NOT NULL GROUP BY coalesce(key_id, '') ORDER BY coalesce(key_id, '') COLLATE "C"`,
+    );
+    return r.rows;
   }
 }

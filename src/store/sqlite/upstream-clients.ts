@@ -1,4 +1,4 @@
-import type { UpstreamClientRepository, UpstreamClientRow } from '../types.js';
+import type { UpstreamClientCursor, UpstreamClientRepository, UpstreamClientRow } from '../types.js';
 import type { Db } from './database.js';
 import type { Runner } from './gate.js';
 
@@ -36,6 +36,43 @@ export class SqliteUpstreamClientRepository implements UpstreamClientRepository 
         this.db
           .prepare('DELETE FROM upstream_clients WHERE issuer = ? AND client_key = ? AND client_id = ?')
           .run(issuer, clientKey, clientId).changes === 1,
+    );
+  }
+
+  sealedUnderOtherKeys(keyId: string, after: UpstreamClientCursor | undefined, limit: number): Promise<UpstreamClientRow[]> {
+    // TEXT compares by bytes here (BINARY), the order the PostgreSQL twin asks for with COLLATE "C".
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(
+            `SELECT * FROM upstream_clients
+             WHERE client_secret_sealed IS NOT NULL AND key_id IS NOT ? AND (? IS NULL OR (issuer, client_key) > (?, ?))
+             ORDER BY issuer, client_key LIMIT ?`,
+          )
+          .all(keyId, after?.issuer ?? null, after?.issuer ?? null, after?.client_key ?? null, limit) as UpstreamClientRow[],
+    );
+  }
+
+  reseal(row: UpstreamClientRow, next: { key_id: string; client_secret_sealed: string }): Promise<boolean> {
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(
+            'UPDATE upstream_clients SET key_id = ?, client_secret_sealed = ? WHERE issuer = ? AND client_key = ? AND client_secret_sealed = ?',
+          )
+          .run(next.key_id, next.client_secret_sealed, row.issuer, row.client_key, row.client_secret_sealed).changes === 1,
+    );
+  }
+
+  countByKey(): Promise<Array<{ key_id: string; n: number }>> {
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(
+            `SELECT coalesce(key_id, '') AS key_id, count(*) AS n FROM upstream_clients
+             WHERE client_secret_sealed IS NOT NULL GROUP BY coalesce(key_id, '') ORDER BY 1`,
+          )
+          .all() as Array<{ key_id: string; n: number }>,
     );
   }
 }
