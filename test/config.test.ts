@@ -10,6 +10,7 @@ import { validateHostHeader } from '@modelcontextprotocol/server';
 import { ConfigError, loadConfig } from '../src/config/env.js';
 import { allowedHostnames, allowedOrigins } from '../src/app.js';
 import { originAllowed } from '../src/http/host-guard.js';
+import { WEBHOOK_EVENT_TYPES } from '../src/config/webhooks.js';
 import { freePort } from './support/idp.js';
 import { productionEnv } from './support/production-env.js';
 
@@ -672,18 +673,8 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     assert.deepEqual(
       config.webhooks.map((w) => [w.id, w.url.href, w.events]),
       [
-        [
-          'audit-sink',
-          'https://hooks.example.com/broker',
-          [
-            'connection.created',
-            'connection.refreshed',
-            'connection.reauth_required',
-            'connection.revoked',
-            'connection.deleted',
-            'exchange.refused',
-          ],
-        ],
+        // Every event, as the README's webhook table lists them (test/readme-config.test.ts).
+        ['audit-sink', 'https://hooks.example.com/broker', [...WEBHOOK_EVENT_TYPES]],
       ],
     );
     assert.deepEqual(config.webhooks[0]!.secret, Buffer.from(SECRET.slice('whsec_'.length), 'base64'));
