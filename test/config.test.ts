@@ -10,6 +10,7 @@ import { validateHostHeader } from '@modelcontextprotocol/server';
 import { ConfigError, loadConfig } from '../src/config/env.js';
 import { allowedHostnames, allowedOrigins } from '../src/app.js';
 import { originAllowed } from '../src/http/host-guard.js';
+import { WEBHOOK_EVENT_TYPES } from '../src/config/webhooks.js';
 import { freePort } from './support/idp.js';
 import { productionEnv } from './support/production-env.js';
 
@@ -42,6 +43,11 @@ function refuses(env: NodeJS.ProcessEnv, message: string): void {
       return true;
     },
   );
+}
+
+/** Asserts that each value of `variable` in `refusals` is refused with its message, the rest of the environment valid. */
+function refusesValues(variable: string, refusals: Record<string, string>): void {
+  for (const [value, message] of Object.entries(refusals)) refuses(validEnv({ [variable]: value }), message);
 }
 
 /** What a missing required variable is reported as. */
@@ -297,15 +303,11 @@ describe('MCP_ACCESS_TOKEN_TYPES', () => {
   });
 
   it('refuses a list with no value or with something that is not a typ', () => {
-    refuses(validEnv({ MCP_ACCESS_TOKEN_TYPES: ' , ' }), 'MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT');
-    refuses(
-      validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at+jwt;JWT' }),
-      'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at+jwt;jwt")',
-    );
-    refuses(
-      validEnv({ MCP_ACCESS_TOKEN_TYPES: 'at jwt' }),
-      'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at jwt")',
-    );
+    refusesValues('MCP_ACCESS_TOKEN_TYPES', {
+      ' , ': 'MCP_ACCESS_TOKEN_TYPES must list at least one typ value, e.g. at+jwt or JWT',
+      'at+jwt;JWT': 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at+jwt;jwt")',
+      'at jwt': 'MCP_ACCESS_TOKEN_TYPES must be a comma-separated list of typ values such as at+jwt or JWT (got "at jwt")',
+    });
   });
 });
 
@@ -417,14 +419,10 @@ describe('loadConfig: defaults', () => {
   });
 
   it('refuses a DATABASE_URL that is not postgres:// without echoing it', () => {
-    refuses(
-      validEnv({ DATABASE_URL: 'mysql://root:hunter2@db/x' }),
-      'DATABASE_URL must start with postgres:// (got "mysql://…"); leave it unset for SQLite',
-    );
-    refuses(
-      validEnv({ DATABASE_URL: 'not a url hunter2' }),
-      'DATABASE_URL must be a URL such as postgres://user:password@host:5432/database',
-    );
+    refusesValues('DATABASE_URL', {
+      'mysql://root:hunter2@db/x': 'DATABASE_URL must start with postgres:// (got "mysql://…"); leave it unset for SQLite',
+      'not a url hunter2': 'DATABASE_URL must be a URL such as postgres://user:password@host:5432/database',
+    });
     refuses(validEnv({ DATABASE_POOL_MAX: '0' }), 'DATABASE_POOL_MAX must be an integer between 1 and 1000 (got "0")');
   });
 
@@ -672,18 +670,8 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     assert.deepEqual(
       config.webhooks.map((w) => [w.id, w.url.href, w.events]),
       [
-        [
-          'audit-sink',
-          'https://hooks.example.com/broker',
-          [
-            'connection.created',
-            'connection.refreshed',
-            'connection.reauth_required',
-            'connection.revoked',
-            'connection.deleted',
-            'exchange.refused',
-          ],
-        ],
+        // Every event, as the README's webhook table lists them (test/readme-config.test.ts).
+        ['audit-sink', 'https://hooks.example.com/broker', [...WEBHOOK_EVENT_TYPES]],
       ],
     );
     assert.deepEqual(config.webhooks[0]!.secret, Buffer.from(SECRET.slice('whsec_'.length), 'base64'));
@@ -809,19 +797,17 @@ describe('loadConfig: OpenTelemetry traces (OTEL_*)', () => {
   });
 
   it('refuses an exporter that is not installed, none beside another, a boolean that is not one, and an endpoint that is not http(s) or carries credentials, without echoing it', () => {
-    refuses(
-      validEnv({ OTEL_TRACES_EXPORTER: 'zipkin' }),
-      'OTEL_TRACES_EXPORTER must be otlp, console or none (got "zipkin"; no other exporter is installed)',
-    );
-    refuses(validEnv({ OTEL_TRACES_EXPORTER: 'otlp,none' }), 'OTEL_TRACES_EXPORTER lists none beside another exporter');
-    refuses(validEnv({ OTEL_SDK_DISABLED: 'yes' }), 'OTEL_SDK_DISABLED must be true or false (got "yes")');
-    refuses(
-      validEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'grpc://collector:4317' }),
-      'OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, such as http://otel-collector:4318',
-    );
-    refuses(
-      validEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://user:s3cret-key@collector.example.com/v1/traces' }),
-      'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must not carry credentials (put them in OTEL_EXPORTER_OTLP_HEADERS)',
-    );
+    refusesValues('OTEL_TRACES_EXPORTER', {
+      zipkin: 'OTEL_TRACES_EXPORTER must be otlp, console or none (got "zipkin"; no other exporter is installed)',
+      'otlp,none': 'OTEL_TRACES_EXPORTER lists none beside another exporter',
+    });
+    refusesValues('OTEL_SDK_DISABLED', { yes: 'OTEL_SDK_DISABLED must be true or false (got "yes")' });
+    refusesValues('OTEL_EXPORTER_OTLP_ENDPOINT', {
+      'grpc://collector:4317': 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, such as http://otel-collector:4318',
+    });
+    refusesValues('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', {
+      'https://user:s3cret-key@collector.example.com/v1/traces':
+        'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must not carry credentials (put them in OTEL_EXPORTER_OTLP_HEADERS)',
+    });
   });
 });

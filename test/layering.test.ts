@@ -34,6 +34,18 @@ function parse(path: string, text: string): Source {
   return { path, file: ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS) };
 }
 
+/** A made-up source tree written `path: line`, one line each (a path given again adds a line to its file). */
+function sourceTree(listing: string): Source[] {
+  const files = new Map<string, string[]>();
+  for (const entry of listing.split('\n').map((l) => l.trim())) {
+    if (!entry) continue;
+    const colon = entry.indexOf(': ');
+    const path = entry.slice(0, colon);
+    files.set(path, [...(files.get(path) ?? []), entry.slice(colon + 2)]);
+  }
+  return [...files].map(([path, lines]) => parse(path, lines.join('\n')));
+}
+
 function walk(node: ts.Node, visit: (n: ts.Node) => boolean | void): void {
   if (visit(node) === false) return;
   ts.forEachChild(node, (child) => walk(child, visit));
@@ -205,6 +217,16 @@ function appImportViolations(all: Source[]): string[] {
 
 const sources = sourcesUnder(SRC);
 
+/** What each single-file check finds in `source`: the modules it imports, the cipher APIs it uses, its console calls, and whether each redirect has the open-redirect shape. */
+function findings(source: Source) {
+  return {
+    imports: importedModules(source).map((m) => m.module),
+    cipherApis: cipherApiUses(source).map((u) => u.split(' ')[1]),
+    consoleUses: consoleUses(source).length,
+    openRedirects: redirectCalls(source).map((r) => r.openRedirectShape),
+  };
+}
+
 describe('the checks themselves', () => {
   it('find every kind of violation they are meant to find', () => {
     const bad = parse(
@@ -222,19 +244,12 @@ describe('the checks themselves', () => {
         "app.get('/d', (req, res) => res.redirect(req.headers.referer ?? '/'));",
       ].join('\n'),
     );
-    assert.deepEqual(
-      importedModules(bad).map((m) => m.module),
-      ['better-sqlite3', 'node:crypto', 'node:crypto'],
-    );
-    assert.deepEqual(
-      cipherApiUses(bad).map((u) => u.split(' ')[1]),
-      ['createHmac', 'timingSafeEqual'],
-    );
-    assert.equal(consoleUses(bad).length, 2);
-    assert.deepEqual(
-      redirectCalls(bad).map((r) => r.openRedirectShape),
-      [true, true, true, true],
-    );
+    assert.deepEqual(findings(bad), {
+      imports: ['better-sqlite3', 'node:crypto', 'node:crypto'],
+      cipherApis: ['createHmac', 'timingSafeEqual'],
+      consoleUses: 2,
+      openRedirects: [true, true, true, true],
+    });
   });
 
   it('ignore comments, strings and safe redirects', () => {
@@ -249,28 +264,25 @@ describe('the checks themselves', () => {
         "app.get('/c', (_req, res) => res.redirect(303, '/connections'));",
       ].join('\n'),
     );
-    assert.deepEqual(
-      importedModules(good).map((m) => m.module),
-      ['./better-sqlite3-notes.js'],
-    );
-    assert.deepEqual(cipherApiUses(good), []);
-    assert.deepEqual(consoleUses(good), []);
-    assert.deepEqual(
-      redirectCalls(good).map((r) => r.openRedirectShape),
-      [false, false, false],
-    );
+    assert.deepEqual(findings(good), {
+      imports: ['./better-sqlite3-notes.js'],
+      cipherApis: [],
+      consoleUses: 0,
+      openRedirects: [false, false, false],
+    });
   });
 
   it('find every folder cycle, counting type-only imports, re-exports and import() types', () => {
-    const tree = [
-      parse('src/config/env.ts', "import type { Preset } from '../providers/presets.js';"),
-      parse('src/providers/oauth.ts', "export { isLoopback } from '../config/env.js';"),
-      parse('src/auth/a.ts', "type S = import('../store/types.js').Store;"),
-      parse('src/store/b.ts', "const m = await import('../mcp/c.js');"),
-      parse('src/mcp/c.ts', "import { type X } from '../auth/a.js';"),
-      parse('src/crypto/d.ts', "import { z } from 'zod';\nimport { e } from './e.js';"),
-      parse('src/log.ts', "import { f } from './crypto/d.js';"),
-    ];
+    const tree = sourceTree(`
+      src/config/env.ts: import type { Preset } from '../providers/presets.js';
+      src/providers/oauth.ts: export { isLoopback } from '../config/env.js';
+      src/auth/a.ts: type S = import('../store/types.js').Store;
+      src/store/b.ts: const m = await import('../mcp/c.js');
+      src/mcp/c.ts: import { type X } from '../auth/a.js';
+      src/crypto/d.ts: import { z } from 'zod';
+      src/crypto/d.ts: import { e } from './e.js';
+      src/log.ts: import { f } from './crypto/d.js';
+    `);
     assert.deepEqual(
       folderCycles(tree).map((c) => c.split(' (')[0]),
       ['config/ → providers/ → config/', 'auth/ → store/ → mcp/ → auth/'],
@@ -279,22 +291,17 @@ describe('the checks themselves', () => {
   });
 
   it('find every import out of src/http/ but into http/, crypto/ and log.ts', () => {
-    const tree = [
-      parse(
-        'src/http/render.ts',
-        [
-          "import type { Sessions } from '../auth/sessions.js';",
-          "import { StoreUnavailableError } from '../store/index.js';",
-          "export type { Store } from '../store/types.js';",
-          "type C = import('../config/env.js').Config;",
-          "import { mac } from '../crypto/index.js';",
-          "import type { Logger } from '../log.js';",
-          "import { BrokerError } from './errors.js';",
-          "import express from 'express';",
-        ].join('\n'),
-      ),
-      parse('src/auth/sessions.ts', "import { readCookie } from '../http/cookies.js';"),
-    ];
+    const tree = sourceTree(`
+      src/http/render.ts: import type { Sessions } from '../auth/sessions.js';
+      src/http/render.ts: import { StoreUnavailableError } from '../store/index.js';
+      src/http/render.ts: export type { Store } from '../store/types.js';
+      src/http/render.ts: type C = import('../config/env.js').Config;
+      src/http/render.ts: import { mac } from '../crypto/index.js';
+      src/http/render.ts: import type { Logger } from '../log.js';
+      src/http/render.ts: import { BrokerError } from './errors.js';
+      src/http/render.ts: import express from 'express';
+      src/auth/sessions.ts: import { readCookie } from '../http/cookies.js';
+    `);
     assert.deepEqual(
       httpImportViolations(tree).map((v) => v.split(' ')[1]),
       ['../auth/sessions.js', '../store/index.js', '../store/types.js', '../config/env.js'],
@@ -302,14 +309,14 @@ describe('the checks themselves', () => {
   });
 
   it('find every import of src/app.ts outside the entry points', () => {
-    const tree = [
-      parse('src/connect/routes.ts', "import type { AppDeps } from '../app.js';"),
-      parse('src/mcp/tools/x.ts', "type A = import('../../app.js').AppDeps;"),
-      parse('src/http/y.ts', "export { createApp } from '../app.js';"),
-      parse('src/broker.ts', "import { createApp } from './app.js';"),
-      parse('src/dev/dev-broker.ts', "import type { AppDeps } from '../app.js';"),
-      parse('src/server.ts', "import type { AppDeps } from './app.js';"),
-    ];
+    const tree = sourceTree(`
+      src/connect/routes.ts: import type { AppDeps } from '../app.js';
+      src/mcp/tools/x.ts: type A = import('../../app.js').AppDeps;
+      src/http/y.ts: export { createApp } from '../app.js';
+      src/broker.ts: import { createApp } from './app.js';
+      src/dev/dev-broker.ts: import type { AppDeps } from '../app.js';
+      src/server.ts: import type { AppDeps } from './app.js';
+    `);
     assert.deepEqual(
       appImportViolations(tree).map((v) => v.split(':')[0]),
       ['src/connect/routes.ts', 'src/mcp/tools/x.ts', 'src/http/y.ts'],

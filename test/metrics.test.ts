@@ -1,24 +1,23 @@
 // The Prometheus metrics (issue 14): /metrics scraped and parsed after real flows, its access rules,
 // and labels that never name a user, a login or a token.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { networkInterfaces, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { networkInterfaces } from 'node:os';
+import { before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { Browser } from './support/browser.js';
 import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { freePort } from './support/idp.js';
 import { runNode } from './support/node-process.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
-import { completeConnect, heldCalls, startStack, type Stack } from './support/stack.js';
-import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
-import { writeYamlLines } from './support/config-file.js';
+import { completeConnect, heldCalls, startStack } from './support/stack.js';
+import { startUpstreamServer } from './support/upstream-server.js';
+import { secretBasicServiceLines, writeYamlLines } from './support/config-file.js';
+import { useStack, useSuite } from './support/suite.js';
+import { useTempDir } from './support/temp-dir.js';
+import { postTokenExchange } from './support/token-exchange.js';
 
 const METRICS_TOKEN = 'metrics-token-for-tests-0123456789';
 const BOT = { id: 'metrics-bot', secret: 'metrics-bot-secret-for-tests-0123', audience: 'https://metrics-bot.example.com/mcp' };
-const GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
-const AT = 'urn:ietf:params:oauth:token-type:access_token';
 
 interface Sample {
   name: string;
@@ -104,37 +103,29 @@ function moved(before: Sample[], after: Sample[]): Map<string, number> {
 }
 
 describe('/metrics', () => {
-  let stack: Stack;
-  let dir: string;
+  const upstream = useSuite('the anonymous upstream', () => startUpstreamServer({ era: 'modern', anonymous: true }));
+  const dir = useTempDir('metrics-test-');
+  const stack = useStack(() => ({
+    standIn: GITHUB_APP.standIn,
+    holdSeconds: 10,
+    env: {
+      ...GITHUB_APP.env,
+      METRICS_TOKEN,
+      PROVIDERS_FILE: writeYamlLines(dir.file('services.yaml'), [
+        'services:',
+        ...secretBasicServiceLines({ ...BOT, allow: { github: ['public_repo', 'repo'] } }),
+        'upstreams:',
+        '  - id: open',
+        `    url: ${upstream.url}`,
+        '    auth: none',
+        '    timeoutMs: 2000',
+      ]),
+      SERVICE_METRICS_BOT_SECRET: BOT.secret,
+    },
+  }));
   let metricsUrl: string;
-  let upstream: UpstreamServer;
-
-  before(async () => {
-    upstream = await startUpstreamServer({ era: 'modern', anonymous: true });
-    dir = mkdtempSync(join(tmpdir(), 'metrics-test-'));
-    const file = writeYamlLines(join(dir, 'services.yaml'), [
-      'services:',
-      `  - id: ${BOT.id}`,
-      `    audiences: [${BOT.audience}]`,
-      '    auth: client_secret_basic',
-      '    allow: { github: [public_repo, repo] }',
-      'upstreams:',
-      '  - id: open',
-      `    url: ${upstream.url}`,
-      '    auth: none',
-      '    timeoutMs: 2000',
-    ]);
-    stack = await startStack({
-      standIn: GITHUB_APP.standIn,
-      holdSeconds: 10,
-      env: { ...GITHUB_APP.env, METRICS_TOKEN, PROVIDERS_FILE: file, SERVICE_METRICS_BOT_SECRET: BOT.secret },
-    });
+  before(() => {
     metricsUrl = `${stack.publicUrl}/metrics`;
-  });
-  after(async () => {
-    await stack.close();
-    await upstream.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('asks for the METRICS_TOKEN bearer: 401 with a Bearer challenge without it or with another, the exposition with it', async () => {
@@ -209,21 +200,12 @@ describe('/metrics', () => {
 
     // Token exchanges: granted (alice is connected), interaction required (erin is not), a wrong secret.
     const exchange = async (sub: string, secret = BOT.secret) => {
-      const res = await fetch(`${stack.publicUrl}/oauth/token`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/x-www-form-urlencoded',
-          authorization: `Basic ${Buffer.from(`${BOT.id}:${secret}`).toString('base64')}`,
-        },
-        body: new URLSearchParams({
-          grant_type: GRANT,
-          subject_token: await stack.token(sub, { aud: BOT.audience }),
-          subject_token_type: AT,
-          audience: 'github',
-        }),
-      });
-      const body = (await res.json()) as { error?: string };
-      return { status: res.status, error: body.error };
+      const { status, json } = await postTokenExchange(
+        stack.publicUrl,
+        { id: BOT.id, secret },
+        { subject_token: await stack.token(sub, { aud: BOT.audience }) },
+      );
+      return { status, error: json.error };
     };
     assert.deepEqual(await exchange('metrics-alice'), { status: 200, error: undefined });
     assert.deepEqual(await exchange('metrics-erin'), { status: 400, error: 'interaction_required' });

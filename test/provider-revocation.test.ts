@@ -44,20 +44,24 @@ describe('OAuthProvider: RFC 7009 revocation', () => {
     });
   const tokens = { accessToken: 'at-kept-apart', refreshToken: 'rt-of-the-grant', tokenType: 'bearer', scopes: [] };
 
-  it('revokes the grant through its refresh token on a disconnect', async () => {
+  /** Revokes `tokens` as `what` and returns the one revocation request the provider received (its form). */
+  async function revokedOnce(what: 'grant' | 'token'): Promise<URLSearchParams> {
     revoked.length = 0;
-    assert.deepEqual(await provider().revoke(tokens, 'grant'), { revoked: true });
+    assert.deepEqual(await provider().revoke(tokens, what), { revoked: true });
     assert.equal(revoked.length, 1);
-    assert.equal(revoked[0]!.get('token'), 'rt-of-the-grant');
-    assert.equal(revoked[0]!.get('token_type_hint'), 'refresh_token');
+    return revoked[0]!;
+  }
+
+  it('revokes the grant through its refresh token on a disconnect', async () => {
+    const form = await revokedOnce('grant');
+    assert.equal(form.get('token'), 'rt-of-the-grant');
+    assert.equal(form.get('token_type_hint'), 'refresh_token');
   });
 
   it('revokes only the access token of a token it does not keep, never the refresh token of the grant', async () => {
-    revoked.length = 0;
-    assert.deepEqual(await provider().revoke(tokens, 'token'), { revoked: true });
-    assert.equal(revoked.length, 1);
-    assert.equal(revoked[0]!.get('token'), 'at-kept-apart');
-    assert.equal(revoked[0]!.get('token_type_hint'), 'access_token');
-    assert.ok(!revoked.some((r) => [...r.values()].includes('rt-of-the-grant')), 'the refresh token is never sent');
+    const form = await revokedOnce('token');
+    assert.equal(form.get('token'), 'at-kept-apart');
+    assert.equal(form.get('token_type_hint'), 'access_token');
+    assert.ok(![...form.values()].includes('rt-of-the-grant'), 'the refresh token is never sent');
   });
 });

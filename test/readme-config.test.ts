@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { PROVIDER_VARIABLE_SUFFIXES } from '../src/config/providers.js';
+import { WEBHOOK_EVENT_TYPES } from '../src/config/webhooks.js';
 import {
   addDocumentedName,
   assertNoDrift,
@@ -33,6 +34,27 @@ function configurationTable(markdown: string): DocumentedNames {
   assert.ok(table.names.length > 0, 'the table under "## Configuration" lists no variables');
   return table;
 }
+
+/** The backticked names in the first column of the `| event | when |` table under `### Webhooks`, in order. */
+function webhookEventTable(markdown: string): string[] {
+  const section = markdown.slice(markdown.indexOf('### Webhooks'));
+  const lines = section.split('\n');
+  const header = lines.indexOf('| event | when |');
+  assert.ok(header >= 0, 'README.md has no "| event | when |" table under "### Webhooks"');
+  const rows: string[] = [];
+  // The row after the header is the |---| separator; the table ends at the first line that is not a row.
+  for (const row of lines.slice(header + 2)) {
+    if (!row.startsWith('|')) break;
+    rows.push(/^\| `([^`]+)` \|/.exec(row)?.[1] ?? row);
+  }
+  return rows;
+}
+
+describe("README.md's webhook events", () => {
+  it('lists every event an endpoint can receive (the default of every endpoint), in the order the configuration keeps them, and no other', () => {
+    assert.deepEqual(webhookEventTable(README), [...WEBHOOK_EVENT_TYPES]);
+  });
+});
 
 describe('README.md configuration table', () => {
   it('lists every variable the configuration reads, and no variable that nothing reads', () => {

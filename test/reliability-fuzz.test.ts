@@ -120,6 +120,26 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
     };
   };
 
+  /**
+   * Runs `check` on every input fast-check generates (`options`, FC by default), counting the status
+   * each one `count`s; then asserts that at least `statuses` different ones came back, `including`
+   * these (the property reached past the first refusal), and that the broker is still healthy.
+   */
+  async function holdsFor<T>(
+    inputs: fc.Arbitrary<T>,
+    expect: { statuses: number; including: number[] },
+    check: (input: NoInfer<T>, count: (status: number) => void) => Promise<void>,
+    options: fc.Parameters<[NoInfer<T>]> = FC,
+  ): Promise<void> {
+    const seen = statuses();
+    await fc.assert(
+      fc.asyncProperty(inputs, (input) => check(input, seen.add)),
+      options,
+    );
+    seen.assertVaried(expect.statuses, expect.including);
+    await assertHealthy();
+  }
+
   before(async () => {
     stack = await startStack({ holdSeconds: 1 });
     port = Number(new URL(stack.publicUrl).port);
@@ -137,7 +157,6 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
   after(() => stack.close());
 
   it('answers any JSON value or non-JSON text POSTed to /mcp with JSON-RPC (400 -32700 for unparsable bodies), never a 5xx', async () => {
-    const seen = statuses();
     const text = fc.oneof(
       { weight: 3, arbitrary: fc.jsonValue({ maxDepth: 6 }).map((v) => ({ value: v as unknown, body: JSON.stringify(v) })) },
       { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((t) => ({ value: undefined as unknown, body: t })) },
@@ -149,26 +168,21 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
         }),
       },
     );
-    await fc.assert(
-      fc.asyncProperty(text, async ({ value, body }) => {
-        const res = await request('POST', '/mcp', mcpHeaders(value), body);
-        seen.add(res.status);
-        assertMcpAnswer(res, `POST ${body.slice(0, 120)}`);
-        let parses = true;
-        try {
-          JSON.parse(body);
-        } catch {
-          parses = false;
-        }
-        if (!parses) {
-          assert.equal(res.status, 400, `unparsable body ${JSON.stringify(body.slice(0, 80))}`);
-          assert.equal(JSON.parse(res.body).error.code, -32700);
-        }
-      }),
-      FC,
-    );
-    seen.assertVaried(1, [400]);
-    await assertHealthy();
+    await holdsFor(text, { statuses: 1, including: [400] }, async ({ value, body }, count) => {
+      const res = await request('POST', '/mcp', mcpHeaders(value), body);
+      count(res.status);
+      assertMcpAnswer(res, `POST ${body.slice(0, 120)}`);
+      let parses = true;
+      try {
+        JSON.parse(body);
+      } catch {
+        parses = false;
+      }
+      if (!parses) {
+        assert.equal(res.status, 400, `unparsable body ${JSON.stringify(body.slice(0, 80))}`);
+        assert.equal(JSON.parse(res.body).error.code, -32700);
+      }
+    });
   });
 
   it('answers malformed JSON-RPC (missing jsonrpc, wrong types for id/method/params, bad tool calls) with JSON-RPC, never a 5xx', async () => {
@@ -224,17 +238,11 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
       },
       { requiredKeys: [] },
     );
-    const seen = statuses();
-    await fc.assert(
-      fc.asyncProperty(message, async (body) => {
-        const res = await request('POST', '/mcp', mcpHeaders(body), JSON.stringify(body));
-        seen.add(res.status);
-        assertMcpAnswer(res, `POST ${JSON.stringify(body).slice(0, 160)}`);
-      }),
-      FC,
-    );
-    seen.assertVaried(3, [200, 400]);
-    await assertHealthy();
+    await holdsFor(message, { statuses: 3, including: [200, 400] }, async (body, count) => {
+      const res = await request('POST', '/mcp', mcpHeaders(body), JSON.stringify(body));
+      count(res.status);
+      assertMcpAnswer(res, `POST ${JSON.stringify(body).slice(0, 160)}`);
+    });
   });
 
   it('refuses deeply nested (e.g. 10k-deep arrays) and huge arguments with JSON-RPC, 413 over 1 MiB, never a 5xx', async () => {
@@ -305,20 +313,21 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
           ? { method: 'tools/list' }
           : { method: 'tools/call', params: { name: s.where === 'meta' ? 'list_connections' : 'github_create_issue' } },
       );
-    const seen = statuses();
-    await fc.assert(
-      fc.asyncProperty(shape, async (s) => {
+    await holdsFor(
+      shape,
+      { statuses: 3, including: [200, 400, 413] },
+      async (s, count) => {
         const body = bodyOf(s);
         const label = `${s.kind}(${s.size}) in ${s.where}, ${body.length} bytes`;
         if (s.kind !== 'over-limit') assert.ok(Buffer.byteLength(body) <= MIB, `${label}: the body stays within 1 MiB`);
         const res = await request('POST', '/mcp', headersFor(s), body);
-        seen.add(res.status);
+        count(res.status);
         assertMcpAnswer(res, label);
         if (s.kind === 'over-limit') {
           assert.equal(res.status, 413, label);
           assert.equal(JSON.parse(res.body).error.code, -32600);
         }
-      }),
+      },
       {
         ...FC,
         numRuns: 100,
@@ -332,8 +341,6 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
         ],
       },
     );
-    seen.assertVaried(3, [200, 400, 413]);
-    await assertHealthy();
   });
 
   it('answers odd headers (Content-Type variants, duplicate or garbage MCP-Protocol-Version / Mcp-Method / Mcp-Name / Authorization, non-ASCII) with JSON, never a 5xx', async () => {
@@ -393,48 +400,40 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
         { weight: 1, arbitrary: fc.constantFrom('foreign', 'null') },
       ),
     });
-    const seen = statuses();
-    await fc.assert(
-      fc.asyncProperty(odd, async (o) => {
-        const b = o.body as Body;
-        const headers = [
-          ...o.contentTypes.map((t) => `Content-Type: ${t}`),
-          ...o.versions.map((v) => `MCP-Protocol-Version: ${v}`),
-          ...(o.methods ?? [String(b.method)]).map((m) => `Mcp-Method: ${m}`),
-          ...(o.names ?? (typeof (b.params as Body).name === 'string' ? [String((b.params as Body).name)] : [])).map(
-            (n) => `Mcp-Name: ${n}`,
-          ),
-          ...o.accepts.map((a) => `Accept: ${a}`),
-          ...{
-            valid: [`Authorization: Bearer ${token}`],
-            none: [],
-            garbage: ['Authorization: Bearer not.a.jwt'],
-            twice: [`Authorization: Bearer ${token}`, 'Authorization: Bearer other'],
-            basic: ['Authorization: Basic Zm9vOmJhcg=='],
-            'bearer-empty': ['Authorization: Bearer '],
-            'non-ascii': ['Authorization: Bearer ☃☃☃'],
-          }[o.auth],
-          ...o.extra.map(([n, v]) => `${n}: ${v}`),
-          ...(o.origin === undefined
-            ? []
-            : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[o.origin]}`]),
-        ];
-        const res = await request('POST', '/mcp', headers, JSON.stringify(o.body));
-        seen.add(res.status);
-        assertMcpAnswer(
-          res,
-          headers
-            .filter((h) => !h.startsWith('Authorization'))
-            .join(' | ')
-            .slice(0, 300),
-        );
-        if (res.status === 401)
-          assert.match(res.headers.get('www-authenticate')?.[0] ?? '', /^Bearer /, 'a 401 carries the bearer challenge');
-      }),
-      FC,
-    );
-    seen.assertVaried(4, [200, 400, 401, 403, 415]);
-    await assertHealthy();
+    await holdsFor(odd, { statuses: 4, including: [200, 400, 401, 403, 415] }, async (o, count) => {
+      const b = o.body as Body;
+      const headers = [
+        ...o.contentTypes.map((t) => `Content-Type: ${t}`),
+        ...o.versions.map((v) => `MCP-Protocol-Version: ${v}`),
+        ...(o.methods ?? [String(b.method)]).map((m) => `Mcp-Method: ${m}`),
+        ...(o.names ?? (typeof (b.params as Body).name === 'string' ? [String((b.params as Body).name)] : [])).map((n) => `Mcp-Name: ${n}`),
+        ...o.accepts.map((a) => `Accept: ${a}`),
+        ...{
+          valid: [`Authorization: Bearer ${token}`],
+          none: [],
+          garbage: ['Authorization: Bearer not.a.jwt'],
+          twice: [`Authorization: Bearer ${token}`, 'Authorization: Bearer other'],
+          basic: ['Authorization: Basic Zm9vOmJhcg=='],
+          'bearer-empty': ['Authorization: Bearer '],
+          'non-ascii': ['Authorization: Bearer ☃☃☃'],
+        }[o.auth],
+        ...o.extra.map(([n, v]) => `${n}: ${v}`),
+        ...(o.origin === undefined
+          ? []
+          : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[o.origin]}`]),
+      ];
+      const res = await request('POST', '/mcp', headers, JSON.stringify(o.body));
+      count(res.status);
+      assertMcpAnswer(
+        res,
+        headers
+          .filter((h) => !h.startsWith('Authorization'))
+          .join(' | ')
+          .slice(0, 300),
+      );
+      if (res.status === 401)
+        assert.match(res.headers.get('www-authenticate')?.[0] ?? '', /^Bearer /, 'a 401 carries the bearer challenge');
+    });
   });
 
   it('answers the connect page, the callbacks and sign-in with missing, duplicated, oversized or undecodable query parameters, never a 5xx or stack trace', async () => {
@@ -514,25 +513,19 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
       if (v.startsWith('RAW:')) return v.slice(4);
       return encodeURIComponent(v);
     };
-    const seen = statuses();
-    await fc.assert(
-      fc.asyncProperty(page, async (p) => {
-        const qs = p.query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeValue(v)}`).join('&');
-        const target = qs ? `${p.path}?${qs}` : p.path;
-        const cookie = {
-          none: [],
-          session: [`Cookie: ${session.cookie}`],
-          garbage: ['Cookie: sid=%%%; broker_session=../../etc'],
-          twice: [`Cookie: ${session.cookie}; ${session.cookie}`],
-        }[p.cookie];
-        const res = await request('GET', target, [...cookie, ...(p.accept ? [`Accept: ${p.accept}`] : [])]);
-        seen.add(res.status);
-        assertSafe(res, `GET ${target.slice(0, 200)} (${p.cookie})`);
-      }),
-      FC,
-    );
-    seen.assertVaried(4, [200, 303, 400, 404]);
-    await assertHealthy();
+    await holdsFor(page, { statuses: 4, including: [200, 303, 400, 404] }, async (p, count) => {
+      const qs = p.query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeValue(v)}`).join('&');
+      const target = qs ? `${p.path}?${qs}` : p.path;
+      const cookie = {
+        none: [],
+        session: [`Cookie: ${session.cookie}`],
+        garbage: ['Cookie: sid=%%%; broker_session=../../etc'],
+        twice: [`Cookie: ${session.cookie}; ${session.cookie}`],
+      }[p.cookie];
+      const res = await request('GET', target, [...cookie, ...(p.accept ? [`Accept: ${p.accept}`] : [])]);
+      count(res.status);
+      assertSafe(res, `GET ${target.slice(0, 200)} (${p.cookie})`);
+    });
   });
 
   it('answers form posts with missing, duplicated, oversized, too many or wrongly typed fields, never a 5xx or stack trace', async () => {
@@ -580,26 +573,20 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
       if (v.startsWith('RAW:')) return v.slice(4);
       return encodeURIComponent(v);
     };
-    const seen = statuses();
-    await fc.assert(
-      fc.asyncProperty(post, async (p) => {
-        const body = p.fields.map(([k, v]) => `${encodeURIComponent(k)}=${encodeValue(v)}`).join('&');
-        const headers = [
-          'Accept: text/html',
-          ...(p.contentType ? [`Content-Type: ${p.contentType}`] : []),
-          ...(p.cookie === 'session' ? [`Cookie: ${session.cookie}`] : []),
-          ...(p.origin === undefined
-            ? []
-            : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[p.origin]}`]),
-        ];
-        const res = await request('POST', p.path, headers, body);
-        seen.add(res.status);
-        assertSafe(res, `POST ${p.path} [${p.contentType}] ${body.slice(0, 160)}`);
-      }),
-      FC,
-    );
-    seen.assertVaried(3, [403, 404, 413]);
-    await assertHealthy();
+    await holdsFor(post, { statuses: 3, including: [403, 404, 413] }, async (p, count) => {
+      const body = p.fields.map(([k, v]) => `${encodeURIComponent(k)}=${encodeValue(v)}`).join('&');
+      const headers = [
+        'Accept: text/html',
+        ...(p.contentType ? [`Content-Type: ${p.contentType}`] : []),
+        ...(p.cookie === 'session' ? [`Cookie: ${session.cookie}`] : []),
+        ...(p.origin === undefined
+          ? []
+          : [`Origin: ${{ same: stack.publicUrl, foreign: 'https://evil.example', null: 'null' }[p.origin]}`]),
+      ];
+      const res = await request('POST', p.path, headers, body);
+      count(res.status);
+      assertSafe(res, `POST ${p.path} [${p.contentType}] ${body.slice(0, 160)}`);
+    });
   });
 
   it('answers PUT, DELETE, PATCH (and OPTIONS, HEAD) on every route with a 4xx — JSON-RPC on /mcp — never a 5xx', async () => {
@@ -627,27 +614,21 @@ describe(`hostile input never breaks the broker (fast-check seed ${SEED}, ${RUNS
         fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v)),
       ),
     });
-    const seen = statuses();
-    await fc.assert(
-      fc.asyncProperty(wrong, async (w) => {
-        const headers = [
-          'Content-Type: application/json',
-          'Accept: application/json, text/event-stream',
-          ...(w.authed ? [`Authorization: Bearer ${token}`, 'MCP-Protocol-Version: 2026-07-28'] : []),
-          ...(w.authed ? [`Cookie: ${session.cookie}`] : []),
-        ];
-        const res = await request(w.method, w.path, headers, w.method === 'HEAD' ? '' : w.body);
-        seen.add(res.status);
-        const label = `${w.method} ${w.path}${w.authed ? ' (authenticated)' : ''}`;
-        if (w.path === '/mcp' && w.method !== 'HEAD') assertMcpAnswer(res, label);
-        else assertSafe(res, label);
-        if (['PUT', 'DELETE', 'PATCH'].includes(w.method)) assert.ok(res.status >= 400 && res.status < 500, `${label}: HTTP ${res.status}`);
-        if (w.path === '/mcp' && w.authed && ['PUT', 'DELETE', 'PATCH'].includes(w.method)) assert.equal(res.status, 405, label);
-      }),
-      FC,
-    );
-    seen.assertVaried(3, [404, 405]);
-    await assertHealthy();
+    await holdsFor(wrong, { statuses: 3, including: [404, 405] }, async (w, count) => {
+      const headers = [
+        'Content-Type: application/json',
+        'Accept: application/json, text/event-stream',
+        ...(w.authed ? [`Authorization: Bearer ${token}`, 'MCP-Protocol-Version: 2026-07-28'] : []),
+        ...(w.authed ? [`Cookie: ${session.cookie}`] : []),
+      ];
+      const res = await request(w.method, w.path, headers, w.method === 'HEAD' ? '' : w.body);
+      count(res.status);
+      const label = `${w.method} ${w.path}${w.authed ? ' (authenticated)' : ''}`;
+      if (w.path === '/mcp' && w.method !== 'HEAD') assertMcpAnswer(res, label);
+      else assertSafe(res, label);
+      if (['PUT', 'DELETE', 'PATCH'].includes(w.method)) assert.ok(res.status >= 400 && res.status < 500, `${label}: HTTP ${res.status}`);
+      if (w.path === '/mcp' && w.authed && ['PUT', 'DELETE', 'PATCH'].includes(w.method)) assert.equal(res.status, 405, label);
+    });
   });
 
   it('is still up, logged nothing at error level, and its RSS grew by less than 200 MB over all of the above', async () => {

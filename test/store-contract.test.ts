@@ -149,7 +149,13 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       ): Promise<number> {
         const t0 = Date.now();
         await a.sessions.create(from, t0 + HOUR);
-        await a.sessions.rotateSignedIn(from, to, { ...who, name }, t0 + expiresIn, ...(idToken === null ? [] : [idToken]));
+        await a.sessions.rotateSignedIn({
+          oldHash: from,
+          newHash: to,
+          principal: { ...who, name },
+          expiresAt: t0 + expiresIn,
+          ...(idToken === null ? {} : { sealedIdToken: idToken }),
+        });
         const t1 = Date.now();
         const row = await b.sessions.find(to);
         assert.ok(row);
@@ -191,24 +197,46 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       test('rotateSignedIn replaces the old id with a new one carrying the principal (no fixation)', async () => {
         const t0 = await assertRotatedIn('s-before', 's-alice', ALICE, 'Alice', 2 * HOUR, null);
         assert.equal(await b.sessions.find('s-before'), undefined, 'the old id is gone');
-        await a.sessions.rotateSignedIn('s-alice', 's-alice-2', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR, 'v1.sealed-id-token');
+        await a.sessions.rotateSignedIn({
+          oldHash: 's-alice',
+          newHash: 's-alice-2',
+          principal: { ...ALICE, name: 'Alice' },
+          expiresAt: t0 + 2 * HOUR,
+          sealedIdToken: 'v1.sealed-id-token',
+        });
         assert.equal(
           (await b.sessions.find('s-alice-2'))?.id_token,
           'v1.sealed-id-token',
           'the sealed ID token is kept with the session, for logout',
         );
-        await a.sessions.rotateSignedIn('s-alice-2', 's-alice', { ...ALICE, name: 'Alice' }, t0 + 2 * HOUR);
+        await a.sessions.rotateSignedIn({
+          oldHash: 's-alice-2',
+          newHash: 's-alice',
+          principal: { ...ALICE, name: 'Alice' },
+          expiresAt: t0 + 2 * HOUR,
+        });
 
-        await a.sessions.rotateSignedIn(undefined, 's-bob', { ...BOB, name: 'Bob' }, t0 + HOUR);
+        await a.sessions.rotateSignedIn({ oldHash: undefined, newHash: 's-bob', principal: { ...BOB, name: 'Bob' }, expiresAt: t0 + HOUR });
         assert.equal((await b.sessions.find('s-bob'))?.subject, 'bob', 'without an old id it only creates');
         assert.equal((await b.sessions.find('s-alice'))?.subject, 'alice', 'and leaves other sessions alone');
       });
 
       test('rotateSignedIn keeps the sealed ID token of that sign-in with the new session; a sign-in without one stores none', async () => {
         const t0 = await assertRotatedIn('s-token-before', 's-token', CAROL, 'Carol', HOUR, 'v1.k1.sealed-id-token');
-        await b.sessions.rotateSignedIn(undefined, 's-token-fresh', { ...CAROL, name: 'Carol' }, t0 + HOUR, 'v1.k1.another');
+        await b.sessions.rotateSignedIn({
+          oldHash: undefined,
+          newHash: 's-token-fresh',
+          principal: { ...CAROL, name: 'Carol' },
+          expiresAt: t0 + HOUR,
+          sealedIdToken: 'v1.k1.another',
+        });
         assert.equal((await a.sessions.find('s-token-fresh'))?.id_token, 'v1.k1.another', 'without an old id too');
-        await a.sessions.rotateSignedIn('s-token', 's-token-none', { ...CAROL, name: 'Carol' }, t0 + HOUR);
+        await a.sessions.rotateSignedIn({
+          oldHash: 's-token',
+          newHash: 's-token-none',
+          principal: { ...CAROL, name: 'Carol' },
+          expiresAt: t0 + HOUR,
+        });
         assert.equal((await b.sessions.find('s-token-none'))?.id_token, null, "the previous sign-in's token is not carried over");
         assert.equal((await b.sessions.find('s-token-fresh'))?.id_token, 'v1.k1.another', 'other sessions keep theirs');
       });
@@ -216,7 +244,15 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       test('rotateSignedIn is atomic: when the new id is taken it fails with a constraint error (not an outage) and the old session stays', async () => {
         await a.sessions.create('s-keep', Date.now() + HOUR);
         await a.sessions.create('s-taken', Date.now() + HOUR);
-        await assert.rejects(a.sessions.rotateSignedIn('s-keep', 's-taken', { ...BOB, name: 'Bob' }, Date.now() + HOUR), constraintError);
+        await assert.rejects(
+          a.sessions.rotateSignedIn({
+            oldHash: 's-keep',
+            newHash: 's-taken',
+            principal: { ...BOB, name: 'Bob' },
+            expiresAt: Date.now() + HOUR,
+          }),
+          constraintError,
+        );
         assert.equal((await b.sessions.find('s-keep'))?.id_hash, 's-keep', 'the delete was rolled back with the failed insert');
         assert.equal((await b.sessions.find('s-taken'))?.subject, null, 'the taken id is unchanged');
         await a.ping();
@@ -1654,7 +1690,12 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
             );
             await tx.connections.touch(ALICE, 'tx-existing', 42);
             await tx.audit.record('connection_created', ALICE, 'tx-rollback');
-            await tx.sessions.rotateSignedIn('tx-session-old', 'tx-session-new', { ...ALICE, name: 'A' }, t + HOUR);
+            await tx.sessions.rotateSignedIn({
+              oldHash: 'tx-session-old',
+              newHash: 'tx-session-new',
+              principal: { ...ALICE, name: 'A' },
+              expiresAt: t + HOUR,
+            });
             await tx.loginTransactions.put(loginTransaction('tx-login'));
             await tx.oauthFlows.put(oauthFlow('tx-flow', created.id));
             assert.equal((await tx.oauthFlows.take('tx-flow-existing', 'browser-1', 'tx-existing'))?.pending_id, existing.id);

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import express from 'express';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { AccessTokenVerifier } from '../src/auth/bearer.js';
 import { OidcClient } from '../src/auth/oidc-client.js';
@@ -27,9 +26,12 @@ import { Browser } from './support/browser.js';
 import { eventually } from './support/eventually.js';
 import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { modernClient } from './support/mcp.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
+import { completeConnect, type Stack } from './support/stack.js';
 import { startWebhookReceiver, verifySignature, type ReceivedEvent, type WebhookReceiver } from './support/webhook-receiver.js';
 import { writeYamlLines } from './support/config-file.js';
+import { closeInOrder, useStack, useSuite } from './support/suite.js';
+import { makeTempDir, useTempDir } from './support/temp-dir.js';
+import { postTokenExchange } from './support/token-exchange.js';
 
 const HOUR = 3_600_000;
 /** Anything that looks like a token the GitHub stand-in issues (gho_, ghu_, ghr_ …). */
@@ -81,35 +83,26 @@ const githubConnectionData = (issuer: string, subject: string, login: string) =>
 });
 
 describe('signed webhooks from a running broker', () => {
-  let stack: Stack;
-  let all: WebhookReceiver;
-  let removals: WebhookReceiver;
-  let dir: string;
-
-  before(async () => {
-    all = await startWebhookReceiver();
-    removals = await startWebhookReceiver();
-    dir = mkdtempSync(join(tmpdir(), 'webhooks-'));
-    const file = writeYamlLines(join(dir, 'providers.yaml'), [
-      'webhooks:',
-      '  - id: audit-sink',
-      `    url: ${all.url}`,
-      '  - id: removals',
-      `    url: ${removals.url}`,
-      '    events: [connection.deleted, connection.revoked]',
-    ]);
-    stack = await startStack({
-      ...GITHUB_APP,
-      env: { ...GITHUB_APP.env, PROVIDERS_FILE: file, WEBHOOK_AUDIT_SINK_SECRET: all.secret, WEBHOOK_REMOVALS_SECRET: removals.secret },
-      brokerOptions: () => ({ webhookDelivery: { pollMs: 100 } }),
-    });
-  });
-  after(async () => {
-    await stack?.close();
-    await all.close();
-    await removals.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const all = useSuite('the audit-sink receiver', () => startWebhookReceiver());
+  const removals = useSuite('the removals receiver', () => startWebhookReceiver());
+  const dir = useTempDir('webhooks-');
+  const stack = useStack(() => ({
+    ...GITHUB_APP,
+    env: {
+      ...GITHUB_APP.env,
+      PROVIDERS_FILE: writeYamlLines(dir.file('providers.yaml'), [
+        'webhooks:',
+        '  - id: audit-sink',
+        `    url: ${all.url}`,
+        '  - id: removals',
+        `    url: ${removals.url}`,
+        '    events: [connection.deleted, connection.revoked]',
+      ]),
+      WEBHOOK_AUDIT_SINK_SECRET: all.secret,
+      WEBHOOK_REMOVALS_SECRET: removals.secret,
+    },
+    brokerOptions: () => ({ webhookDelivery: { pollMs: 100 } }),
+  }));
 
   it('sends connection.created after a connect flow, signed (Standard Webhooks), with the principal, provider, login and scopes and no token', async () => {
     await connect(stack, 'alice', 'octocat');
@@ -199,8 +192,8 @@ describe('signed webhooks from a running broker', () => {
 
 /** An outbox over a SQLite file, its delivery loop with short timings, and the endpoints. */
 async function outboxWith(endpoints: ConfiguredWebhook[], options: DeliveryOptions) {
-  const dir = mkdtempSync(join(tmpdir(), 'webhooks-outbox-'));
-  const store: Store = openSqliteStore(join(dir, 'broker.db'));
+  const dir = makeTempDir('webhooks-outbox-');
+  const store: Store = openSqliteStore(dir.file('broker.db'));
   const logs: string[] = [];
   const { events, delivery } = createWebhooks(
     store,
@@ -220,18 +213,7 @@ async function outboxWith(endpoints: ConfiguredWebhook[], options: DeliveryOptio
       }),
     );
   const rows = () => store.webhooks.stats();
-  return {
-    store,
-    delivery,
-    logs,
-    emit,
-    rows,
-    async close() {
-      await delivery.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return { store, delivery, logs, emit, rows, close: () => closeInOrder(delivery, store, dir) };
 }
 
 function endpoint(id: string, receiver: { url: string; secret: string }): ConfiguredWebhook {
@@ -245,18 +227,13 @@ function endpoint(id: string, receiver: { url: string; secret: string }): Config
 
 describe('exchange.refused: refusals of the token exchange to an authenticated service', () => {
   const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-webhooks-0123', audience: 'https://bot.example.com/mcp' };
-  let stack: Stack;
-  let refusals: WebhookReceiver;
-  let created: WebhookReceiver;
-  let dir: string;
+  const refusals = useSuite('the exchange.refused receiver', () => startWebhookReceiver());
+  const created = useSuite('the connection.created receiver', () => startWebhookReceiver());
+  const dir = useTempDir('webhooks-exchange-');
   /** Every subject token sent, searched for in every delivered body. */
   const sent: string[] = [];
-
-  before(async () => {
-    refusals = await startWebhookReceiver();
-    created = await startWebhookReceiver();
-    dir = mkdtempSync(join(tmpdir(), 'webhooks-exchange-'));
-    const file = join(dir, 'providers.json');
+  const stack = useStack(() => {
+    const file = dir.file('providers.json');
     writeFileSync(
       file,
       JSON.stringify({
@@ -267,7 +244,7 @@ describe('exchange.refused: refusals of the token exchange to an authenticated s
         ],
       }),
     );
-    stack = await startStack({
+    return {
       env: {
         PROVIDERS_FILE: file,
         SERVICE_ISSUE_BOT_SECRET: BOT.secret,
@@ -275,31 +252,12 @@ describe('exchange.refused: refusals of the token exchange to an authenticated s
         WEBHOOK_CREATED_SECRET: created.secret,
       },
       brokerOptions: () => ({ webhookDelivery: { pollMs: 100 } }),
-    });
-  });
-  after(async () => {
-    await stack?.close();
-    await refusals.close();
-    await created.close();
-    rmSync(dir, { recursive: true, force: true });
+    };
   });
 
   async function exchange(form: Record<string, string>, secret = BOT.secret): Promise<{ status: number; json: Record<string, unknown> }> {
     if (form.subject_token) sent.push(form.subject_token);
-    const res = await fetch(`${stack.publicUrl}/oauth/token`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
-        authorization: `Basic ${Buffer.from(`${BOT.id}:${secret}`).toString('base64')}`,
-      },
-      body: new URLSearchParams({
-        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-        subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-        audience: 'github',
-        ...form,
-      }).toString(),
-    });
-    return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    return postTokenExchange(stack.publicUrl, { id: BOT.id, secret }, form);
   }
 
   const outboxRows = (): number =>
@@ -353,8 +311,8 @@ describe('exchange.refused: refusals of the token exchange to an authenticated s
 
 describe('webhook events are written in the transaction of their change', () => {
   it('a change that rolls back leaves no event behind, and one that commits leaves exactly its event', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'webhooks-tx-'));
-    const store = openSqliteStore(join(dir, 'broker.db'));
+    const dir = makeTempDir('webhooks-tx-');
+    const store = openSqliteStore(dir.file('broker.db'));
     try {
       const sink: ConfiguredWebhook = {
         id: 'sink',
@@ -400,7 +358,7 @@ describe('webhook events are written in the transaction of their change', () => 
       assert.deepEqual((await store.webhooks.stats()).endpoints, [{ endpoint: 'sink', pending: 1, delivered: 0, failed: 0 }]);
     } finally {
       await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      dir.close();
     }
   });
 });
@@ -458,10 +416,10 @@ describe('exchange.refused is written in the transaction of its audit row', () =
   }
 
   it('an event that cannot be written takes its audit row with it; one that is written sees the row inside the transaction only', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'webhooks-exchange-tx-'));
-    const store = openSqliteStore(join(dir, 'broker.db'));
+    const dir = makeTempDir('webhooks-exchange-tx-');
+    const store = openSqliteStore(dir.file('broker.db'));
     // A second handle on the file, outside the endpoint's transactions (the first one waits for them).
-    const outside = openSqliteStore(join(dir, 'broker.db'));
+    const outside = openSqliteStore(dir.file('broker.db'));
     try {
       const failing: EventSink = {
         async emit() {
@@ -495,7 +453,7 @@ describe('exchange.refused is written in the transaction of its audit row', () =
     } finally {
       await outside.close();
       await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      dir.close();
     }
   });
 });
@@ -677,9 +635,9 @@ describe('webhook signatures and schedule', () => {
     const section = readme.slice(readme.indexOf('### Webhooks'));
     const sample = /```js\n([\s\S]*?)```/.exec(section)?.[1];
     assert.ok(sample?.includes('function verifyWebhook'), 'the README shows verifyWebhook');
-    const dir = mkdtempSync(join(tmpdir(), 'webhooks-readme-'));
+    const dir = makeTempDir('webhooks-readme-');
     try {
-      const file = join(dir, 'verify.mjs');
+      const file = dir.file('verify.mjs');
       writeFileSync(file, `${sample}\nexport { verifyWebhook };\n`);
       const { verifyWebhook } = (await import(pathToFileURL(file).href)) as {
         verifyWebhook: (secret: string, headers: Record<string, string>, body: string) => boolean;
@@ -696,7 +654,7 @@ describe('webhook signatures and schedule', () => {
       assert.equal(verifyWebhook(secret, headers(ts), `${body} `), false);
       assert.equal(verifyWebhook(secret, headers(ts - 600), body), false);
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      dir.close();
     }
   });
 

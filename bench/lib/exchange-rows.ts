@@ -1,16 +1,11 @@
 // The exchange phase's table rows, from its pooled load results: the JWT baseline and the
 // exchange at each concurrency, with the targets (≥ 80 % of the baseline's throughput; p50 under
 // 2 ms at c=1).
-import type { LoadResult } from './load.js';
-import { dirty } from './load.js';
+import { dirty, errorsNote, type LoadsAt } from './load.js';
 import type { Row } from './report.js';
 import { ms, us } from './stats.js';
 
-export interface ExchangeLoad {
-  connections: number;
-  baseline: LoadResult;
-  exchange: LoadResult;
-}
+export type ExchangeLoad = LoadsAt<'baseline' | 'exchange'>;
 
 export const EXCHANGE_RATIO_TARGET = 0.8;
 export const EXCHANGE_P50_TARGET_MS = 2;
@@ -21,8 +16,7 @@ export function exchangeRows(loads: readonly ExchangeLoad[]): Row[] {
     rows.push({
       section: 'exchange',
       measure: `JWT baseline, c=${c}`,
-      value:
-        `${Math.round(b.rps)} req/s, p50 ${ms(b.p50)}, p99 ${ms(b.p99)}; CPU ${us(b.cpuPerRequestUs)}/req` + (dirty(b) ? ' — ERRORS' : ''),
+      value: `${Math.round(b.rps)} req/s, p50 ${ms(b.p50)}, p99 ${ms(b.p99)}; CPU ${us(b.cpuPerRequestUs)}/req` + errorsNote(b),
     });
     const ratio = x.rps / b.rps;
     const clean = dirty(x) === 0 && dirty(b) === 0;
@@ -32,7 +26,7 @@ export function exchangeRows(loads: readonly ExchangeLoad[]): Row[] {
       value:
         `${Math.round(x.rps)} req/s = ${Math.round(ratio * 100)} % of JWT baseline, p50 ${ms(x.p50)}, p99 ${ms(x.p99)}; ` +
         `CPU ${us(x.cpuPerRequestUs)}/req` +
-        (clean ? '' : ' — ERRORS'),
+        errorsNote(x, b),
       target: `≥ ${EXCHANGE_RATIO_TARGET * 100} % of baseline`,
       met: clean && ratio >= EXCHANGE_RATIO_TARGET,
     });

@@ -163,6 +163,11 @@ export const roundLoad = (r: LoadResult) => ({
 
 /** Errors, timeouts, non-2xx answers and bad bodies of a load result. */
 export const dirty = (r: LoadResult) => r.errors + r.non2xx + r.badBodies;
+/** What a table row says after its figures when any of these runs had errors. */
+export const errorsNote = (...runs: LoadResult[]) => (runs.some((r) => dirty(r) > 0) ? ' — ERRORS' : '');
+
+/** The runs of one comparison at one concurrency: one load result per variant (`direct`, `proxy` …). */
+export type LoadsAt<Variant extends string> = { connections: number } & Record<Variant, LoadResult>;
 
 /** The trailer of a progress line: nothing for a clean result, its error counts otherwise. */
 export const errorCounts = (r: LoadResult, separator: string) =>

@@ -2,7 +2,7 @@
 // /metrics off) and an observed one (LOG_LEVEL=info into a collector's pipe, /metrics scraped every
 // second), with issue 14's target: observed ÷ quiet req/s at least 0.95, the median over the
 // alternating pairs of runs.
-import { dirty, type LoadResult } from './load.js';
+import { dirty, errorsNote, type LoadsAt } from './load.js';
 import type { Row } from './report.js';
 import { median, round, us } from './stats.js';
 
@@ -13,18 +13,15 @@ export const OBSERVED_RATIO_TARGET = 0.95;
  */
 export const MIN_LOG_BYTES_PER_REQUEST = 100;
 
-export interface ObservedLoad {
+export type ObservedLoad = LoadsAt<'quiet' | 'observed'> & {
   tool: string;
-  connections: number;
-  quiet: LoadResult;
-  observed: LoadResult;
   /** observed ÷ quiet req/s of each pair of runs, in the order they ran. */
   ratios: number[];
   /** What the collector read from the observed broker's stdout during its runs, per request. */
   logBytesPerRequest: number;
   /** The collector's CPU during the observed runs, per request, in µs. */
   collectorCpuPerRequestUs: number;
-}
+};
 
 export interface ScrapeStats {
   scrapes: number;
@@ -35,7 +32,6 @@ export interface ScrapeStats {
 }
 
 const SECTION = 'observability';
-const errors = (...r: LoadResult[]) => (r.some((x) => dirty(x) > 0) ? ' — ERRORS' : '');
 const ratio = (n: number) => (Number.isFinite(n) ? round(n, 2).toFixed(2) : 'n/a');
 const pct = (n: number) => `${n >= 0 ? '+' : '−'}${Math.abs(Math.round(n * 100))} %`;
 
@@ -50,9 +46,9 @@ export function observabilityRows(loads: readonly ObservedLoad[], scrapes: Scrap
       section: SECTION,
       measure: `${l.tool}, c=${l.connections}`,
       value:
-        `quiet ${Math.round(q.rps)} req/s, CPU ${us(q.cpuPerRequestUs)}/req${errors(q)}; ` +
+        `quiet ${Math.round(q.rps)} req/s, CPU ${us(q.cpuPerRequestUs)}/req${errorsNote(q)}; ` +
         `observed ${Math.round(o.rps)} req/s, CPU ${us(o.cpuPerRequestUs)}/req (${pct(o.cpuPerRequestUs / q.cpuPerRequestUs - 1)}) ` +
-        `+ ${us(l.collectorCpuPerRequestUs)} collector, ${Math.round(l.logBytesPerRequest)} B of log/req${errors(o)}; ` +
+        `+ ${us(l.collectorCpuPerRequestUs)} collector, ${Math.round(l.logBytesPerRequest)} B of log/req${errorsNote(o)}; ` +
         `observed ÷ quiet ${ratio(mid)} (median of ${l.ratios.length}: ${l.ratios.map(ratio).join(' ')})` +
         (logged ? '' : ' — NOT LOGGING'),
       target: `≥ ${OBSERVED_RATIO_TARGET}`,

@@ -19,3 +19,8 @@ export interface Phase {
   keys: readonly string[];
   run(ctx: PhaseContext): Promise<void>;
 }
+
+/** A phase; its table section and its results.json key are its name unless it says otherwise. */
+export function definePhase(phase: Omit<Phase, 'sections' | 'keys'> & Partial<Pick<Phase, 'sections' | 'keys'>>): Phase {
+  return { ...phase, sections: phase.sections ?? [phase.name], keys: phase.keys ?? [phase.name] };
+}

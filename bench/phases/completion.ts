@@ -2,13 +2,12 @@
 // on broker A itself (woken by `watcher.notify`) and on broker B (woken by A's poll).
 import { freePort } from '../../test/support/idp.js';
 import { completionFigures, completionSamples } from '../lib/browser.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { say } from '../lib/settings.js';
 import { ms } from '../lib/stats.js';
 
-export const completion: Phase = {
+export const completion = definePhase({
   name: 'completion',
-  sections: ['completion'],
   keys: ['completionDetection'],
   async run({ stack, resources, report }) {
     const { idp, publicUrl, env, brokerA } = stack;
@@ -27,4 +26,4 @@ export const completion: Phase = {
     report.results.completionDetection = detection;
     await brokerB.stop();
   },
-};
+});

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { freePort } from '../../test/support/idp.js';
 import { completionFigures, completionSamples, type HeldFlow } from '../lib/browser.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadTarget, type RequestSpec } from '../lib/load.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { BENCH_DIR, CONCURRENCY, DURATION, PROFILE, say } from '../lib/settings.js';
 import { ms, us } from '../lib/stats.js';
 import { exchangeRows, type ExchangeLoad } from '../lib/exchange-rows.js';
@@ -83,9 +83,8 @@ function exchangeFlow(heldOn: string, authorization: string): HeldFlow {
   };
 }
 
-export const exchange: Phase = {
+export const exchange = definePhase({
   name: 'exchange',
-  sections: ['exchange'],
   keys: ['exchange', 'exchangeHeld'],
   async run({ stack, resources, report }) {
     const { idp, publicUrl, env, users } = stack;
@@ -157,4 +156,4 @@ export const exchange: Phase = {
     report.results.exchangeHeld = held;
     await Promise.all([brokerX.stop(), brokerY.stop(), jwtBase.stop()]);
   },
-};
+});

@@ -1,11 +1,11 @@
 // The first call to URL: github_whoami from users with no connection, ending in input_required
 // with our connect link.
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { FIRST_CALLS, say } from '../lib/settings.js';
 import { ms, round, summary } from '../lib/stats.js';
 import { connectRequest, firstCall } from '../lib/wire.js';
 
-export const first: Phase = {
+export const first = definePhase({
   name: 'first',
   sections: ['first call'],
   keys: ['firstCallToUrl'],
@@ -31,4 +31,4 @@ export const first: Phase = {
     });
     say(`first call to URL: p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`);
   },
-};
+});

@@ -11,7 +11,7 @@ import { freePort } from '../../test/support/idp.js';
 import { envelope, rawCall } from '../../test/support/mcp.js';
 import { gatewayRows, type GatewayLoad } from '../lib/gateway-rows.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadTarget } from '../lib/load.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import type { Child } from '../lib/proc.js';
 import { DURATION, say } from '../lib/settings.js';
 import { ms, us } from '../lib/stats.js';
@@ -41,10 +41,8 @@ async function gatewayMissing(url: string, token: string): Promise<string | unde
   return undefined;
 }
 
-export const gateway: Phase = {
+export const gateway = definePhase({
   name: 'gateway',
-  sections: ['gateway'],
-  keys: ['gateway'],
   async run({ stack, resources, report }) {
     const { baseline, env, tokens } = stack;
     const file = join(resources.dir, 'upstreams.yaml');
@@ -88,4 +86,4 @@ export const gateway: Phase = {
     for (const row of gatewayRows(loads, unavailable)) report.row(row);
     await Promise.all([proxy.stop(), broker?.stop()]);
   },
-};
+});

@@ -2,13 +2,13 @@
 // graceful stop.
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { cpuMs, rssBytes } from '../lib/proc.js';
 import { HELD, say } from '../lib/settings.js';
 import { mb, round } from '../lib/stats.js';
 import { connectRequest, firstCall, pool, repeatCall } from '../lib/wire.js';
 
-export const held: Phase = {
+export const held = definePhase({
   name: 'held',
   sections: ['memory'],
   keys: ['heldRepeats'],
@@ -93,4 +93,4 @@ export const held: Phase = {
     });
     say(`held: ${JSON.stringify(report.results.heldRepeats)}`);
   },
-};
+});

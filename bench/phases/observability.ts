@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { freePort } from '../../test/support/idp.js';
 import { combine, errorCounts, load, roundLoad, type Run } from '../lib/load.js';
 import { observabilityRows, type ObservedLoad, type ScrapeStats } from '../lib/observability-rows.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { cpuMs, type Child } from '../lib/proc.js';
 import { BENCH_DIR, DURATION, PROFILE, ROUNDS, say, toolSelected } from '../lib/settings.js';
 import { checkTargets } from '../lib/stack.js';
@@ -88,10 +88,8 @@ class Scraper {
   }
 }
 
-export const observability: Phase = {
+export const observability = definePhase({
   name: 'observability',
-  sections: ['observability'],
-  keys: ['observability'],
   async run({ stack, resources, report }) {
     const { env, tokens, users } = stack;
     const metricsToken = randomBytes(24).toString('hex');
@@ -205,4 +203,4 @@ export const observability: Phase = {
       for (const c of collectors) c.child.kill('SIGKILL');
     }
   },
-};
+});

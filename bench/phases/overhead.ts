@@ -14,7 +14,7 @@ import { createToolStateCodec } from '../../src/mcp/request-state.js';
 import { buildMcpServer } from '../../src/mcp/server.js';
 import { openSqliteStore } from '../../src/store/index.js';
 import { BROKER_CLIENT } from '../../test/support/stack.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { say, silent } from '../lib/settings.js';
 import { ms, round, us } from '../lib/stats.js';
 import type { PerRequestOverhead } from './throughput.js';
@@ -27,9 +27,8 @@ async function time(n: number, fn: (i: number) => unknown, warm = Math.min(n, 50
   return ((performance.now() - t0) * 1000) / n;
 }
 
-export const overhead: Phase = {
+export const overhead = definePhase({
   name: 'overhead',
-  sections: ['overhead'],
   keys: ['overheadPartsMicroseconds'],
   async run({ stack, report }) {
     const { idp, publicUrl, brokerDb, encryptionKey, users, tokens } = stack;
@@ -108,4 +107,4 @@ export const overhead: Phase = {
     });
     say(`overhead parts: ${JSON.stringify(report.results.overheadPartsMicroseconds)}`);
   },
-};
+});

@@ -19,7 +19,7 @@ import {
   type LoadTarget,
   type Run,
 } from '../lib/load.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { clusterCpuMs, postgresUnavailable, postmasterPid } from '../lib/postgres.js';
 import { cpuMs, type Child } from '../lib/proc.js';
 import { CONCURRENCY, DURATION, ROUNDS, say, toolSelected } from '../lib/settings.js';
@@ -42,10 +42,8 @@ async function proxyHits(proxy: Child): Promise<number[]> {
   throw new Error(`${proxy.name} did not report its hits`);
 }
 
-export const postgres: Phase = {
+export const postgres = definePhase({
   name: 'postgres',
-  sections: ['postgres'],
-  keys: ['postgres'],
   async run({ stack, resources, report }) {
     const unavailable = postgresUnavailable();
     if (unavailable) {
@@ -232,4 +230,4 @@ export const postgres: Phase = {
     await pgServer.destroy();
     resources.pgServer = undefined;
   },
-};
+});

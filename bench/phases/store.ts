@@ -7,15 +7,14 @@ import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { ConnectionService } from '../../src/connections/index.js';
 import { Sealer } from '../../src/crypto/index.js';
 import { openSqliteStore } from '../../src/store/index.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { LOOKUPS, MAX_ROWS, say, silent } from '../lib/settings.js';
 import { round, summary, us } from '../lib/stats.js';
 
 type Summary = ReturnType<typeof summary>;
 
-export const store: Phase = {
+export const store = definePhase({
   name: 'store',
-  sections: ['store'],
   keys: ['storeScale'],
   async run({ stack, resources, report }) {
     const scale: Record<string, unknown> = {};
@@ -112,4 +111,4 @@ export const store: Phase = {
       met: ratio <= 1.5,
     });
   },
-};
+});

@@ -3,7 +3,7 @@
 // compared with the bare server's `ping` (no upstream call); `github_whoami` with the bare server's
 // own `github_whoami` (the same GET /user at the stand-in, one fixed token).
 import { dirty, errorCounts, interleavedRounds, roundLoad, type LoadResult, type LoadTarget } from '../lib/load.js';
-import type { Phase } from '../lib/phase.js';
+import { definePhase } from '../lib/phase.js';
 import { CONCURRENCY, DURATION, say, toolSelected } from '../lib/settings.js';
 import { mean, ms, round, us } from '../lib/stats.js';
 
@@ -13,7 +13,7 @@ const COMPARED = [
   { tool: 'github_whoami', baselineTool: 'github_whoami', target: 0.85 },
 ] as const;
 
-export const throughput: Phase = {
+export const throughput = definePhase({
   name: 'throughput',
   sections: ['throughput', 'latency'],
   keys: ['throughput', 'perRequestOverhead'],
@@ -95,7 +95,7 @@ export const throughput: Phase = {
       report.results.perRequestOverhead = perRequestOverhead;
     }
   },
-};
+});
 
 /** `results.perRequestOverhead`, which the overhead phase's first row reads. */
 export interface PerRequestOverhead {

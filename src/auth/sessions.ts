@@ -79,7 +79,13 @@ export class Sessions {
     const id = randomHandle();
     const idHash = sha256Hex(id);
     const sealed = idToken ? this.#idTokenSealer.seal(idToken, idTokenContext(idHash)).value : undefined;
-    await this.store.sessions.rotateSignedIn(res.locals.session?.idHash, idHash, principal, Date.now() + SESSION_TTL_MS, sealed);
+    await this.store.sessions.rotateSignedIn({
+      oldHash: res.locals.session?.idHash,
+      newHash: idHash,
+      principal,
+      expiresAt: Date.now() + SESSION_TTL_MS,
+      sealedIdToken: sealed,
+    });
     setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
     res.locals.session = { idHash, principal };
   }

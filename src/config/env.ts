@@ -118,75 +118,65 @@ function withoutTrailingSlash(url: URL): string {
   return url.href.endsWith('/') ? url.href.slice(0, -1) : url.href;
 }
 
-const rawSchema = z.object({
-  PORT: z.string().optional(),
-  HOST: z.string().optional(),
-  PUBLIC_URL: z.string(),
-  MCP_AUDIENCE: z.string().optional(),
-  MCP_SCOPES: z.string().optional(),
-  MCP_ACCESS_TOKEN_TYPES: z.string().optional(),
-  DATABASE_PATH: z.string().optional(),
-  DATABASE_URL: z.string().optional(),
-  DATABASE_POOL_MAX: z.string().optional(),
-  DATABASE_STATEMENT_TIMEOUT_MS: z.string().optional(),
-  OIDC_ISSUER: z.string(),
-  OIDC_CLIENT_ID: z.string().min(1),
-  OIDC_CLIENT_SECRET: z.string().min(1),
-  OIDC_CLIENT_AUTH_METHOD: z.string().optional(),
-  OIDC_SUBJECT_CLAIM: z.string().optional(),
-  GITHUB_CLIENT_ID: z.string().min(1),
-  GITHUB_CLIENT_SECRET: z.string().min(1),
-  GITHUB_WEB_URL: z.string().optional(),
-  GITHUB_API_URL: z.string().optional(),
-  GITHUB_APP_TYPE: z.string().optional(),
-  PROVIDERS_FILE: z.string().optional(),
-  SHARED_ACCOUNT_POLICY: z.string().optional(),
-  ADMIN_ACTOR: z.string().optional(),
-  BROKER_SECRET: z.string(),
-  TOKEN_ENCRYPTION_KEY: z.string().optional(),
-  TOKEN_ENCRYPTION_KEYS: z.string().optional(),
-  REPEAT_HOLD_SECONDS: z.string().optional(),
-  CONNECT_LINK_TTL_SECONDS: z.string().optional(),
-  PROVIDER_TIMEOUT_SECONDS: z.string().optional(),
-  ALLOWED_HOSTS: z.string().optional(),
-  ALLOWED_ORIGINS: z.string().optional(),
-  PRODUCT_NAME: z.string().optional(),
-  LOGO_URL: z.string().optional(),
-  RATE_LIMIT_PER_MINUTE: z.string().optional(),
-  MCP_RATE_LIMIT_PER_MINUTE: z.string().optional(),
-  SERVICE_RATE_LIMIT_PER_MINUTE: z.string().optional(),
-  PENDING_CONNECTIONS_PER_USER: z.string().optional(),
-  UPSTREAM_MAX_RESULT_BYTES: z.string().optional(),
-  TRUST_PROXY: z.string().optional(),
-  METRICS_TOKEN: z.string().optional(),
-  METRICS_PORT: z.string().optional(),
-  OTEL_SDK_DISABLED: z.string().optional(),
-  OTEL_TRACES_EXPORTER: z.string().optional(),
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().optional(),
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().optional(),
-  OTEL_SERVICE_NAME: z.string().optional(),
-});
+/** A required variable that may be empty (its own parse step says what is wrong with an empty one). */
+const given = z.string();
+/** A required variable that must not be empty either. */
+const nonEmpty = z.string().min(1);
+
+/** The variables start-up cannot go without, in the order their problems are reported. */
+const REQUIRED = {
+  PUBLIC_URL: given,
+  OIDC_ISSUER: given,
+  OIDC_CLIENT_ID: nonEmpty,
+  OIDC_CLIENT_SECRET: nonEmpty,
+  GITHUB_CLIENT_ID: nonEmpty,
+  GITHUB_CLIENT_SECRET: nonEmpty,
+  BROKER_SECRET: given,
+};
+
+/** Every other variable the broker reads, by what it configures (their parse steps are in loadConfig). */
+const OPTIONAL = {
+  listen: ['PORT', 'HOST', 'TRUST_PROXY', 'ALLOWED_HOSTS', 'ALLOWED_ORIGINS', 'RATE_LIMIT_PER_MINUTE'],
+  mcp: ['MCP_AUDIENCE', 'MCP_SCOPES', 'MCP_ACCESS_TOKEN_TYPES', 'MCP_RATE_LIMIT_PER_MINUTE'],
+  database: ['DATABASE_URL', 'DATABASE_PATH', 'DATABASE_POOL_MAX', 'DATABASE_STATEMENT_TIMEOUT_MS'],
+  signIn: ['OIDC_CLIENT_AUTH_METHOD', 'OIDC_SUBJECT_CLAIM'],
+  github: ['GITHUB_WEB_URL', 'GITHUB_API_URL', 'GITHUB_APP_TYPE'],
+  tokenKeys: ['TOKEN_ENCRYPTION_KEY', 'TOKEN_ENCRYPTION_KEYS'],
+  providersFile: ['PROVIDERS_FILE', 'UPSTREAM_MAX_RESULT_BYTES', 'SERVICE_RATE_LIMIT_PER_MINUTE', 'SHARED_ACCOUNT_POLICY', 'ADMIN_ACTOR'],
+  connectFlow: ['REPEAT_HOLD_SECONDS', 'PROVIDER_TIMEOUT_SECONDS', 'CONNECT_LINK_TTL_SECONDS', 'PENDING_CONNECTIONS_PER_USER'],
+  pages: ['PRODUCT_NAME', 'LOGO_URL'],
+  metrics: ['METRICS_TOKEN', 'METRICS_PORT'],
+  traceExport: ['OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'],
+  traces: ['OTEL_SERVICE_NAME', 'OTEL_SDK_DISABLED'],
+} as const;
+
+const optional = z.string().optional();
+
+/** Each name of each group, as an optional string. */
+function optionalStrings<N extends string>(groups: Record<string, readonly N[]>): Record<N, typeof optional> {
+  return Object.fromEntries(Object.values(groups).flatMap((names) => names.map((name) => [name, optional]))) as Record<N, typeof optional>;
+}
+
+/**
+ * Every variable, as a string (or absent): the README's configuration table is checked against this
+ * list both ways (test/readme-config.test.ts), so it stays the one place that names them all.
+ */
+const rawSchema = z.object({ ...REQUIRED, ...optionalStrings(OPTIONAL) });
 
 /** Every variable the schema reads (the README's configuration table is checked against it). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(rawSchema.shape);
 
-function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
-  if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new ConfigError(`${name} must be an integer between ${min} and ${max} (got "${value}")`);
-  }
-  return n;
+/** A parse step for a number that `is` (whole, finite) and lies from `min` to `max`; unset or empty gives `fallback`. */
+function numberIn(what: string, is: (n: number) => boolean) {
+  return (name: string, value: string | undefined, fallback: number, min: number, max: number): number => {
+    if (value === undefined || value === '') return fallback;
+    const n = Number(value);
+    if (!is(n) || n < min || n > max) throw new ConfigError(`${name} must be ${what} between ${min} and ${max} (got "${value}")`);
+    return n;
+  };
 }
-
-function number(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
-  if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < min || n > max) {
-    throw new ConfigError(`${name} must be a number between ${min} and ${max} (got "${value}")`);
-  }
-  return n;
-}
+const integer = numberIn('an integer', Number.isInteger);
+const number = numberIn('a number', Number.isFinite);
 
 /** `postgres://` or `postgresql://` with a host; the value itself (with its password) is never echoed. */
 function parseDatabaseUrl(value: string | undefined): string | undefined {
@@ -363,29 +353,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const providers = take(() =>
     loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType }),
   );
-  const services = take(() =>
-    loadServices(
-      env,
-      new Map(
-        (providers ?? []).map((p) => [
-          p.definition.id,
-          { scopes: p.definition.scopesApply ? p.definition.scopes.map((x) => x.name) : undefined },
-        ]),
-      ),
-      audience,
-    ),
+  // What the services' and the upstreams' allow lists are checked against: each provider's scopes (none: it takes any).
+  const providerScopes = new Map(
+    (providers ?? []).map((p) => [
+      p.definition.id,
+      { scopes: p.definition.scopesApply ? p.definition.scopes.map((x) => x.name) : undefined },
+    ]),
   );
-  const gateway = take(() =>
-    loadGateway(
-      env,
-      new Map(
-        (providers ?? []).map((p) => [
-          p.definition.id,
-          { scopes: p.definition.scopesApply ? p.definition.scopes.map((x) => x.name) : undefined },
-        ]),
-      ),
-    ),
-  );
+  const services = take(() => loadServices(env, providerScopes, audience));
+  const gateway = take(() => loadGateway(env, providerScopes));
 
   const config: Config = {
     port,

@@ -8,6 +8,7 @@
  * most {@link MAX_DISTINCT} distinct values; past that a value is counted as `other`.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { METRIC_HELP, type MetricName } from './messages.js';
 
 export type ToolOutcome = 'complete' | 'input_required' | 'error' | 'declined';
 export type ConnectFlowOutcome = 'started' | 'completed' | 'cancelled' | 'denied' | 'failed' | 'refused';
@@ -36,68 +37,49 @@ export function collectProcessMetrics(): void {
 
 const registers = [registry];
 
-/** A counter in the broker's registry with these labels (each value passed through {@link bounded} by its helper). */
-const labelledCounter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
-  new Counter<L>({ name, help, labelNames, registers });
+/** A metric's name and its help text (messages.ts). */
+const named = (name: MetricName) => ({ name, help: METRIC_HELP[name] });
 
-const httpRequests = labelledCounter('broker_http_requests_total', 'HTTP requests answered, by Express route pattern and status code.', [
-  'route',
-  'status',
-]);
-const toolCalls = labelledCounter(
-  'broker_mcp_tool_calls_total',
-  'MCP tools/call requests, by tool and outcome (complete, input_required, error, declined).',
-  ['tool', 'outcome'],
-);
-const connectFlows = labelledCounter(
-  'broker_connect_flows_total',
-  'Connect flow steps, by provider and outcome (started, completed, cancelled, denied, failed, refused).',
-  ['provider', 'outcome'],
-);
-const tokenRefreshes = labelledCounter(
-  'broker_token_refreshes_total',
-  'Provider token refreshes this instance asked for, by provider and outcome (refreshed, rejected, failed).',
-  ['provider', 'outcome'],
-);
-const heldRepeats = new Gauge({
-  name: 'broker_held_repeats',
-  help: 'Repeated tool calls (and token exchanges) held right now while their user is in the browser.',
+/**
+ * A counter in the broker's registry of outcomes per `subject` (labels `subject` and `outcome`), as
+ * the increment its helper in {@link metrics} calls. The subject value is always passed through
+ * {@link bounded}; the outcome too when `outcomeKind` is given (a word the caller makes up, not a
+ * fixed union of ours).
+ */
+function outcomesBy<O extends string>(subject: string, name: MetricName, outcomeKind?: string) {
+  const counter = new Counter({ ...named(name), labelNames: [subject, 'outcome'], registers });
+  return (value: string, outcome: O): void =>
+    counter.inc({ [subject]: bounded(subject, value), outcome: outcomeKind ? bounded(outcomeKind, outcome) : outcome });
+}
+
+const httpRequests = new Counter({
+  ...named('broker_http_requests_total'),
+  labelNames: ['route', 'status'] as const,
   registers,
 });
+const toolCalls = outcomesBy<ToolOutcome>('tool', 'broker_mcp_tool_calls_total');
+const connectFlows = outcomesBy<ConnectFlowOutcome>('provider', 'broker_connect_flows_total');
+const tokenRefreshes = outcomesBy<RefreshOutcome>('provider', 'broker_token_refreshes_total');
+const tokenExchanges = outcomesBy<ExchangeOutcome>('service', 'broker_token_exchanges_total', 'exchange_outcome');
+const upstreamCalls = outcomesBy<UpstreamOutcome>('upstream', 'broker_upstream_calls_total', 'upstream_outcome');
+const heldRepeats = new Gauge({ ...named('broker_held_repeats'), registers });
 const holdDuration = new Histogram({
-  name: 'broker_hold_duration_seconds',
-  help: 'How long a held repeat waited for its connect flow.',
+  ...named('broker_hold_duration_seconds'),
   buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 50],
   registers,
 });
-const tokenExchanges = labelledCounter(
-  'broker_token_exchanges_total',
-  'RFC 8693 token exchanges at /oauth/token, by service and outcome.',
-  ['service', 'outcome'],
-);
-const upstreamCalls = labelledCounter(
-  'broker_upstream_calls_total',
-  'Calls the gateway made to upstream MCP servers, by upstream and outcome.',
-  ['upstream', 'outcome'],
-);
 const upstreamDuration = new Histogram({
-  name: 'broker_upstream_call_duration_seconds',
-  help: 'How long calls to upstream MCP servers took, by upstream.',
+  ...named('broker_upstream_call_duration_seconds'),
   labelNames: ['upstream'] as const,
   buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   registers,
 });
-const storeErrors = new Counter({
-  name: 'broker_store_errors_total',
-  help: 'Store operations that failed because the database could not be reached or did not answer in time.',
-  registers,
-});
+const storeErrors = new Counter({ ...named('broker_store_errors_total'), registers });
 
 /** Sources of the open pending connection count, one per broker in this process (a test may run several). */
 const pendingSources = new Set<() => Promise<number>>();
 new Gauge({
-  name: 'broker_pending_connections_open',
-  help: 'Pending connections (connect links) open or being authorized, unexpired, read from the store at scrape time.',
+  ...named('broker_pending_connections_open'),
   registers,
   async collect() {
     let total = 0;
@@ -125,15 +107,9 @@ export const metrics = {
     httpRequests.inc({ route: bounded('route', route), status: String(status) });
   },
   /** A tools/call; `tool` is a registered tool's name, or `unknown` for any other name. */
-  toolCall(tool: string, outcome: ToolOutcome): void {
-    toolCalls.inc({ tool: bounded('tool', tool), outcome });
-  },
-  connectFlow(provider: string, outcome: ConnectFlowOutcome): void {
-    connectFlows.inc({ provider: bounded('provider', provider), outcome });
-  },
-  tokenRefresh(provider: string, outcome: RefreshOutcome): void {
-    tokenRefreshes.inc({ provider: bounded('provider', provider), outcome });
-  },
+  toolCall: toolCalls,
+  connectFlow: connectFlows,
+  tokenRefresh: tokenRefreshes,
   /** A held repeat starts: returns the function to call when it ends (it observes the duration). */
   holdStarted(): () => void {
     heldRepeats.inc();
@@ -147,14 +123,11 @@ export const metrics = {
     };
   },
   /** A token exchange answered; `service` is a declared service's id, or `unknown` before one authenticated. */
-  tokenExchange(service: string, outcome: ExchangeOutcome): void {
-    tokenExchanges.inc({ service: bounded('service', service), outcome: bounded('exchange_outcome', outcome) });
-  },
+  tokenExchange: tokenExchanges,
   /** For the gateway: one call to an upstream MCP server, its outcome word and how long it took. */
   upstreamCall(upstream: string, outcome: UpstreamOutcome, seconds: number): void {
-    const u = bounded('upstream', upstream);
-    upstreamCalls.inc({ upstream: u, outcome: bounded('upstream_outcome', outcome) });
-    upstreamDuration.observe({ upstream: u }, seconds);
+    upstreamCalls(upstream, outcome);
+    upstreamDuration.observe({ upstream: bounded('upstream', upstream) }, seconds);
   },
   storeError(): void {
     storeErrors.inc();

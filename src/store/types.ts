@@ -109,18 +109,23 @@ export interface AuditRow {
   detail: string | null;
 }
 
+/** A sign-in as the session store keeps it: the session it replaces and the one it starts. */
+export interface SignedInSession {
+  /** The hash of the session the browser had before (deleted with the rotation), if it had one. */
+  oldHash: string | undefined;
+  newHash: string;
+  principal: Owner & { name: string };
+  expiresAt: number;
+  /** The sign-in's ID token, sealed to `newHash`, for the IdP's logout; none when the IdP sent none. */
+  sealedIdToken?: string | undefined;
+}
+
 /** Server-side browser sessions, keyed by the hash of the cookie value. */
 export interface SessionRepository {
   create(idHash: string, expiresAt: number): Promise<void>;
   find(idHash: string, now?: number): Promise<SessionRow | undefined>;
-  /** Replaces the session with a fresh id carrying the signed-in principal (no fixation). */
-  rotateSignedIn(
-    oldHash: string | undefined,
-    newHash: string,
-    p: Owner & { name: string },
-    expiresAt: number,
-    sealedIdToken?: string,
-  ): Promise<void>;
+  /** Replaces the session with a fresh id carrying the signed-in principal (no fixation), in one transaction. */
+  rotateSignedIn(signIn: SignedInSession): Promise<void>;
   delete(idHash: string): Promise<void>;
 }
 

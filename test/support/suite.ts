@@ -37,6 +37,11 @@ export function useSuite<T extends Closable>(name: string, start: () => Promise<
   });
 }
 
+/** Closes each part in turn, in the order given (what depends on another closes before it). */
+export async function closeInOrder(...parts: Closable[]): Promise<void> {
+  for (const part of parts) await part.close();
+}
+
 /** A stand-in for what `get()` returns at each read (fields, getters, methods bound to it): for one part of a `useSuite` fixture. */
 export function readThrough<T extends object>(get: () => T): T {
   return new Proxy({} as T, {

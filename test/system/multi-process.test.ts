@@ -3,11 +3,12 @@ import { after, before, describe, it } from 'node:test';
 import { Browser, textOf, type Page } from '../support/browser.js';
 import { eventually, logged } from '../support/eventually.js';
 import { freePort } from '../support/idp.js';
-import { envelope, modernClient, rawCall } from '../support/mcp.js';
+import { envelope, rawCall } from '../support/mcp.js';
 import { PinnedBrowser, startMultiStack, useMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import { connectRequest } from '../support/reliability-flow.js';
 import { completeConnect } from '../support/stack.js';
 import { assertFirstIssueCreated } from '../support/github-checks.js';
+import { connectsIn, recordingClient } from '../support/recording-client.js';
 
 const ISSUE_ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed across processes' };
 /** What a GitHub token issued by the stand-in looks like; none may ever show up outside the broker's DB. */
@@ -148,21 +149,10 @@ describe('restarting a broker process', () => {
   it('keeps every connection across a SIGTERM restart: github_whoami on the new process needs no new elicitation', async () => {
     const first = await stack.spawn();
     const token = await stack.token('alice');
-    const browser = new Browser();
-    const elicitedBefore: string[] = [];
-    const client = await modernClient({
-      url: `${first.url}/mcp`,
-      token,
-      onUrl: async (url) => {
-        elicitedBefore.push(url);
-        const page = await completeConnect(browser, url, 'alice');
-        assert.match(textOf(page.html), /Connected as @octocat/);
-        return { action: 'accept' };
-      },
-    });
-    const connected = await client.callTool({ name: 'github_whoami', arguments: {} });
-    await client.close();
-    assert.equal(elicitedBefore.length, 1, 'connecting took exactly one elicitation');
+    const connecting = await recordingClient(first.url, token, connectsIn(new Browser(), 'alice'));
+    const connected = await connecting.client.callTool({ name: 'github_whoami', arguments: {} });
+    await connecting.client.close();
+    assert.equal(connecting.elicited.length, 1, 'connecting took exactly one elicitation');
     assert.deepEqual(connected.structuredContent, { status: 'connected', login: 'octocat', id: '583231' });
 
     const code = await first.stop('SIGTERM');
@@ -172,18 +162,10 @@ describe('restarting a broker process', () => {
 
     const second = await stack.spawn();
     assert.equal(second.url, first.url);
-    const elicitedAfter: string[] = [];
-    const again = await modernClient({
-      url: `${second.url}/mcp`,
-      token: await stack.token('alice'),
-      onUrl: async (url) => {
-        elicitedAfter.push(url);
-        return { action: 'decline' };
-      },
-    });
-    const result = await again.callTool({ name: 'github_whoami', arguments: {} });
-    await again.close();
-    assert.deepEqual(elicitedAfter, [], 'no elicitation after the restart');
+    const again = await recordingClient(second.url, await stack.token('alice'));
+    const result = await again.client.callTool({ name: 'github_whoami', arguments: {} });
+    await again.client.close();
+    assert.deepEqual(again.elicited, [], 'no elicitation after the restart');
     assert.equal(result.isError, undefined);
     assert.deepEqual(result.structuredContent, { status: 'connected', login: 'octocat', id: '583231' });
     assert.doesNotMatch(first.output() + second.output(), GITHUB_TOKEN_SHAPE);

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Browser, textOf, type Page } from '../support/browser.js';
-import { modernClient, resultText } from '../support/mcp.js';
+import { resultText } from '../support/mcp.js';
 import { startMultiStack, type MultiStack, type SpawnedBroker } from '../support/multi.js';
 import {
   GITHUB_TOKEN_SHAPE,
@@ -26,6 +26,7 @@ import {
 } from '../support/reliability-flow.js';
 import { startDelayProxy, type DelayProxy } from '../support/reliability-net.js';
 import { completeConnect } from '../support/stack.js';
+import { connectsIn, recordingClient } from '../support/recording-client.js';
 
 const USERS = 50;
 const KILL_AFTER_CONNECTIONS = 12;
@@ -164,12 +165,7 @@ describe(
       assert.ok(checked.length >= users.filter((u) => u.shownConnected).length);
       const results = await Promise.allSettled(
         checked.map(async (u) => {
-          const elicited: string[] = [];
-          const client = await modernClient({
-            url: `${second.url}/mcp`,
-            token: await stack.token(u.sub),
-            onUrl: async (url) => (elicited.push(url), { action: 'decline' }),
-          });
+          const { client, elicited } = await recordingClient(second.url, await stack.token(u.sub));
           try {
             const whoami = await client.callTool({ name: 'github_whoami', arguments: {} });
             const list = await client.callTool({ name: 'list_connections', arguments: {} });
@@ -226,17 +222,7 @@ describe(
       assert.ok(connectedBefore.length < USERS, 'some users still have no connection and must be asked again');
       const results = await Promise.allSettled(
         users.map(async (u) => {
-          const elicited: string[] = [];
-          const client = await modernClient({
-            url: `${second.url}/mcp`,
-            token: await stack.token(u.sub),
-            onUrl: async (url) => {
-              elicited.push(url);
-              const page = await completeConnect(u.browser, url, u.sub, { githubLogin: u.login });
-              assert.match(textOf(page.html), new RegExp(`Connected as @${u.login}`), `${u.sub} completes the new link`);
-              return { action: 'accept' };
-            },
-          });
+          const { client, elicited } = await recordingClient(second.url, await stack.token(u.sub), connectsIn(u.browser, u.sub, u.login));
           try {
             const result = await client.callTool({
               name: 'github_create_issue',

@@ -15,7 +15,7 @@
 // No GitHub token ever shows up in a reply, a page, a URL or a broker's output.
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import pg from 'pg';
 import { Browser, InterceptingBrowser, textOf, type BrowserRequestInit, type Page } from '../support/browser.js';
 import { eventually, logged } from '../support/eventually.js';
@@ -104,10 +104,10 @@ async function startScaleOut(
 
 /**
  * Gives a describe block its own three instances (fresh database, proxy): started before its
- * tests, stopped after them. The database is started again first, in case a test failed while it
+ * tests, stopped after them; returns how its tests are declared. The database is started again first, in case a test failed while it
  * had stopped it.
  */
-function scaleOutPerSuite(options: Parameters<typeof startScaleOut>[0] = {}): () => ScaleOut {
+function scaleOutPerSuite(options: Parameters<typeof startScaleOut>[0] = {}): ScaleOutTest {
   let out: ScaleOut | undefined;
   before(async () => {
     out = await startScaleOut(options);
@@ -116,8 +116,11 @@ function scaleOutPerSuite(options: Parameters<typeof startScaleOut>[0] = {}): ()
     await server?.start();
     await out?.close();
   });
-  return () => out!;
+  return (name, body) => it(name, { timeout: 30_000 }, (t) => body(out!, t));
 }
+
+/** Registers a test of the suite's instances: `body` gets them and the test context, within 30 s. */
+type ScaleOutTest = (name: string, body: (out: ScaleOut, t: TestContext) => Promise<void>) => void;
 
 /** Runs one statement on a connection of its own, to look at the database from outside. */
 async function sql<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
@@ -224,105 +227,98 @@ function held(promise: Promise<RawReply>): { reply: Promise<RawReply>; answeredA
 }
 
 describe('three instances behind a round-robin proxy: the connect story', () => {
-  const scaleOut = scaleOutPerSuite();
+  const scaleOutTest = scaleOutPerSuite();
 
-  it(
-    'completes with every step on a different instance than the step before, and creates the issue once',
-    { timeout: 30_000 },
-    async (t) => {
-      const out = scaleOut();
-      const { proxy, stack } = out;
-      const args = { owner: 'octo-org', repo: 'scale', title: 'Filed across three instances' };
-      const token = await stack.token('alice');
-      const from = proxy.hits.length;
+  scaleOutTest('completes with every step on a different instance than the step before, and creates the issue once', async (out, t) => {
+    const { proxy, stack } = out;
+    const args = { owner: 'octo-org', repo: 'scale', title: 'Filed across three instances' };
+    const token = await stack.token('alice');
+    const from = proxy.hits.length;
 
-      const first = await firstCall(out.mcpUrl, token, 'github_create_issue', args);
-      const { link, requestState } = connectRequest(first);
-      assert.equal(new URL(link).origin, stack.publicUrl);
-      const x = answeredBy(proxy, 'POST', '/mcp', from).backend;
+    const first = await firstCall(out.mcpUrl, token, 'github_create_issue', args);
+    const { link, requestState } = connectRequest(first);
+    assert.equal(new URL(link).origin, stack.publicUrl);
+    const x = answeredBy(proxy, 'POST', '/mcp', from).backend;
 
-      // Sign-in, consent and GitHub's callback each go to the next instance round the ring.
-      const route = new Map([
-        ['GET /auth/callback', (x + 1) % INSTANCES],
-        ['POST /connect/github', (x + 2) % INSTANCES],
-        ['GET /connect/github/callback', x],
-      ]);
-      const browser = new SteeredBrowser(proxy, route);
-      const pages: Page[] = [];
-      let page = await browser.open(link);
-      pages.push(page);
-      assert.match(page.html, /Development sign-in/);
-      // Every instance seals what a flow under way keeps (one BROKER_SECRET): no verifier or nonce in clear.
-      const signIns = await sql<{ code_verifier: string; nonce: string }>(
-        out.databaseUrl,
-        'SELECT code_verifier, nonce FROM login_transactions',
-      );
-      assert.ok(signIns.length >= 1);
-      for (const row of signIns) for (const value of [row.code_verifier, row.nonce]) assert.match(value, /^v1\./);
-      page = await browser.submit(page, { fields: { login: 'alice' } });
-      pages.push(page);
-      assert.equal(page.status, 200, textOf(page.html).slice(0, 300));
-      assert.match(page.html, /name="decision" value="allow"/, 'the consent page');
-      page = await browser.submit(page, { button: 'allow' });
-      pages.push(page);
-      assert.match(page.html, /GitHub stand-in/);
-      const flows = await sql<{ code_verifier: string }>(out.databaseUrl, 'SELECT code_verifier FROM oauth_flows');
-      assert.ok(flows.length >= 1);
-      for (const row of flows) assert.match(row.code_verifier, /^v1\./);
-      const connected = await authorizeAtGitHub(browser, page, 'octocat');
-      pages.push(connected);
-      assert.equal(connected.status, 200);
-      assert.match(textOf(connected.html), /Connected as @octocat/);
+    // Sign-in, consent and GitHub's callback each go to the next instance round the ring.
+    const route = new Map([
+      ['GET /auth/callback', (x + 1) % INSTANCES],
+      ['POST /connect/github', (x + 2) % INSTANCES],
+      ['GET /connect/github/callback', x],
+    ]);
+    const browser = new SteeredBrowser(proxy, route);
+    const pages: Page[] = [];
+    let page = await browser.open(link);
+    pages.push(page);
+    assert.match(page.html, /Development sign-in/);
+    // Every instance seals what a flow under way keeps (one BROKER_SECRET): no verifier or nonce in clear.
+    const signIns = await sql<{ code_verifier: string; nonce: string }>(
+      out.databaseUrl,
+      'SELECT code_verifier, nonce FROM login_transactions',
+    );
+    assert.ok(signIns.length >= 1);
+    for (const row of signIns) for (const value of [row.code_verifier, row.nonce]) assert.match(value, /^v1\./);
+    page = await browser.submit(page, { fields: { login: 'alice' } });
+    pages.push(page);
+    assert.equal(page.status, 200, textOf(page.html).slice(0, 300));
+    assert.match(page.html, /name="decision" value="allow"/, 'the consent page');
+    page = await browser.submit(page, { button: 'allow' });
+    pages.push(page);
+    assert.match(page.html, /GitHub stand-in/);
+    const flows = await sql<{ code_verifier: string }>(out.databaseUrl, 'SELECT code_verifier FROM oauth_flows');
+    assert.ok(flows.length >= 1);
+    for (const row of flows) assert.match(row.code_verifier, /^v1\./);
+    const connected = await authorizeAtGitHub(browser, page, 'octocat');
+    pages.push(connected);
+    assert.equal(connected.status, 200);
+    assert.match(textOf(connected.html), /Connected as @octocat/);
 
-      await steerTo(proxy, (x + 1) % INSTANCES);
-      const repeatFrom = proxy.hits.length;
-      const repeat = await repeatCall(out.mcpUrl, token, 'github_create_issue', args, requestState);
-      assertCreated(repeat, 'octo-org/scale');
+    await steerTo(proxy, (x + 1) % INSTANCES);
+    const repeatFrom = proxy.hits.length;
+    const repeat = await repeatCall(out.mcpUrl, token, 'github_create_issue', args, requestState);
+    assertCreated(repeat, 'octo-org/scale');
 
-      const steps = [
-        ['first POST /mcp', x],
-        ['sign-in GET /auth/callback', answeredBy(proxy, 'GET', '/auth/callback', from).backend],
-        ['consent POST /connect/github', answeredBy(proxy, 'POST', '/connect/github', from).backend],
-        ['GET /connect/github/callback', answeredBy(proxy, 'GET', '/connect/github/callback', from).backend],
-        ['repeat POST /mcp', answeredBy(proxy, 'POST', '/mcp', repeatFrom).backend],
-      ] as const;
-      for (let i = 1; i < steps.length; i++) {
-        assert.notEqual(steps[i]![1], steps[i - 1]![1], `${steps[i]![0]} landed on instance ${steps[i]![1]}, like ${steps[i - 1]![0]}`);
-      }
-      assert.equal(new Set(steps.map(([, b]) => b)).size, INSTANCES, `all three instances served a step: ${JSON.stringify(steps)}`);
-      t.diagnostic(`instances per step: ${steps.map(([step, b]) => `${step} → ${b}`).join(', ')}`);
-      const flowHits = proxy.hits.slice(from).filter((h) => h.path !== '/healthz');
-      assert.equal(new Set(flowHits.map((h) => h.backend)).size, INSTANCES);
+    const steps = [
+      ['first POST /mcp', x],
+      ['sign-in GET /auth/callback', answeredBy(proxy, 'GET', '/auth/callback', from).backend],
+      ['consent POST /connect/github', answeredBy(proxy, 'POST', '/connect/github', from).backend],
+      ['GET /connect/github/callback', answeredBy(proxy, 'GET', '/connect/github/callback', from).backend],
+      ['repeat POST /mcp', answeredBy(proxy, 'POST', '/mcp', repeatFrom).backend],
+    ] as const;
+    for (let i = 1; i < steps.length; i++) {
+      assert.notEqual(steps[i]![1], steps[i - 1]![1], `${steps[i]![0]} landed on instance ${steps[i]![1]}, like ${steps[i - 1]![0]}`);
+    }
+    assert.equal(new Set(steps.map(([, b]) => b)).size, INSTANCES, `all three instances served a step: ${JSON.stringify(steps)}`);
+    t.diagnostic(`instances per step: ${steps.map(([step, b]) => `${step} → ${b}`).join(', ')}`);
+    const flowHits = proxy.hits.slice(from).filter((h) => h.path !== '/healthz');
+    assert.equal(new Set(flowHits.map((h) => h.backend)).size, INSTANCES);
 
-      assert.deepEqual(
-        stack.github.issues.filter((i) => i.title === args.title).map((i) => [i.repo, i.author]),
-        [['scale', 'octocat']],
-        'the issue was created exactly once',
-      );
-      const created = out.brokers.map((b) => (b.output().match(/"event":"connection_created"/g) ?? []).length);
-      assert.equal(
-        created.reduce((a, b) => a + b, 0),
-        1,
-        `one connection_created over all instances: ${created}`,
-      );
-      assert.equal(created[steps[3][1]], 1, 'logged by the instance that handled the callback');
-      assertNoGitHubToken([
-        first.text,
-        repeat.text,
-        ...pages.map((p) => p.html),
-        ...pages.flatMap((p) => p.trail),
-        ...browser.requests,
-        ...out.brokers.map((b) => b.output()),
-      ]);
-      for (const b of out.brokers) assert.ok(!b.output().includes(token), 'the MCP access token is never logged');
-    },
-  );
+    assert.deepEqual(
+      stack.github.issues.filter((i) => i.title === args.title).map((i) => [i.repo, i.author]),
+      [['scale', 'octocat']],
+      'the issue was created exactly once',
+    );
+    const created = out.brokers.map((b) => (b.output().match(/"event":"connection_created"/g) ?? []).length);
+    assert.equal(
+      created.reduce((a, b) => a + b, 0),
+      1,
+      `one connection_created over all instances: ${created}`,
+    );
+    assert.equal(created[steps[3][1]], 1, 'logged by the instance that handled the callback');
+    assertNoGitHubToken([
+      first.text,
+      repeat.text,
+      ...pages.map((p) => p.html),
+      ...pages.flatMap((p) => p.trail),
+      ...browser.requests,
+      ...out.brokers.map((b) => b.output()),
+    ]);
+    for (const b of out.brokers) assert.ok(!b.output().includes(token), 'the MCP access token is never logged');
+  });
 
-  it(
+  scaleOutTest(
     'releases a repeat held on one instance within a second of the callback landing on another (LISTEN/NOTIFY)',
-    { timeout: 30_000 },
-    async (t) => {
-      const out = scaleOut();
+    async (out, t) => {
       const { proxy, stack, brokers } = out;
       // Each instance LISTENs on a connection of its own, so the held call is woken by a push, not by polling.
       await eventually('every instance to LISTEN', async () => ((await listeners(out.databaseUrl)) === INSTANCES ? true : undefined), {
@@ -369,13 +365,11 @@ describe('three instances behind a round-robin proxy: the connect story', () => 
 });
 
 describe('three instances behind a round-robin proxy: the official MCP client in both protocol eras', () => {
-  const scaleOut = scaleOutPerSuite();
+  const scaleOutTest = scaleOutPerSuite();
 
-  it(
+  scaleOutTest(
     '2026-07-28: the SDK client follows the URL elicitation, the browser connects, and its repeat creates the issue, spread over the instances',
-    { timeout: 30_000 },
-    async () => {
-      const out = scaleOut();
+    async (out) => {
       const { proxy, stack } = out;
       const from = proxy.hits.length;
       const seen: string[] = [];
@@ -410,11 +404,9 @@ describe('three instances behind a round-robin proxy: the official MCP client in
     },
   );
 
-  it(
+  scaleOutTest(
     '2025-11-25: the SDK client gets -32042 with our link from one instance, and after the browser step its retry creates the issue on another',
-    { timeout: 30_000 },
-    async () => {
-      const out = scaleOut();
+    async (out) => {
       const { proxy, stack } = out;
       const token = await stack.token('hal');
       const args = { owner: 'octo-org', repo: 'sdk', title: 'From a 2025-11-25 client, across instances' };
@@ -450,13 +442,11 @@ describe('three instances behind a round-robin proxy: the official MCP client in
 });
 
 describe('three instances, one expiring GitHub App token', () => {
-  const scaleOut = scaleOutPerSuite(GITHUB_APP);
+  const scaleOutTest = scaleOutPerSuite(GITHUB_APP);
 
-  it(
+  scaleOutTest(
     'refreshes exactly once at GitHub for 50 concurrent calls spread over the three instances, and all 50 succeed',
-    { timeout: 30_000 },
-    async (t) => {
-      const out = scaleOut();
+    async (out, t) => {
       const { proxy, stack } = out;
       await seedExpired(out.stack.envFor(), out.stack.github, 'dave', 'octocat');
       // Slow GitHub's refresh answer down so that the other calls really arrive while it is in flight.
@@ -497,10 +487,9 @@ describe('three instances, one expiring GitHub App token', () => {
 });
 
 describe('three instances, one killed mid-flow', () => {
-  const scaleOut = scaleOutPerSuite();
+  const scaleOutTest = scaleOutPerSuite();
 
-  it('loses nothing when the instance that answered the first call is SIGKILLed', { timeout: 30_000 }, async () => {
-    const out = scaleOut();
+  scaleOutTest('loses nothing when the instance that answered the first call is SIGKILLed', async (out) => {
     const { proxy, stack, brokers } = out;
     const args = { owner: 'octo-org', repo: 'scale', title: 'Survives a dead instance' };
     const token = await stack.token('carol');
@@ -535,223 +524,206 @@ describe('three instances, one killed mid-flow', () => {
 });
 
 describe('three instances, PostgreSQL restarted mid-flow', () => {
-  const scaleOut = scaleOutPerSuite();
+  const scaleOutTest = scaleOutPerSuite();
 
-  it(
-    'goes not-ready during the outage, answers calls cleanly, recovers by itself, and finishes the flow',
-    { timeout: 30_000 },
-    async (t) => {
-      const out = scaleOut();
-      const { proxy, stack, brokers } = out;
-      const args = { owner: 'octo-org', repo: 'scale', title: 'Survives a database restart' };
-      const token = await stack.token('erin');
-      const { link, requestState } = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
-      const browser = new SteeredBrowser(proxy);
-      let consent = await browser.open(link);
-      consent = await browser.submit(consent, { fields: { login: 'erin' } });
-      assert.match(consent.html, /name="decision" value="allow"/, 'signed in, at the consent page');
-      for (const b of brokers) assert.equal((await getJson(`${b.url}/readyz`)).status, 200);
+  scaleOutTest('goes not-ready during the outage, answers calls cleanly, recovers by itself, and finishes the flow', async (out, t) => {
+    const { proxy, stack, brokers } = out;
+    const args = { owner: 'octo-org', repo: 'scale', title: 'Survives a database restart' };
+    const token = await stack.token('erin');
+    const { link, requestState } = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
+    const browser = new SteeredBrowser(proxy);
+    let consent = await browser.open(link);
+    consent = await browser.submit(consent, { fields: { login: 'erin' } });
+    assert.match(consent.html, /name="decision" value="allow"/, 'signed in, at the consent page');
+    for (const b of brokers) assert.equal((await getJson(`${b.url}/readyz`)).status, 200);
 
-      // --- outage ---
-      const lostBefore = brokers.map((b) => logged(b.output(), 'postgres_listen_connection_lost'));
-      const stoppedAt = Date.now();
-      await server.stop();
-      const notReadyAfter = await Promise.all(
-        brokers.map((b) =>
-          eventually(
-            `${b.url}/readyz to answer 503`,
-            async () => {
-              const r = await getJson(`${b.url}/readyz`);
-              return r.status === 503
-                ? (assert.deepEqual(r.body, {
-                    status: 'not_ready',
-                    reason: 'database_unreachable',
-                    store: 'postgres',
-                    checks: { database: 'unreachable', identity_provider: 'ok' },
-                  }),
-                  Date.now() - stoppedAt)
-                : undefined;
-            },
-            { timeoutMs: 5_000, intervalMs: 50 },
-          ),
+    // --- outage ---
+    const lostBefore = brokers.map((b) => logged(b.output(), 'postgres_listen_connection_lost'));
+    const stoppedAt = Date.now();
+    await server.stop();
+    const notReadyAfter = await Promise.all(
+      brokers.map((b) =>
+        eventually(
+          `${b.url}/readyz to answer 503`,
+          async () => {
+            const r = await getJson(`${b.url}/readyz`);
+            return r.status === 503
+              ? (assert.deepEqual(r.body, {
+                  status: 'not_ready',
+                  reason: 'database_unreachable',
+                  store: 'postgres',
+                  checks: { database: 'unreachable', identity_provider: 'ok' },
+                }),
+                Date.now() - stoppedAt)
+              : undefined;
+          },
+          { timeoutMs: 5_000, intervalMs: 50 },
         ),
-      );
-      t.diagnostic(`/readyz answered 503 after ${notReadyAfter.join(', ')} ms`);
-      for (const b of brokers) assert.deepEqual(await getJson(`${b.url}/healthz`), { status: 200, body: { status: 'ok' } });
+      ),
+    );
+    t.diagnostic(`/readyz answered 503 after ${notReadyAfter.join(', ')} ms`);
+    for (const b of brokers) assert.deepEqual(await getJson(`${b.url}/healthz`), { status: 200, body: { status: 'ok' } });
 
-      // Every instance answers a new call and the flow's repeat promptly and cleanly.
-      const duringOutage = await Promise.all(
-        brokers.flatMap((b) => [
-          timed(
-            rawCall(`${b.url}/mcp`, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }),
-          ),
-          timed(repeatCall(`${b.url}/mcp`, token, 'github_create_issue', args, requestState)),
-        ]),
-      );
-      t.diagnostic(
-        `tools/call during the outage: ${duringOutage.map(({ ms, reply }) => `HTTP ${reply.status} in ${ms} ms`).join('; ')}; e.g. ${duringOutage[1]!.reply.text.slice(0, 160)}`,
-      );
-      for (const { ms, reply } of duringOutage) {
-        assert.ok(ms < 8_000, `answered in ${ms} ms, not hung`);
-        assert.ok(reply.status < 500, `not a 5xx: ${reply.status} ${reply.text.slice(0, 300)}`);
-        assert.doesNotMatch(reply.text, STACK_TRACE);
-        const { error, result } = reply.json ?? {};
-        assert.ok(
-          error ? typeof error.message === 'string' : result?.isError === true,
-          `a JSON-RPC error or an isError result: ${reply.text.slice(0, 300)}`,
-        );
-        assert.match(error?.message ?? resultText(result), /database/i, 'says what is wrong');
-        assert.doesNotMatch(
-          error?.message ?? resultText(result),
-          /ECONNREFUSED|127\.0\.0\.1|postgres:\/\//i,
-          'no database internals in the answer',
-        );
-      }
-      assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 0);
-      // Keep the database away until every LISTEN connection has failed a few reconnects.
-      await eventually(
-        'every instance to fail two LISTEN reconnects',
-        () => brokers.every((b, i) => logged(b.output(), 'postgres_listen_connection_lost') >= lostBefore[i]! + 3),
-        { timeoutMs: 10_000 },
-      );
-
-      // --- recovery ---
-      await server.start();
-      const startedAt = Date.now();
-      const readyAfter = await Promise.all(
-        brokers.map((b) =>
-          eventually(
-            `${b.url}/readyz to answer 200 again`,
-            async () => ((await getJson(`${b.url}/readyz`)).status === 200 ? Date.now() - startedAt : undefined),
-            { timeoutMs: 10_000, intervalMs: 50 },
-          ),
+    // Every instance answers a new call and the flow's repeat promptly and cleanly.
+    const duringOutage = await Promise.all(
+      brokers.flatMap((b) => [
+        timed(
+          rawCall(`${b.url}/mcp`, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }),
         ),
+        timed(repeatCall(`${b.url}/mcp`, token, 'github_create_issue', args, requestState)),
+      ]),
+    );
+    t.diagnostic(
+      `tools/call during the outage: ${duringOutage.map(({ ms, reply }) => `HTTP ${reply.status} in ${ms} ms`).join('; ')}; e.g. ${duringOutage[1]!.reply.text.slice(0, 160)}`,
+    );
+    for (const { ms, reply } of duringOutage) {
+      assert.ok(ms < 8_000, `answered in ${ms} ms, not hung`);
+      assert.ok(reply.status < 500, `not a 5xx: ${reply.status} ${reply.text.slice(0, 300)}`);
+      assert.doesNotMatch(reply.text, STACK_TRACE);
+      const { error, result } = reply.json ?? {};
+      assert.ok(
+        error ? typeof error.message === 'string' : result?.isError === true,
+        `a JSON-RPC error or an isError result: ${reply.text.slice(0, 300)}`,
       );
-      const listenAfter = await eventually(
-        'every instance to LISTEN again',
-        async () => ((await listeners(out.databaseUrl)) === INSTANCES ? Date.now() - startedAt : undefined),
-        { timeoutMs: 10_000, intervalMs: 50 },
+      assert.match(error?.message ?? resultText(result), /database/i, 'says what is wrong');
+      assert.doesNotMatch(
+        error?.message ?? resultText(result),
+        /ECONNREFUSED|127\.0\.0\.1|postgres:\/\//i,
+        'no database internals in the answer',
       );
-      t.diagnostic(`after pg.start(): /readyz 200 after ${readyAfter.join(', ')} ms; all three LISTENing again after ${listenAfter} ms`);
-      for (const b of brokers) assert.match(b.output(), /"event":"postgres_listen_connection_lost"/);
+    }
+    assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 0);
+    // Keep the database away until every LISTEN connection has failed a few reconnects.
+    await eventually(
+      'every instance to fail two LISTEN reconnects',
+      () => brokers.every((b, i) => logged(b.output(), 'postgres_listen_connection_lost') >= lostBefore[i]! + 3),
+      { timeoutMs: 10_000 },
+    );
 
-      // --- finish: repeat held on A, consent and callback on B ---
-      const a = 0;
-      const b = 1;
-      const heldBefore = logged(brokers[a]!.output(), 'repeat_held');
-      const repeat = held(repeatCall(`${brokers[a]!.url}/mcp`, token, 'github_create_issue', args, requestState));
-      await eventually('instance A to hold the repeat', () => logged(brokers[a]!.output(), 'repeat_held') > heldBefore);
-      assert.equal(repeat.answeredAt(), 0, 'the repeat is held');
-      browser.route.set('GET /connect/github/callback', b);
-      const authorize = await browser.submit(consent, { button: 'allow' });
-      assert.match(authorize.html, /GitHub stand-in/);
-      const callbackFrom = proxy.hits.length;
-      const connected = await authorizeAtGitHub(browser, authorize, 'octocat');
-      assert.match(textOf(connected.html), /Connected as @octocat/);
-      assert.equal(answeredBy(proxy, 'GET', '/connect/github/callback', callbackFrom).backend, b);
-      const reply = await repeat.reply;
-      const latency = repeat.answeredAt() - browser.answeredAt.get('GET /connect/github/callback')!;
-      t.diagnostic(`after the restart, held on ${a}, callback on ${b}: answered ${latency} ms after the callback`);
-      assert.ok(latency < 1000, `answered ${latency} ms after the callback (want < 1000)`);
-      assertCreated(reply, 'octo-org/scale');
-      assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 1);
-      assertNoGitHubToken([...duringOutage.map((d) => d.reply.text), reply.text, connected.html, ...brokers.map((x) => x.output())]);
-      for (const x of brokers) assert.doesNotMatch(x.output(), /unhandled|uncaught/i);
-    },
-  );
+    // --- recovery ---
+    await server.start();
+    const startedAt = Date.now();
+    const readyAfter = await Promise.all(
+      brokers.map((b) =>
+        eventually(
+          `${b.url}/readyz to answer 200 again`,
+          async () => ((await getJson(`${b.url}/readyz`)).status === 200 ? Date.now() - startedAt : undefined),
+          { timeoutMs: 10_000, intervalMs: 50 },
+        ),
+      ),
+    );
+    const listenAfter = await eventually(
+      'every instance to LISTEN again',
+      async () => ((await listeners(out.databaseUrl)) === INSTANCES ? Date.now() - startedAt : undefined),
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    t.diagnostic(`after pg.start(): /readyz 200 after ${readyAfter.join(', ')} ms; all three LISTENing again after ${listenAfter} ms`);
+    for (const b of brokers) assert.match(b.output(), /"event":"postgres_listen_connection_lost"/);
+
+    // --- finish: repeat held on A, consent and callback on B ---
+    const a = 0;
+    const b = 1;
+    const heldBefore = logged(brokers[a]!.output(), 'repeat_held');
+    const repeat = held(repeatCall(`${brokers[a]!.url}/mcp`, token, 'github_create_issue', args, requestState));
+    await eventually('instance A to hold the repeat', () => logged(brokers[a]!.output(), 'repeat_held') > heldBefore);
+    assert.equal(repeat.answeredAt(), 0, 'the repeat is held');
+    browser.route.set('GET /connect/github/callback', b);
+    const authorize = await browser.submit(consent, { button: 'allow' });
+    assert.match(authorize.html, /GitHub stand-in/);
+    const callbackFrom = proxy.hits.length;
+    const connected = await authorizeAtGitHub(browser, authorize, 'octocat');
+    assert.match(textOf(connected.html), /Connected as @octocat/);
+    assert.equal(answeredBy(proxy, 'GET', '/connect/github/callback', callbackFrom).backend, b);
+    const reply = await repeat.reply;
+    const latency = repeat.answeredAt() - browser.answeredAt.get('GET /connect/github/callback')!;
+    t.diagnostic(`after the restart, held on ${a}, callback on ${b}: answered ${latency} ms after the callback`);
+    assert.ok(latency < 1000, `answered ${latency} ms after the callback (want < 1000)`);
+    assertCreated(reply, 'octo-org/scale');
+    assert.equal(stack.github.issues.filter((i) => i.title === args.title).length, 1);
+    assertNoGitHubToken([...duringOutage.map((d) => d.reply.text), reply.text, connected.html, ...brokers.map((x) => x.output())]);
+    for (const x of brokers) assert.doesNotMatch(x.output(), /unhandled|uncaught/i);
+  });
 });
 
 describe('three instances, the database lost during the code exchange', () => {
-  const scaleOut = scaleOutPerSuite();
+  const scaleOutTest = scaleOutPerSuite();
 
-  it(
-    'answers the callback with a clear 503, revokes the token it could not keep, and a new link then works',
-    { timeout: 30_000 },
-    async () => {
-      const out = scaleOut();
-      const { stack } = out;
-      const args = { owner: 'octo-org', repo: 'scale', title: 'Saved after a failed save' };
-      const token = await stack.token('fay');
-      const { link } = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
-      const browser = new Browser();
-      const authorize = await upToGitHub(browser, link, 'fay');
-      // GitHub issues the token on arrival and answers 700 ms later; the database goes in between.
-      stack.github.faults = { exchangeDelayMs: 700 };
-      const active = stack.github.activeTokenCount('octocat');
-      const exchangesBefore = exchanges(stack.github);
-      const stopping = eventually('the code exchange to reach GitHub', () => exchanges(stack.github) > exchangesBefore).then(() =>
-        server.stop(),
-      );
-      const page = await authorizeAtGitHub(browser, authorize, 'octocat');
-      await stopping;
-      stack.github.faults = {};
-      await server.start();
-      assert.equal(page.status, 503, textOf(page.html).slice(0, 300));
-      assert.match(textOf(page.html), /could not save the connection because its database is unavailable/);
-      assert.match(textOf(page.html), /ask your assistant to try again/);
-      assert.doesNotMatch(page.html, STACK_TRACE);
-      await eventually(
-        'the unkept token to be revoked at GitHub',
-        async () => (stack.github.activeTokenCount('octocat') === active ? true : undefined),
-        { timeoutMs: 5_000, intervalMs: 50 },
-      );
-      assert.equal(await readConnection(stack.envFor(), 'fay', 'github'), undefined, 'nothing was stored');
+  scaleOutTest('answers the callback with a clear 503, revokes the token it could not keep, and a new link then works', async (out) => {
+    const { stack } = out;
+    const args = { owner: 'octo-org', repo: 'scale', title: 'Saved after a failed save' };
+    const token = await stack.token('fay');
+    const { link } = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
+    const browser = new Browser();
+    const authorize = await upToGitHub(browser, link, 'fay');
+    // GitHub issues the token on arrival and answers 700 ms later; the database goes in between.
+    stack.github.faults = { exchangeDelayMs: 700 };
+    const active = stack.github.activeTokenCount('octocat');
+    const exchangesBefore = exchanges(stack.github);
+    const stopping = eventually('the code exchange to reach GitHub', () => exchanges(stack.github) > exchangesBefore).then(() =>
+      server.stop(),
+    );
+    const page = await authorizeAtGitHub(browser, authorize, 'octocat');
+    await stopping;
+    stack.github.faults = {};
+    await server.start();
+    assert.equal(page.status, 503, textOf(page.html).slice(0, 300));
+    assert.match(textOf(page.html), /could not save the connection because its database is unavailable/);
+    assert.match(textOf(page.html), /ask your assistant to try again/);
+    assert.doesNotMatch(page.html, STACK_TRACE);
+    await eventually(
+      'the unkept token to be revoked at GitHub',
+      async () => (stack.github.activeTokenCount('octocat') === active ? true : undefined),
+      { timeoutMs: 5_000, intervalMs: 50 },
+    );
+    assert.equal(await readConnection(stack.envFor(), 'fay', 'github'), undefined, 'nothing was stored');
 
-      // Asking again gives a fresh link, and that one connects.
-      await eventually(
-        'every instance to be ready',
-        async () =>
-          (await Promise.all(out.brokers.map((b) => getJson(`${b.url}/readyz`)))).every((r) => r.status === 200) ? true : undefined,
-        { timeoutMs: 10_000, intervalMs: 50 },
-      );
-      const again = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
-      assert.notEqual(again.link, link);
-      const connected = await completeConnect(new Browser(), again.link, 'fay');
-      assert.match(textOf(connected.html), /Connected as @octocat/);
-      assertCreated(await repeatCall(out.mcpUrl, token, 'github_create_issue', args, again.requestState), 'octo-org/scale');
-      assertNoGitHubToken([page.html, ...out.brokers.map((b) => b.output())]);
-    },
-  );
+    // Asking again gives a fresh link, and that one connects.
+    await eventually(
+      'every instance to be ready',
+      async () =>
+        (await Promise.all(out.brokers.map((b) => getJson(`${b.url}/readyz`)))).every((r) => r.status === 200) ? true : undefined,
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    const again = connectRequest(await firstCall(out.mcpUrl, token, 'github_create_issue', args));
+    assert.notEqual(again.link, link);
+    const connected = await completeConnect(new Browser(), again.link, 'fay');
+    assert.match(textOf(connected.html), /Connected as @octocat/);
+    assertCreated(await repeatCall(out.mcpUrl, token, 'github_create_issue', args, again.requestState), 'octo-org/scale');
+    assertNoGitHubToken([page.html, ...out.brokers.map((b) => b.output())]);
+  });
 });
 
 describe('three instances, one rate limit', () => {
-  const scaleOut = scaleOutPerSuite({ env: { RATE_LIMIT_PER_MINUTE: '5', MCP_RATE_LIMIT_PER_MINUTE: '40' } });
+  const scaleOutTest = scaleOutPerSuite({ env: { RATE_LIMIT_PER_MINUTE: '5', MCP_RATE_LIMIT_PER_MINUTE: '40' } });
 
-  it(
-    'counts a client once across every instance: the sixth sign-in in a minute is refused wherever it lands',
-    { timeout: 30_000 },
-    async () => {
-      const out = scaleOut();
-      const { proxy } = out;
-      const from = proxy.hits.length;
-      const statuses: number[] = [];
-      for (let i = 0; i < 6; i++) {
-        const res = await fetch(`${proxy.url}/auth/login`, { redirect: 'manual' });
-        statuses.push(res.status);
-        await res.body?.cancel();
-      }
-      const served = new Set(proxy.hits.slice(from).map((h) => h.backend));
-      assert.equal(served.size, INSTANCES, 'the six requests were spread over the three instances');
-      assert.deepEqual(
-        statuses.slice(0, 5).filter((s) => s === 429),
-        [],
-        `the first five pass: ${statuses}`,
-      );
-      assert.equal(statuses[5], 429, `the sixth is refused although its instance saw only two: ${statuses}`);
-      const rows = await sql<{ key_hash: string; hits: number }>(out.databaseUrl, 'SELECT key_hash, hits FROM rate_limit_windows');
-      assert.ok(rows.length > 0);
-      assert.ok(
-        rows.every((r) => /^[A-Za-z0-9_-]{43}$/.test(r.key_hash) && !r.key_hash.includes('127.0.0.1')),
-        'only keyed hashes, never an address',
-      );
-    },
-  );
+  scaleOutTest('counts a client once across every instance: the sixth sign-in in a minute is refused wherever it lands', async (out) => {
+    const { proxy } = out;
+    const from = proxy.hits.length;
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await fetch(`${proxy.url}/auth/login`, { redirect: 'manual' });
+      statuses.push(res.status);
+      await res.body?.cancel();
+    }
+    const served = new Set(proxy.hits.slice(from).map((h) => h.backend));
+    assert.equal(served.size, INSTANCES, 'the six requests were spread over the three instances');
+    assert.deepEqual(
+      statuses.slice(0, 5).filter((s) => s === 429),
+      [],
+      `the first five pass: ${statuses}`,
+    );
+    assert.equal(statuses[5], 429, `the sixth is refused although its instance saw only two: ${statuses}`);
+    const rows = await sql<{ key_hash: string; hits: number }>(out.databaseUrl, 'SELECT key_hash, hits FROM rate_limit_windows');
+    assert.ok(rows.length > 0);
+    assert.ok(
+      rows.every((r) => /^[A-Za-z0-9_-]{43}$/.test(r.key_hash) && !r.key_hash.includes('127.0.0.1')),
+      'only keyed hashes, never an address',
+    );
+  });
 
-  it(
+  scaleOutTest(
     'counts an MCP user once across every instance: the 41st call in a minute gets 429, Retry-After and a JSON-RPC error wherever it lands',
-    { timeout: 30_000 },
-    async () => {
-      const out = scaleOut();
+    async (out) => {
       const token = await out.stack.token('scale-limited');
       const from = out.proxy.hits.length;
       const replies: RawReply[] = [];
@@ -772,24 +744,16 @@ describe('three instances, one rate limit', () => {
     },
   );
 
-  it(
-    'makes one open pending connection for 30 concurrent calls from one user spread over the three instances',
-    { timeout: 30_000 },
-    async () => {
-      const out = scaleOut();
-      const token = await out.stack.token('scale-bounded');
-      const replies = await Promise.all(
-        Array.from({ length: 30 }, () =>
-          rawCall(out.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }),
-        ),
-      );
-      const links = new Set(replies.map((r) => r.json.result.inputRequests.connect_account.params.url as string));
-      assert.equal(links.size, 1, 'the same link from every instance');
-      const rows = await sql<{ n: string }>(
-        out.databaseUrl,
-        "SELECT count(*) AS n FROM pending_connections WHERE subject = 'scale-bounded'",
-      );
-      assert.equal(Number(rows[0]!.n), 1);
-    },
-  );
+  scaleOutTest('makes one open pending connection for 30 concurrent calls from one user spread over the three instances', async (out) => {
+    const token = await out.stack.token('scale-bounded');
+    const replies = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        rawCall(out.mcpUrl, token, { method: 'tools/call', params: { name: 'github_whoami', arguments: {}, _meta: envelope() } }),
+      ),
+    );
+    const links = new Set(replies.map((r) => r.json.result.inputRequests.connect_account.params.url as string));
+    assert.equal(links.size, 1, 'the same link from every instance');
+    const rows = await sql<{ n: string }>(out.databaseUrl, "SELECT count(*) AS n FROM pending_connections WHERE subject = 'scale-bounded'");
+    assert.equal(Number(rows[0]!.n), 1);
+  });
 });

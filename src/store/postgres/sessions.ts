@@ -1,4 +1,4 @@
-import type { Owner, SessionRepository, SessionRow } from '../types.js';
+import type { SessionRepository, SessionRow, SignedInSession } from '../types.js';
 import type { Queryable } from './queryable.js';
 
 export class PgSessionRepository implements SessionRepository {
@@ -17,13 +17,7 @@ export class PgSessionRepository implements SessionRepository {
     return r.rows[0];
   }
 
-  async rotateSignedIn(
-    oldHash: string | undefined,
-    newHash: string,
-    p: Owner & { name: string },
-    expiresAt: number,
-    sealedIdToken?: string,
-  ): Promise<void> {
+  async rotateSignedIn({ oldHash, newHash, principal: p, expiresAt, sealedIdToken }: SignedInSession): Promise<void> {
     await this.q.atomically(async (q) => {
       if (oldHash) await q.query('DELETE FROM browser_sessions WHERE id_hash = $1', [oldHash]);
       await q.query(

@@ -1,4 +1,4 @@
-import type { Owner, SessionRepository, SessionRow } from '../types.js';
+import type { SessionRepository, SessionRow, SignedInSession } from '../types.js';
 import type { Db } from './database.js';
 import type { Runner } from './gate.js';
 
@@ -25,13 +25,7 @@ export class SqliteSessionRepository implements SessionRepository {
     return this.gate.run(() => this.#find.get(idHash, now) as SessionRow | undefined);
   }
 
-  rotateSignedIn(
-    oldHash: string | undefined,
-    newHash: string,
-    p: Owner & { name: string },
-    expiresAt: number,
-    sealedIdToken?: string,
-  ): Promise<void> {
+  rotateSignedIn({ oldHash, newHash, principal: p, expiresAt, sealedIdToken }: SignedInSession): Promise<void> {
     return this.gate.run(() =>
       this.db.transaction(() => {
         if (oldHash) this.db.prepare('DELETE FROM browser_sessions WHERE id_hash = ?').run(oldHash);

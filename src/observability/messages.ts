@@ -1,0 +1,18 @@
+// The help text of each of the broker's metrics, as Prometheus and a dashboard show it to an
+// operator, keyed by the metric's name (the fixed names of issue 14, the README's metrics table).
+export const METRIC_HELP = {
+  broker_http_requests_total: 'HTTP requests answered, by Express route pattern and status code.',
+  broker_mcp_tool_calls_total: 'MCP tools/call requests, by tool and outcome (complete, input_required, error, declined).',
+  broker_connect_flows_total: 'Connect flow steps, by provider and outcome (started, completed, cancelled, denied, failed, refused).',
+  broker_token_refreshes_total: 'Provider token refreshes this instance asked for, by provider and outcome (refreshed, rejected, failed).',
+  broker_held_repeats: 'Repeated tool calls (and token exchanges) held right now while their user is in the browser.',
+  broker_hold_duration_seconds: 'How long a held repeat waited for its connect flow.',
+  broker_token_exchanges_total: 'RFC 8693 token exchanges at /oauth/token, by service and outcome.',
+  broker_upstream_calls_total: 'Calls the gateway made to upstream MCP servers, by upstream and outcome.',
+  broker_upstream_call_duration_seconds: 'How long calls to upstream MCP servers took, by upstream.',
+  broker_store_errors_total: 'Store operations that failed because the database could not be reached or did not answer in time.',
+  broker_pending_connections_open:
+    'Pending connections (connect links) open or being authorized, unexpired, read from the store at scrape time.',
+} as const;
+
+export type MetricName = keyof typeof METRIC_HELP;
