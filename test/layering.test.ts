@@ -56,6 +56,28 @@ function where(source: Source, node: ts.Node): string {
   return `${source.path}:${line + 1}`;
 }
 
+/** Where (`path:line`) in `sources` each node `match` picks stands. */
+function placesOf(sources: Source[], match: (n: ts.Node) => boolean): string[] {
+  const at: string[] = [];
+  for (const s of sources)
+    walk(s.file, (n) => {
+      if (match(n)) at.push(where(s, n));
+    });
+  return at;
+}
+
+/** Every place of `places` is in `file`, and one at least is: a scan that found nothing would pass without checking. */
+function assertOnlyIn(places: string[], file: string, what: string): void {
+  assert.ok(
+    places.some((p) => p.startsWith(`${file}:`)),
+    `${what} is found (the check is live)`,
+  );
+  assert.deepEqual(
+    places.filter((p) => !p.startsWith(`${file}:`)),
+    [],
+  );
+}
+
 /** Every module a file imports, re-exports, requires or `import()`s, with where. */
 function importedModules(source: Source): Array<{ module: string; at: string }> {
   const found: Array<{ module: string; at: string }> = [];
@@ -449,45 +471,21 @@ describe('layering invariants of src/', () => {
   });
 
   it('builds a JSON-RPC error body (an object literal with jsonrpc and error) only in src/http/json-rpc-error.ts', () => {
-    const builders = sources.flatMap((s) => {
-      const at: string[] = [];
-      walk(s.file, (n) => {
-        if (!ts.isObjectLiteralExpression(n)) return;
-        const names = n.properties.map((p) => (p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) ? p.name.text : ''));
-        if (names.includes('jsonrpc') && names.includes('error')) {
-          at.push(`${s.path}:${s.file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`);
-        }
-      });
-      return at;
+    const builders = placesOf(sources, (n) => {
+      if (!ts.isObjectLiteralExpression(n)) return false;
+      const names = n.properties.map((p) => (p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) ? p.name.text : ''));
+      return names.includes('jsonrpc') && names.includes('error');
     });
-    assert.ok(
-      builders.some((b) => b.startsWith('src/http/json-rpc-error.ts:')),
-      'the one builder is found (the check is live)',
-    );
-    assert.deepEqual(
-      builders.filter((b) => !b.startsWith('src/http/json-rpc-error.ts:')),
-      [],
-    );
+    assertOnlyIn(builders, 'src/http/json-rpc-error.ts', 'the one builder');
   });
 
   it('reads an MCP request body (readBody, the depth check) only in src/mcp/endpoint.ts: the sandbox GitHub reuses readJsonRpcBody', () => {
     const BODY_READERS = new Set(['readBody', 'nestsDeeperThan']);
-    const uses = sources.flatMap((s) => {
-      if (s.path === 'src/http/web-adapter.ts') return [];
-      const at: string[] = [];
-      walk(s.file, (n) => {
-        if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && BODY_READERS.has(n.expression.text)) at.push(where(s, n));
-      });
-      return at;
-    });
-    assert.ok(
-      uses.some((u) => u.startsWith('src/mcp/endpoint.ts:')),
-      'the one reader is found (the check is live)',
+    const uses = placesOf(
+      sources.filter((s) => s.path !== 'src/http/web-adapter.ts'),
+      (n) => ts.isCallExpression(n) && ts.isIdentifier(n.expression) && BODY_READERS.has(n.expression.text),
     );
-    assert.deepEqual(
-      uses.filter((u) => !u.startsWith('src/mcp/endpoint.ts:')),
-      [],
-    );
+    assertOnlyIn(uses, 'src/mcp/endpoint.ts', 'the one reader');
   });
 
   it('renders pages with an error status only through the error handler: every other renderMessage() passes the literal 200', () => {

@@ -5,8 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { providerDefinitionSchema } from '../src/providers/definition.js';
-import { OAuthProvider } from '../src/providers/oauth-provider.js';
+import { acmeProvider } from './support/acme-provider.js';
 
 describe('OAuthProvider: RFC 7009 revocation', () => {
   let server: Server;
@@ -27,21 +26,7 @@ describe('OAuthProvider: RFC 7009 revocation', () => {
   });
   after(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  const provider = () =>
-    new OAuthProvider({
-      definition: providerDefinitionSchema.parse({
-        id: 'acme',
-        displayName: 'Acme',
-        kind: 'oauth2',
-        authorizationEndpoint: `${base}/authorize`,
-        tokenEndpoint: `${base}/token`,
-        identity: { source: 'token_response', idField: 'user_id', loginField: 'user_name' },
-        revocation: { kind: 'rfc7009', endpoint: `${base}/revoke` },
-      }),
-      clientId: 'acme-client',
-      clientSecret: 'acme-secret',
-      timeoutMs: 2000,
-    });
+  const provider = () => acmeProvider(base, { source: 'token_response', idField: 'user_id', loginField: 'user_name' });
   const tokens = { accessToken: 'at-kept-apart', refreshToken: 'rt-of-the-grant', tokenType: 'bearer', scopes: [] };
 
   /** Revokes `tokens` as `what` and returns the one revocation request the provider received (its form). */

@@ -179,6 +179,12 @@ describe('encryption key rotation', () => {
   const stack = useStack();
   // An `auth: mcp` upstream behind its own authorization server, where the broker registers by RFC 7591.
   const upstream = useSuite('a protected upstream', () => startProtectedUpstream());
+  /** `npm run rotate-keys` against the database and key ring `env` names. */
+  const rotateKeys = (env: Record<string, string>) =>
+    spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  /** A GitHub connection of `sub` sealed under `env`'s ring: only its seal is looked at, its token is never sent. */
+  const sealedConnection = (env: Record<string, string>, sub: string, accountId: string, accessToken: string) =>
+    seedConnection(env, sub, 'github', { id: accountId, login: `${sub}-gh` }, { accessToken, tokenType: 'bearer', scopes: [] });
 
   it('keeps old rows readable under a new ring, re-encrypts everything with npm run rotate-keys, and then works without the old key', async () => {
     const oldKey = stack.env.TOKEN_ENCRYPTION_KEY!;
@@ -209,10 +215,7 @@ describe('encryption key rotation', () => {
     assert.match(await whoami('rita'), /@octocat/);
     await seedGitHubConnection(stack, 'tess', 'monalisa');
 
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
-      env: { ...process.env, ...stack.env },
-      encoding: 'utf8',
-    });
+    const run = rotateKeys(stack.env);
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stdout, /Re-encrypted 2 connection\(s\) under key "k2026"/);
     assert.match(run.stdout, /Re-encrypted 1 upstream client secret\(s\) .*under key "k2026"/);
@@ -251,17 +254,8 @@ describe('encryption key rotation', () => {
   it('reports rows sealed under a key that left the ring instead of failing silently', async () => {
     const orphan = randomBytes(32).toString('base64');
     const env = { ...stack.env, TOKEN_ENCRYPTION_KEYS: `orphan:${orphan}` };
-    await seedConnection(
-      env,
-      'uma',
-      'github',
-      { id: '77', login: 'uma-gh' },
-      { accessToken: 'gho_orphaned', tokenType: 'bearer', scopes: [] },
-    );
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
-      env: { ...process.env, ...stack.env },
-      encoding: 'utf8',
-    });
+    await sealedConnection(env, 'uma', '77', 'gho_orphaned');
+    const run = rotateKeys(stack.env);
     assert.equal(run.status, 1);
     assert.match(run.stdout, /1 connection\(s\) sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
   });
@@ -276,24 +270,14 @@ describe('encryption key rotation', () => {
       TOKEN_ENCRYPTION_KEYS: current,
     };
     delete env.TOKEN_ENCRYPTION_KEY;
-    await seedConnection(
-      env,
-      'vera',
-      'github',
-      { id: '78', login: 'vera-gh' },
-      { accessToken: 'gho_current', tokenType: 'bearer', scopes: [] },
-    );
+    await sealedConnection(env, 'vera', '78', 'gho_current');
     // The registration was sealed under a key that has since left the ring.
     const registeredBefore = registrations(upstream);
     const registered = await upstreamRegistration({ ...env, TOKEN_ENCRYPTION_KEYS: lostKey }, upstream);
     assert.ok(registered.clientSecret);
     assert.equal(registrations(upstream), registeredBefore + 1);
 
-    const rotate = (ring: string) =>
-      spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], {
-        env: { ...process.env, ...env, TOKEN_ENCRYPTION_KEYS: ring },
-        encoding: 'utf8',
-      });
+    const rotate = (ring: string) => rotateKeys({ ...env, TOKEN_ENCRYPTION_KEYS: ring });
     const run = rotate(current);
     assert.equal(run.status, 1, run.stdout + run.stderr);
     assert.match(run.stdout, /Re-encrypted 0 connection\(s\)/);

@@ -93,6 +93,32 @@ function byId<T extends { id: string }>(rows: T[]): T[] {
   return [...rows].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
 }
 
+/** What a re-seal writes: the current key's id and the value sealed under it, in the table's own column. */
+type SealedAs<Column extends string> = { key_id: string } & Record<Column, string>;
+
+/** A repository whose re-seal is a compare-and-set on the sealed value the caller read. */
+interface Resealing<Row, Next> {
+  reseal(row: Row, next: Next): Promise<boolean>;
+}
+
+/**
+ * Re-seals `target` under k2 from two instances that both read it: the first wins; the second,
+ * from the same read, finds the sealed value changed and loses; `reread` then gives the row as it
+ * was read (`asRead`, without a listing's extras) with only `key_id` and the sealed `column` changed.
+ */
+async function resealsOnce<Row, Column extends string>(
+  [first, second]: readonly [Resealing<Row, SealedAs<Column>>, Resealing<Row, SealedAs<Column>>],
+  target: Row,
+  column: Column,
+  reread: () => Promise<unknown>,
+  asRead: object,
+): Promise<void> {
+  const next = (sealed: string) => ({ key_id: 'k2', [column]: sealed }) as SealedAs<Column>;
+  assert.equal(await first.reseal(target, next('resealed')), true);
+  assert.equal(await second.reseal(target, next('resealed-again')), false, 'the sealed value changed since it was read');
+  assert.deepEqual(await reread(), { ...asRead, ...next('resealed') }, `only key_id and ${column} change (not updated_at)`);
+}
+
 function repositoryContract(name: string, skip: string | false, start: () => Promise<Backend>): void {
   describe(`repository contract: ${name}`, { skip }, () => {
     let backend: Backend;
@@ -954,17 +980,7 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         ]);
 
         const target = page1[0]!;
-        assert.equal(await db.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed' }), true);
-        assert.equal(
-          await other.connections.reseal(target, { key_id: 'k2', sealed_tokens: 'resealed-again' }),
-          false,
-          'the row changed since it was read',
-        );
-        assert.deepEqual(
-          await other.connections.find(target, 'github'),
-          { ...u0, key_id: 'k2', sealed_tokens: 'resealed' },
-          'only the key and the sealed value change (not updated_at)',
-        );
+        await resealsOnce([db.connections, other.connections], target, 'sealed_tokens', () => other.connections.find(target, 'github'), u0);
         assert.equal(await db.connections.reseal({ ...u0, subject: 'nobody' }, { key_id: 'k2', sealed_tokens: 'x' }), false, 'no such row');
         assert.deepEqual(await other.connections.countByKey(), [
           { key_id: 'Z9', n: 1 },
@@ -1579,17 +1595,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         ]);
 
         const target = page1[1]!;
-        assert.equal(await db.upstreamClients.reseal(target, { key_id: 'k2', client_secret_sealed: 'resealed' }), true);
-        assert.equal(
-          await other.upstreamClients.reseal(target, { key_id: 'k2', client_secret_sealed: 'resealed-again' }),
-          false,
-          'the secret changed since it was read',
-        );
-        assert.deepEqual(
-          await other.upstreamClients.find(target.issuer, target.client_key),
-          { ...target, key_id: 'k2', client_secret_sealed: 'resealed' },
-          'only the key and the sealed secret change',
-        );
+        const reread = () => other.upstreamClients.find(target.issuer, target.client_key);
+        await resealsOnce([db.upstreamClients, other.upstreamClients], target, 'client_secret_sealed', reread, target);
         // A registration replaced meanwhile (forgotten, then registered anew) is not overwritten.
         const replaced = rows[0]!;
         assert.equal(await db.upstreamClients.delete(replaced.issuer, replaced.client_key, replaced.client_id), true);

@@ -11,9 +11,8 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { parentFrom, startTracing, traceContextMeta, tracedFetch, withSpan, type Tracing } from '../src/observability/tracing.js';
-import { providerDefinitionSchema } from '../src/providers/definition.js';
-import { OAuthProvider } from '../src/providers/oauth-provider.js';
 import { sqliteHandle } from '../src/store/index.js';
+import { acmeProvider } from './support/acme-provider.js';
 import { modernClient, resultText } from './support/mcp.js';
 import { runNode } from './support/node-process.js';
 import { providersFile } from './support/gateway.js';
@@ -180,20 +179,7 @@ describe('traces', () => {
     });
     const base = `http://127.0.0.1:${server.port}`;
     try {
-      const acme = new OAuthProvider({
-        definition: providerDefinitionSchema.parse({
-          id: 'acme',
-          displayName: 'Acme',
-          kind: 'oauth2',
-          authorizationEndpoint: `${base}/authorize`,
-          tokenEndpoint: `${base}/token`,
-          identity: { source: 'api', url: `${base}/me`, idField: 'id', loginField: 'username' },
-          revocation: { kind: 'rfc7009', endpoint: `${base}/revoke` },
-        }),
-        clientId: 'acme-client',
-        clientSecret: 'acme-secret',
-        timeoutMs: 2000,
-      });
+      const acme = acmeProvider(base, { source: 'api', url: `${base}/me`, idField: 'id', loginField: 'username' });
       exporter.reset();
       const client = clientTrace();
       await withSpan(
