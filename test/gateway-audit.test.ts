@@ -6,11 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { UpstreamAudit } from '../src/gateway/audit.js';
 import { createLogger } from '../src/log.js';
 import { openSqliteStore, type Store } from '../src/store/index.js';
 
-const alice = { issuer: 'https://idp.example', subject: 'audit-alice' };
+const ISSUER = 'https://idp.example';
+const alice = principalFromVerifiedClaims(ISSUER, 'audit-alice');
 
 describe('the upstream_call audit rows', () => {
   let dir: string;
@@ -53,7 +55,7 @@ describe('the upstream_call audit rows', () => {
 
   it('writes without being flushed, once the turn is over', async () => {
     const audit = new UpstreamAudit(store, log);
-    const who = { ...alice, subject: 'audit-bea' };
+    const who = principalFromVerifiedClaims(ISSUER, 'audit-bea');
     audit.record(who, 'tracker', 'tool=a outcome=result ms=1');
     for (let i = 0; i < 5 && (await rows(who.subject)).length === 0; i++) await nextTurn();
     assert.deepEqual(await rows(who.subject), ['tool=a outcome=result ms=1']);
@@ -61,7 +63,7 @@ describe('the upstream_call audit rows', () => {
 
   it('holds a bounded queue: what it cannot hold is dropped, counted and logged', async () => {
     const audit = new UpstreamAudit(store, log, 3);
-    const who = { ...alice, subject: 'audit-cy' };
+    const who = principalFromVerifiedClaims(ISSUER, 'audit-cy');
     lines.length = 0;
     for (let i = 0; i < 10; i++) audit.record(who, 'github', `tool=echo outcome=result ms=${i}`);
     await audit.flush();
@@ -85,7 +87,7 @@ describe('the upstream_call audit rows', () => {
       },
     });
     const audit = new UpstreamAudit(flaky, log);
-    const who = { ...alice, subject: 'audit-dee' };
+    const who = principalFromVerifiedClaims(ISSUER, 'audit-dee');
     lines.length = 0;
     audit.record(who, 'github', 'tool=echo outcome=result ms=9');
     await audit.flush();
