@@ -89,16 +89,31 @@ export class UpstreamClient {
 
   /** Sends `method` with `params` (whose `_meta` must already be free of `io.modelcontextprotocol/` keys). */
   async request(method: 'tools/call' | 'tools/list', params: Record<string, unknown>, caller: UpstreamCaller): Promise<UpstreamOutcome> {
-    const deadline = AbortSignal.timeout(this.upstream.timeoutMs);
-    const signal = caller.signal ? AbortSignal.any([deadline, caller.signal]) : deadline;
+    // One controller for the deadline and the caller's abort (AbortSignal.timeout + AbortSignal.any
+    // cost ~15 µs per call in Node 20, this ~1 µs).
+    const controller = new AbortController();
+    const signal = controller.signal;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException(`no answer within ${this.upstream.timeoutMs} ms`, 'TimeoutError'));
+    }, this.upstream.timeoutMs);
+    timer.unref();
+    const callerSignal = caller.signal;
+    const onCallerAbort = () => controller.abort(callerSignal?.reason);
+    if (callerSignal?.aborted) onCallerAbort();
+    else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
     try {
       const era = this.#era ?? (await this.#discover(caller, signal));
       return era === 'modern' ? await this.#modern(method, params, caller, signal) : await this.#legacy(method, params, caller, signal);
     } catch (err) {
       if (err instanceof Stop) return err.outcome;
-      if (deadline.aborted) return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
+      if (timedOut) return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
       if (signal.aborted) return { kind: 'failed', reason: 'unavailable', detail: 'the caller went away' };
       return { kind: 'failed', reason: 'unavailable', detail: describe(err) };
+    } finally {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener('abort', onCallerAbort);
     }
   }
 
