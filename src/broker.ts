@@ -166,7 +166,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       // Attempts in flight are settled before the database closes (a cut one would only be sent again).
       await webhooks.delivery.close();
       await mcpHandler.close();
-      gateway?.close();
+      // The forwarded calls' audit rows still queued are written before the database closes.
+      await gateway?.close();
       await store.close();
     },
   };

@@ -9,6 +9,9 @@ import { readConnection } from './support/seed.js';
 import { completeConnect } from './support/stack.js';
 import { allContentResult, ODD_RESULT } from './support/upstream-server.js';
 
+/** Sequential forwarded calls that must share one kept-alive upstream connection. */
+const CALLS = 20;
+
 const ECHO_DECLARED = {
   name: 'echo',
   description: 'Echoes text (declared)',
@@ -139,11 +142,11 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
     assert.deepEqual(comparable(r.json.result), ODD_RESULT);
   });
 
-  it('never sends a 2026-07-28 upstream initialize, a session id, the MCP access token or any header of the client; calls reuse a kept-alive connection', async () => {
+  it(`never sends a 2026-07-28 upstream initialize, a session id, the MCP access token or any header of the client; ${CALLS} calls open at most one connection`, async () => {
     await connectGitHub(stack, 'alice-wire', 'octocat');
     const mcpToken = await stack.token('alice-wire');
     const before = github.requests.length;
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < CALLS; i++) {
       const r = await rawCall(
         stack.mcpUrl,
         mcpToken,
@@ -163,7 +166,8 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
       assert.ok(!values.some(([k]) => k === 'x-client-secret-header' || k === 'cookie'), 'no header of the client is forwarded');
     }
     const mine = all.slice(before);
-    assert.equal(new Set(mine.map((r) => r.remotePort)).size, 1, 'the three calls came over one kept-alive connection');
+    assert.equal(mine.filter((r) => r.method === 'tools/call').length, CALLS, 'every call reached the upstream');
+    assert.equal(new Set(mine.map((r) => r.remotePort)).size, 1, `the ${CALLS} calls came over one kept-alive connection`);
   });
 
   it("keeps users apart: each upstream call carries its own user's token, and a user never gets another's cached live list", async () => {

@@ -13,7 +13,7 @@ import { gatewayRows, type GatewayLoad } from '../lib/gateway-rows.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadTarget } from '../lib/load.js';
 import { definePhase } from '../lib/phase.js';
 import type { Child } from '../lib/proc.js';
-import { DURATION, say } from '../lib/settings.js';
+import { BENCH_DIR, DURATION, PROFILE, say } from '../lib/settings.js';
 import { ms, us } from '../lib/stats.js';
 
 export const UPSTREAM_ID = 'bench';
@@ -51,7 +51,11 @@ export const gateway = definePhase({
     let broker: Child | undefined;
     let unavailable: string | undefined;
     try {
-      broker = await resources.spawnBroker('broker G', { ...env, PROVIDERS_FILE: file, PORT: String(await freePort()) });
+      broker = await resources.spawnBroker(
+        'broker G',
+        { ...env, PROVIDERS_FILE: file, PORT: String(await freePort()) },
+        PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'gateway')] : [],
+      );
       unavailable = await gatewayMissing(broker.url, tokens[0]!);
     } catch (err) {
       const exited = err instanceof Error ? /(?:Configuration error|Could not start): ([^\n]+)/.exec(err.message)?.[1] : undefined;

@@ -17,11 +17,14 @@ import { ProviderError, type Provider } from '../providers/provider.js';
 import { principalKey, type Catalog } from './catalog.js';
 import { G } from './messages.js';
 import type { ToolRoute } from './names.js';
+import type { UpstreamAudit } from './audit.js';
 import type { GatewaySeams, SeamCall } from './seams.js';
 import { foreignMeta, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js';
 import { traceContextMeta } from '../observability/tracing.js';
 
 export interface ForwardDeps {
+  /** Where each forwarded call's audit row is queued (written after the answer, src/gateway/audit.ts). */
+  audit: UpstreamAudit;
   clients: ReadonlyMap<string, UpstreamClient>;
   catalog: Catalog;
   seams: GatewaySeams;
@@ -60,7 +63,7 @@ export async function forwardToolCall(
     const answer = await forwardWithConnection(call, gw, principal, params, (o) => (outcome = o));
     return answer;
   } finally {
-    if (outcome) audit(deps, principal, upstream, route.name, outcome, Date.now() - started);
+    if (outcome) audit(gw.audit, principal, upstream, route.name, outcome, Date.now() - started);
   }
 }
 
@@ -197,12 +200,15 @@ function passedCapabilities(ctx: ServerContext): Record<string, unknown> {
   return caps?.elicitation ? { elicitation: caps.elicitation } : {};
 }
 
-function audit(deps: ToolDeps, principal: Principal, upstream: ConfiguredUpstream, tool: string, outcome: UpstreamOutcome, ms: number) {
+function audit(
+  rows: UpstreamAudit,
+  principal: Principal,
+  upstream: ConfiguredUpstream,
+  tool: string,
+  outcome: UpstreamOutcome,
+  ms: number,
+) {
   const kind = outcome.kind === 'failed' ? `failed/${outcome.reason}` : outcome.kind;
   metrics.upstreamCall(upstream.id, kind, ms / 1000);
-  void deps.store.audit
-    .record('upstream_call', principal, upstream.id, `tool=${tool} outcome=${kind} ms=${ms}`)
-    .catch((err: unknown) =>
-      deps.log.warn('audit_write_failed', { event: 'upstream_call', message: err instanceof Error ? err.message : String(err) }),
-    );
+  rows.record(principal, upstream.id, `tool=${tool} outcome=${kind} ms=${ms}`);
 }

@@ -16,6 +16,7 @@ import { M } from '../mcp/messages.js';
 import { SERVER_INFO } from '../mcp/server.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
+import { UpstreamAudit } from './audit.js';
 import { Catalog, type ToolDefinition } from './catalog.js';
 import { forwardToolCall, type ForwardDeps } from './forward.js';
 import { ToolNames } from './names.js';
@@ -58,6 +59,7 @@ export class Gateway implements GatewayHook {
   readonly catalog: Catalog;
   readonly clients: ReadonlyMap<string, UpstreamClient>;
   readonly #forward: ForwardDeps;
+  readonly #audit: UpstreamAudit;
   #builtinDefinitions: Promise<ToolDefinition[]> | undefined;
 
   constructor(private readonly options: GatewayOptions) {
@@ -78,7 +80,9 @@ export class Gateway implements GatewayHook {
       builtins: options.builtins,
       ...(options.liveTtlMs !== undefined ? { liveTtlMs: options.liveTtlMs } : {}),
     });
+    this.#audit = new UpstreamAudit(options.store, options.log);
     this.#forward = {
+      audit: this.#audit,
       clients: this.clients,
       catalog: this.catalog,
       seams: { ...defaultSeams, ...options.seams },
@@ -127,8 +131,10 @@ export class Gateway implements GatewayHook {
     return undefined;
   }
 
-  close(): void {
+  /** Closes the upstream connections and writes the audit rows still queued. */
+  async close(): Promise<void> {
     for (const client of this.clients.values()) client.close();
+    await this.#audit.flush();
   }
 
   /**

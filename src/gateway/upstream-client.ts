@@ -11,14 +11,14 @@
  *
  * Nothing of the broker's client is sent: headers are built here from scratch (the user's
  * provider token as Bearer, or none), so neither the broker's MCP access token nor any other
- * header of the caller can reach an upstream. Connections are pooled by Node's fetch (undici
- * keeps them alive per origin).
+ * header of the caller can reach an upstream. Connections are pooled per upstream and kept alive
+ * (src/gateway/upstream-http.ts); each answer is read once, as one buffer or as its event stream.
  */
+import type { IncomingMessage } from 'node:http';
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { Logger } from '../log.js';
 import { Lru } from '../lru.js';
-import { readBounded } from '../http/bounded-read.js';
-import { tracedFetch } from '../observability/tracing.js';
+import { discard, headerOf, readAnswerBody, RedirectRefused, UpstreamHttp } from './upstream-http.js';
 
 export const MODERN_VERSION = '2026-07-28';
 export const LEGACY_VERSION = '2025-11-25';
@@ -71,6 +71,7 @@ export class UpstreamClient {
   /** Learnt once per process: a `server/discover` that names 2026-07-28, else the 2025-11-25 handshake. */
   #era: 'modern' | 'legacy' | undefined;
   readonly #sessions: Lru<string, Promise<Session>>;
+  readonly #http: UpstreamHttp;
   #nextId = 1;
 
   constructor(
@@ -78,6 +79,7 @@ export class UpstreamClient {
     private readonly options: UpstreamClientOptions,
   ) {
     this.#sessions = new Lru(options.maxSessions ?? 1_000);
+    this.#http = new UpstreamHttp(upstream.url, upstream.id);
   }
 
   /** The era learnt so far (for tests and logs). */
@@ -87,22 +89,38 @@ export class UpstreamClient {
 
   /** Sends `method` with `params` (whose `_meta` must already be free of `io.modelcontextprotocol/` keys). */
   async request(method: 'tools/call' | 'tools/list', params: Record<string, unknown>, caller: UpstreamCaller): Promise<UpstreamOutcome> {
-    const deadline = AbortSignal.timeout(this.upstream.timeoutMs);
-    const signal = caller.signal ? AbortSignal.any([deadline, caller.signal]) : deadline;
+    // One controller for the deadline and the caller's abort (AbortSignal.timeout + AbortSignal.any
+    // cost ~15 µs per call in Node 20, this ~1 µs).
+    const controller = new AbortController();
+    const signal = controller.signal;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException(`no answer within ${this.upstream.timeoutMs} ms`, 'TimeoutError'));
+    }, this.upstream.timeoutMs);
+    timer.unref();
+    const callerSignal = caller.signal;
+    const onCallerAbort = () => controller.abort(callerSignal?.reason);
+    if (callerSignal?.aborted) onCallerAbort();
+    else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
     try {
       const era = this.#era ?? (await this.#discover(caller, signal));
       return era === 'modern' ? await this.#modern(method, params, caller, signal) : await this.#legacy(method, params, caller, signal);
     } catch (err) {
       if (err instanceof Stop) return err.outcome;
-      if (deadline.aborted) return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
+      if (timedOut) return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
       if (signal.aborted) return { kind: 'failed', reason: 'unavailable', detail: 'the caller went away' };
       return { kind: 'failed', reason: 'unavailable', detail: describe(err) };
+    } finally {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener('abort', onCallerAbort);
     }
   }
 
-  /** Forgets every 2025-11-25 session (shutdown, tests). */
+  /** Forgets every 2025-11-25 session and closes the pooled connections (shutdown, tests). */
   close(): void {
     this.#sessions.clear();
+    this.#http.close();
   }
 
   #headers(caller: UpstreamCaller, extra: Record<string, string>): Record<string, string> {
@@ -122,12 +140,8 @@ export class UpstreamClient {
     };
   }
 
-  async #post(headers: Record<string, string>, body: unknown, signal: AbortSignal): Promise<Response> {
-    const init: RequestInit = { method: 'POST', headers, body: JSON.stringify(body), signal, redirect: 'error' };
-    // A declared upstream is the operator's to trust with our trace ids (providers never get them).
-    return tracedFetch(`upstream ${this.upstream.id}`, { 'broker.upstream': this.upstream.id }, this.upstream.url, init, {
-      propagate: true,
-    });
+  #post(headers: Record<string, string>, body: unknown, signal: AbortSignal): Promise<IncomingMessage> {
+    return this.#http.post(headers, JSON.stringify(body), signal);
   }
 
   async #discover(caller: UpstreamCaller, signal: AbortSignal): Promise<'modern' | 'legacy'> {
@@ -139,19 +153,19 @@ export class UpstreamClient {
     );
     refuseAuthFailures(res);
     // A server error says nothing about the era: learn it on a later call rather than guess.
-    if (res.status >= 500) {
-      await res.body?.cancel();
-      throw failed('http_error', `HTTP ${res.status} to server/discover`);
+    if (status(res) >= 500) {
+      discard(res);
+      throw failed('http_error', `HTTP ${status(res)} to server/discover`);
     }
     let era: 'modern' | 'legacy' = 'legacy';
-    if (res.ok) {
+    if (ok(res)) {
       const message = await this.#readAnswer(res, id, signal, async () => undefined).catch((err: unknown) => {
         if (err instanceof Stop && err.outcome.kind === 'failed' && err.outcome.reason === 'too_large') throw err;
         return undefined;
       });
       const versions = (message?.result as { supportedVersions?: unknown } | undefined)?.supportedVersions;
       if (Array.isArray(versions) && versions.includes(MODERN_VERSION)) era = 'modern';
-    } else await res.body?.cancel();
+    } else discard(res);
     this.#era = era;
     this.options.log.info('upstream_era', { upstream: this.upstream.id, era });
     return era;
@@ -176,8 +190,8 @@ export class UpstreamClient {
       const id = this.#nextId++;
       const res = await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', id, method, params }, signal);
       // The session expired, or this upstream instance never had it: establish a new one, once.
-      if (res.status === 404 && session.id !== null && attempt === 0) {
-        await res.body?.cancel();
+      if (status(res) === 404 && session.id !== null && attempt === 0) {
+        discard(res);
         this.#sessions.delete(key);
         this.options.log.info('upstream_session_renewed', { upstream: this.upstream.id });
         continue;
@@ -236,10 +250,10 @@ export class UpstreamClient {
     const message = await this.#answerOf(res, id, signal, async () => undefined);
     const result = message.result as { protocolVersion?: unknown } | undefined;
     if (!result || typeof result.protocolVersion !== 'string') throw failed('malformed', 'initialize answered without a protocolVersion');
-    const session: Session = { id: res.headers.get('mcp-session-id'), version: result.protocolVersion };
+    const session: Session = { id: headerOf(res, 'mcp-session-id') ?? null, version: result.protocolVersion };
     const ack = await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', method: 'notifications/initialized' }, signal);
-    await ack.body?.cancel();
     refuseAuthFailures(ack);
+    discard(ack);
     return session;
   }
 
@@ -251,46 +265,57 @@ export class UpstreamClient {
         : request.method === 'ping'
           ? { result: {} }
           : { error: { code: -32601, message: 'Method not found' } };
-    const res = await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', id: request.id, ...reply }, signal);
-    await res.body?.cancel();
+    discard(await this.#post(this.#sessionHeaders(caller, session), { jsonrpc: '2.0', id: request.id, ...reply }, signal));
   }
 
   /** The JSON-RPC answer to `id` in `res`, after mapping HTTP failures to outcomes. */
-  async #answerOf(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
+  async #answerOf(
+    res: IncomingMessage,
+    id: unknown,
+    signal: AbortSignal,
+    onRequest: (request: Message) => Promise<void>,
+  ): Promise<Message> {
     refuseAuthFailures(res);
-    if (!res.ok) {
+    if (!ok(res)) {
       const text = await readBoundedText(res, this.options.maxResultBytes).catch(() => '');
       const error = parseJson(text)?.error as { code?: unknown; message?: unknown } | undefined;
-      if (res.status < 500 && error && typeof error.code === 'number')
+      if (status(res) < 500 && error && typeof error.code === 'number')
         throw new Stop({ kind: 'rpc_error', code: error.code, message: String(error.message ?? '') });
-      throw failed('http_error', `HTTP ${res.status}`);
+      throw failed('http_error', `HTTP ${status(res)}`);
     }
     return this.#readAnswer(res, id, signal, onRequest);
   }
 
-  async #readAnswer(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
-    const type = res.headers.get('content-type') ?? '';
+  async #readAnswer(
+    res: IncomingMessage,
+    id: unknown,
+    signal: AbortSignal,
+    onRequest: (request: Message) => Promise<void>,
+  ): Promise<Message> {
+    const type = headerOf(res, 'content-type') ?? '';
     if (/^application\/json\b/i.test(type)) {
       const message = parseJson(await readBoundedText(res, this.options.maxResultBytes));
       if (!message || message.id !== id) throw failed('malformed', 'the answer is not a JSON-RPC response to our request');
       return message;
     }
     if (/^text\/event-stream\b/i.test(type)) return this.#readStream(res, id, signal, onRequest);
-    await res.body?.cancel();
+    discard(res);
     throw failed('malformed', `unexpected content type ${JSON.stringify(type.slice(0, 60))}`);
   }
 
   /** Reads SSE events until the response to `id`; requests from the upstream go to `onRequest`, notifications are dropped. */
-  async #readStream(res: Response, id: unknown, signal: AbortSignal, onRequest: (request: Message) => Promise<void>): Promise<Message> {
-    const reader = res.body!.getReader();
+  async #readStream(
+    res: IncomingMessage,
+    id: unknown,
+    signal: AbortSignal,
+    onRequest: (request: Message) => Promise<void>,
+  ): Promise<Message> {
     const decoder = new TextDecoder();
     let buffered = '';
     let total = 0;
     try {
-      for (;;) {
+      for await (const value of res as AsyncIterable<Buffer>) {
         if (signal.aborted) throw signal.reason;
-        const { done, value } = await reader.read();
-        if (done) throw failed('malformed', 'the event stream ended without an answer');
         total += value.byteLength;
         if (total > this.options.maxResultBytes) throw failed('too_large', `the event stream passed ${this.options.maxResultBytes} bytes`);
         buffered += decoder.decode(value, { stream: true });
@@ -309,19 +334,21 @@ export class UpstreamClient {
           else if (message.id === id && (message.result !== undefined || message.error !== undefined)) return message;
         }
       }
+      if (!res.complete) throw signal.aborted ? signal.reason : failed('unavailable', 'the event stream was cut off');
+      throw failed('malformed', 'the event stream ended without an answer');
     } finally {
-      void reader.cancel().catch(() => undefined);
+      if (!res.complete) res.destroy();
     }
   }
 }
 
-function refuseAuthFailures(res: Response): void {
-  if (res.status === 401 || res.status === 403) {
-    void res.body?.cancel().catch(() => undefined);
-    throw new Stop({
-      kind: res.status === 401 ? 'unauthorized' : 'forbidden',
-      wwwAuthenticate: res.headers.get('www-authenticate') ?? undefined,
-    });
+const status = (res: IncomingMessage): number => res.statusCode ?? 0;
+const ok = (res: IncomingMessage): boolean => status(res) >= 200 && status(res) < 300;
+
+function refuseAuthFailures(res: IncomingMessage): void {
+  if (status(res) === 401 || status(res) === 403) {
+    discard(res);
+    throw new Stop({ kind: status(res) === 401 ? 'unauthorized' : 'forbidden', wwwAuthenticate: headerOf(res, 'www-authenticate') });
   }
 }
 
@@ -354,13 +381,13 @@ function classify(message: Message): UpstreamOutcome {
 }
 
 /** The body as text, refusing more than `max` bytes without buffering them. */
-async function readBoundedText(res: Response, max: number): Promise<string> {
-  const declared = Number(res.headers.get('content-length'));
+async function readBoundedText(res: IncomingMessage, max: number): Promise<string> {
+  const declared = Number(res.headers['content-length']);
   if (Number.isFinite(declared) && declared > max) {
-    await res.body?.cancel();
+    res.destroy();
     throw failed('too_large', `the answer declares ${declared} bytes, over ${max}`);
   }
-  const body = await readBounded(res, max);
+  const body = await readAnswerBody(res, max);
   if (!body) throw failed('too_large', `the answer passed ${max} bytes`);
   return body.toString('utf8');
 }
@@ -380,8 +407,10 @@ function eventEnd(buffer: string): { at: number; length: number } | undefined {
 }
 
 function describe(err: unknown): string {
-  const cause = (err as { cause?: { code?: unknown } })?.cause?.code;
-  return typeof cause === 'string' ? cause : err instanceof Error ? err.message.slice(0, 200) : 'unknown';
+  if (err instanceof RedirectRefused) return err.message;
+  const code =
+    (err as { code?: unknown; cause?: { code?: unknown } } | undefined)?.code ?? (err as { cause?: { code?: unknown } })?.cause?.code;
+  return typeof code === 'string' ? code : err instanceof Error ? err.message.slice(0, 200) : 'unknown';
 }
 
 /** `_meta` without the protocol's own keys (which belong to each hop, not to the payload). */

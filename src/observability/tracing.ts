@@ -169,8 +169,12 @@ export function activeSpan(): Span | undefined {
   return tracer ? trace.getActiveSpan() : undefined;
 }
 
-/** Adds `traceparent` (and `tracestate`) of the active span to outgoing `headers`; nothing when tracing is off. */
-function injectTraceContext(headers: Headers | Record<string, string>): void {
+/**
+ * Adds `traceparent` (and `tracestate`) of the active span to outgoing `headers`; nothing when tracing
+ * is off. Only for calls to declared upstreams (src/gateway/upstream-http.ts): providers never get
+ * our trace ids.
+ */
+export function injectTraceContext(headers: Headers | Record<string, string>): void {
   if (!tracer) return;
   propagation.inject(context.active(), headers, {
     set: (carrier, key, value) => {
@@ -180,30 +184,20 @@ function injectTraceContext(headers: Headers | Record<string, string>): void {
   });
 }
 
-export interface TracedFetchOptions {
-  /**
-   * Whether the request carries the trace on in `traceparent` / `tracestate`. Only for servers the
-   * operator runs or declared (a gateway upstream): a provider (GitHub's API, an OAuth token or
-   * revocation endpoint) is a third party, and the header would tell it our trace ids. Default false.
-   */
-  propagate?: boolean;
-  doFetch?: (input: URL | string, init: RequestInit) => Promise<Response>;
-}
-
 /**
- * A fetch in a CLIENT span named `name`, carrying the trace to the server it calls only where
- * `options.propagate` says so. Attributes: the method, the host and port (never the path or query:
- * paths hold arguments such as a repository name, queries can hold codes) and the response status.
+ * A fetch to a provider in a CLIENT span named `name`. It never carries the trace on: a provider
+ * (GitHub's API, an OAuth token or revocation endpoint) is a third party, and `traceparent` would
+ * tell it our trace ids (declared upstreams get it, src/gateway/upstream-http.ts). Attributes: the
+ * method, the host and port (never the path or query: paths hold arguments such as a repository
+ * name, queries can hold codes) and the response status.
  */
 export function tracedFetch(
   name: string,
   attributes: Attributes,
   input: URL | string,
   init: RequestInit,
-  options: TracedFetchOptions = {},
 ): Promise<Response> {
-  const doFetch = options.doFetch ?? fetch;
-  if (!tracer) return doFetch(input, init);
+  if (!tracer) return fetch(input, init);
   const url = new URL(input);
   return withSpan(
     name,
@@ -214,13 +208,7 @@ export function tracedFetch(
       'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
     },
     async (span) => {
-      let sent = init;
-      if (options.propagate) {
-        const headers = new Headers(init.headers);
-        injectTraceContext(headers);
-        sent = { ...init, headers };
-      }
-      const response = await doFetch(input, sent);
+      const response = await fetch(input, init);
       span?.setAttribute('http.response.status_code', response.status);
       if (response.status >= 500) span?.setStatus({ code: SpanStatusCode.ERROR });
       return response;
