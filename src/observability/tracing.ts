@@ -191,12 +191,7 @@ export function injectTraceContext(headers: Headers | Record<string, string>): v
  * method, the host and port (never the path or query: paths hold arguments such as a repository
  * name, queries can hold codes) and the response status.
  */
-export function tracedFetch(
-  name: string,
-  attributes: Attributes,
-  input: URL | string,
-  init: RequestInit,
-): Promise<Response> {
+export function tracedFetch(name: string, attributes: Attributes, input: URL | string, init: RequestInit): Promise<Response> {
   if (!tracer) return fetch(input, init);
   const url = new URL(input);
   return withSpan(
