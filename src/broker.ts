@@ -22,6 +22,7 @@ import { openStore, type Store } from './store/index.js';
 import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
 import type { Express } from 'express';
 import { metrics } from './observability/metrics.js';
+import { startAuditRetention, type AuditRetentionOptions } from './audit/retention.js';
 
 export interface Broker {
   app: Express;
@@ -43,6 +44,8 @@ export interface BrokerOptions {
   sandboxGitHub?: boolean;
   /** Webhook delivery timing (tests shorten the retries; the defaults are the documented ones). */
   webhookDelivery?: DeliveryOptions;
+  /** When the audit trail is pruned to AUDIT_RETENTION_DAYS (tests shorten it; default hourly, first a minute after start). */
+  auditRetention?: AuditRetentionOptions;
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
@@ -146,6 +149,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     store.pending.prune().catch((err: unknown) => log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) }));
   }, 60_000);
   pruneTimer.unref();
+  const auditRetention = startAuditRetention(store.audit, config.auditRetentionDays, log, options.auditRetention);
   const stopCountingPending = metrics.countPendingFrom(() => store.pending.countInFlight());
   webhooks.delivery.start();
 
@@ -158,6 +162,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     webhooks: webhooks.delivery,
     async close() {
       clearInterval(pruneTimer);
+      await auditRetention.close();
       stopCountingPending();
       idpHealth.close();
       watcher.close();

@@ -92,7 +92,8 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
 
     before(async () => {
       backend = await start();
-      stack = await startStack({ env: backend.env });
+      // The broker's own audit prune waits a day here: `audit prune` below counts the history it writes.
+      stack = await startStack({ env: backend.env, brokerOptions: () => ({ auditRetention: { firstDelayMs: DAY } }) });
       env = stack.env;
       alice = { issuer: env.OIDC_ISSUER!, subject: 'alice' };
       store = await openStore(loadConfig(env).database);
@@ -411,6 +412,38 @@ function adminSuite(name: string, skip: string | false, start: () => Promise<Bac
       );
     });
 
+    it('audit prune deletes the rows older than AUDIT_RETENTION_DAYS (or --older-than-days), keeps the newer ones, and says how many', async () => {
+      const ivan = { issuer: alice.issuer, subject: 'ivan' };
+      const now = Date.now();
+      await backend.insertAudit(store, now - 100 * DAY, 'connection_created', ivan, 'github', '100 days ago');
+      await backend.insertAudit(store, now - 95 * DAY, 'refresh_failed', ivan, 'github', '95 days ago');
+      await backend.insertAudit(store, now - 40 * DAY, 'connection_refreshed', ivan, 'github', '40 days ago');
+      await backend.insertAudit(store, now - 10 * DAY, 'connection_refreshed', ivan, 'github', '10 days ago');
+      await store.audit.record('connection_refreshed', ivan, 'github', 'just now');
+      const details = async () => (await store.audit.list({ issuer: ivan.issuer, subject: 'ivan' })).map((r) => r.detail);
+
+      const run = await admin(['audit', 'prune']);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, 'Deleted 2 audit row(s) recorded more than 90 day(s) ago.\n', 'the default retention, 90 days');
+      assert.deepEqual(await details(), ['40 days ago', '10 days ago', 'just now']);
+
+      const json = await admin(['audit', 'prune', '--older-than-days', '30', '--json'], { AUDIT_RETENTION_DAYS: '0' });
+      assert.equal(json.code, 0, json.stderr);
+      assert.deepEqual(JSON.parse(json.stdout), { deleted: 1 });
+      assert.deepEqual(await details(), ['10 days ago', 'just now']);
+
+      const forever = await admin(['audit', 'prune'], { AUDIT_RETENTION_DAYS: '0' });
+      assert.equal(forever.code, 2);
+      assert.equal(forever.stdout, '');
+      assert.match(forever.stderr, /^admin: AUDIT_RETENTION_DAYS is 0 \(keep the audit trail forever\): give --older-than-days <n>/);
+      assert.deepEqual(await details(), ['10 days ago', 'just now'], 'nothing deleted');
+
+      const configured = await admin(['audit', 'prune', '--json'], { AUDIT_RETENTION_DAYS: '7' });
+      assert.equal(configured.code, 0, configured.stderr);
+      assert.deepEqual(JSON.parse(configured.stdout), { deleted: 1 });
+      assert.deepEqual(await details(), ['just now'], 'the configured retention');
+    });
+
     it('pending prune removes settled and expired pending connections now, and says how many', async () => {
       const frank = { issuer: alice.issuer, subject: 'frank' };
       const expired = [1, 2, 3].map(() => pendingRow(frank, { expires_at: Date.now() - 20 * 60_000 }));
@@ -648,7 +681,7 @@ describe('npm run admin: usage', () => {
   it('answers --help and each command --help with exit 0, without any configuration', async () => {
     const top = await spawnAdmin(env, ['--help']);
     assert.equal(top.code, 0, top.stderr);
-    for (const command of ['connections list', 'connections revoke', 'audit export', 'pending prune', 'stats'])
+    for (const command of ['connections list', 'connections revoke', 'audit export', 'audit prune', 'pending prune', 'stats'])
       assert.ok(top.stdout.includes(command), command);
     const one = await spawnAdmin(env, ['audit', 'export', '--help']);
     assert.equal(one.code, 0);
@@ -680,6 +713,12 @@ describe('npm run admin: usage', () => {
       [['connections', 'revoke', '', 'alice', 'github'], '<iss> must not be empty'],
       [['audit', 'export', '--since', 'yesterday'], '--since must be an ISO 8601 date or instant'],
       [['audit', 'export', '--since', '2026-12-01T10:00:00'], '--since must be an ISO 8601 date or instant'],
+      [['audit'], '"audit" needs "export" or "prune"'],
+      [['audit', 'prune', '--older-than-days', '0'], '--older-than-days must be a whole number of days from 1 to 3650 (got "0")'],
+      [['audit', 'prune', '--older-than-days', '3651'], '--older-than-days must be a whole number of days from 1 to 3650 (got "3651")'],
+      [['audit', 'prune', '--older-than-days', '1.5'], '--older-than-days must be a whole number of days from 1 to 3650 (got "1.5")'],
+      [['audit', 'prune', '--older-than-days', '30d'], '--older-than-days must be a whole number of days from 1 to 3650 (got "30d")'],
+      [['audit', 'prune', '--older-than-days'], '--older-than-days needs a value'],
       [['stats', '--verbose'], 'unknown option --verbose for "stats"'],
     ];
     // Two through the real command, the rest through the same function in this process (each spawn costs a second).

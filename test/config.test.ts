@@ -453,6 +453,16 @@ describe('loadConfig: defaults', () => {
       refuses(validEnv({ METRICS_PORT: bad }), `METRICS_PORT must be an integer between 1 and 65535 (got "${bad}")`);
   });
 
+  it('keeps the audit trail AUDIT_RETENTION_DAYS days (default 90, 0 = forever), refusing anything but a whole number of days up to 3650', () => {
+    assert.equal(loadConfig(validEnv()).auditRetentionDays, 90);
+    assert.equal(loadConfig(validEnv({ AUDIT_RETENTION_DAYS: '' })).auditRetentionDays, 90);
+    assert.equal(loadConfig(validEnv({ AUDIT_RETENTION_DAYS: '0' })).auditRetentionDays, 0);
+    assert.equal(loadConfig(validEnv({ AUDIT_RETENTION_DAYS: '1' })).auditRetentionDays, 1);
+    assert.equal(loadConfig(validEnv({ AUDIT_RETENTION_DAYS: '3650' })).auditRetentionDays, 3650);
+    for (const bad of ['-1', '3651', '1.5', '30d', 'forever'])
+      refuses(validEnv({ AUDIT_RETENTION_DAYS: bad }), `AUDIT_RETENTION_DAYS must be an integer between 0 and 3650 (got "${bad}")`);
+  });
+
   it('bounds what an upstream MCP server may answer: UPSTREAM_MAX_RESULT_BYTES (default 4 MiB)', () => {
     assert.equal(loadConfig(validEnv()).upstreamMaxResultBytes, 4 * 1024 * 1024);
     assert.equal(loadConfig(validEnv({ UPSTREAM_MAX_RESULT_BYTES: '65536' })).upstreamMaxResultBytes, 65536);

@@ -1092,6 +1092,25 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.deepEqual(await a.audit.list({ subject: 'bob', event: 'refresh_failed' }), []);
         assert.deepEqual(await a.audit.list({}), all);
       });
+
+      test('prune deletes only rows recorded before the cutoff, oldest first, at most limit per call, and keeps the newer ones', async () => {
+        const [a, b] = await fresh();
+        for (let i = 0; i < 5; i++) await (i % 2 ? a : b).audit.record('token_exchanged', ALICE, 'github', `old ${i}`);
+        await sleep(5);
+        const before = Date.now();
+        await sleep(2);
+        await a.audit.record('token_exchanged', ALICE, 'github', 'new 0');
+        await b.audit.record('upstream_call', BOB, 'github', 'new 1');
+        const details = async () => (await a.audit.list()).map((r) => r.detail);
+
+        assert.equal(await b.audit.prune(before, 2), 2, 'at most limit');
+        assert.deepEqual(await details(), ['old 2', 'old 3', 'old 4', 'new 0', 'new 1'], 'the oldest went first');
+        assert.equal(await a.audit.prune(before, 10_000), 3, 'the rest before the cutoff');
+        assert.deepEqual(await details(), ['new 0', 'new 1'], 'rows at or after the cutoff stay');
+        assert.equal(await b.audit.prune(before, 10_000), 0, 'nothing left to delete: idempotent');
+        assert.equal(await a.audit.prune(Date.now() + HOUR, 1), 1);
+        assert.deepEqual(await details(), ['new 1']);
+      });
     });
 
     describe('admin queries', () => {

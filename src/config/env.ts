@@ -54,6 +54,8 @@ export interface Config {
   sharedAccountPolicy: 'refuse' | 'allow';
   /** Who `npm run admin` audits an operator's action as; unset = the OS user running it. */
   adminActor: string | undefined;
+  /** Days an audit row is kept before the periodic prune deletes it; 0 = kept forever. */
+  auditRetentionDays: number;
   brokerSecret: Buffer;
   /** Ordered key ring: the first key seals, every key opens. */
   tokenKeys: Array<{ id: string; key: Buffer }>;
@@ -146,6 +148,7 @@ const OPTIONAL = {
   connectFlow: ['REPEAT_HOLD_SECONDS', 'PROVIDER_TIMEOUT_SECONDS', 'CONNECT_LINK_TTL_SECONDS', 'PENDING_CONNECTIONS_PER_USER'],
   pages: ['PRODUCT_NAME', 'LOGO_URL'],
   metrics: ['METRICS_TOKEN', 'METRICS_PORT'],
+  auditTrail: ['AUDIT_RETENTION_DAYS'],
   traceExport: ['OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'],
   traces: ['OTEL_SERVICE_NAME', 'OTEL_SDK_DISABLED'],
 } as const;
@@ -398,6 +401,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     adminActor: take(() => adminActor(e.ADMIN_ACTOR)),
+    auditRetentionDays: take(() => integer('AUDIT_RETENTION_DAYS', e.AUDIT_RETENTION_DAYS, 90, 0, 3650)),
     brokerSecret,
     tokenKeys,
     repeatHoldMs: take(() => Math.round(number('REPEAT_HOLD_SECONDS', e.REPEAT_HOLD_SECONDS, 20, 0, 50) * 1000)),

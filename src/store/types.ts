@@ -246,6 +246,11 @@ export interface RefreshLeaseRepository {
 export interface AuditRepository {
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void>;
   list(filter?: { issuer?: string; subject?: string; event?: AuditEvent }): Promise<AuditRow[]>;
+  /**
+   * Deletes the oldest rows recorded before `before` (epoch ms), by (`at`, `id`), at most `limit` of
+   * them, and returns how many went: callers loop in batches, so no call holds the write lock long.
+   */
+  prune(before: number, limit: number): Promise<number>;
 }
 
 /** Hit counters for rate limits, shared by every instance. Keys arrive already hashed. */

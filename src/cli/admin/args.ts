@@ -7,6 +7,7 @@ export type AdminCommand =
   | { kind: 'connections list'; owner?: Owner; provider?: string; status?: ConnectionStatus; json: boolean }
   | { kind: 'connections revoke'; owner: Owner; provider: string; json: boolean }
   | { kind: 'audit export'; owner?: Owner; since?: number }
+  | { kind: 'audit prune'; olderThanDays?: number; json: boolean }
   | { kind: 'pending prune'; json: boolean }
   | { kind: 'stats'; json: boolean };
 
@@ -17,7 +18,7 @@ export class UsageError extends Error {
 
 type OptionSpec = Record<string, { type: 'string' | 'boolean' }>;
 
-const GROUPS: Record<string, readonly string[]> = { connections: ['list', 'revoke'], audit: ['export'], pending: ['prune'] };
+const GROUPS: Record<string, readonly string[]> = { connections: ['list', 'revoke'], audit: ['export', 'prune'], pending: ['prune'] };
 const JSON_FLAG: OptionSpec = { json: { type: 'boolean' } };
 const USER: OptionSpec = { user: { type: 'string' } };
 const DURATION = /^(\d{1,9})(s|m|h|d|w)$/;
@@ -74,6 +75,12 @@ export function parseAdminArgs(argv: readonly string[], now = Date.now()): Admin
         ...(a.strings.since !== undefined ? { since: parseSince(a.strings.since, now) } : {}),
       };
     }
+    case 'audit prune': {
+      const a = parse(name, rest, { 'older-than-days': { type: 'string' }, ...JSON_FLAG }, []);
+      if (a.help) return { kind: 'help', topic: name };
+      const days = a.strings['older-than-days'];
+      return { kind: name, ...(days !== undefined ? { olderThanDays: retentionDays(days) } : {}), json: a.json };
+    }
     default: {
       const a = parse(name, rest, JSON_FLAG, []);
       if (a.help) return { kind: 'help', topic: 'pending prune' };
@@ -90,9 +97,17 @@ function helpFor(rest: readonly string[]): AdminCommand {
 }
 
 function isTopic(value: string): value is HelpTopic {
-  return ['connections', 'connections list', 'connections revoke', 'audit', 'audit export', 'pending', 'pending prune', 'stats'].includes(
-    value,
-  );
+  return [
+    'connections',
+    'connections list',
+    'connections revoke',
+    'audit',
+    'audit export',
+    'audit prune',
+    'pending',
+    'pending prune',
+    'stats',
+  ].includes(value);
 }
 
 function stats(rest: readonly string[]): AdminCommand {
@@ -158,6 +173,13 @@ function parse(command: string, args: readonly string[], spec: OptionSpec, requi
 function nonEmpty(name: string, value: string): string {
   if (value.trim() === '') throw new UsageError(USAGE.empty(name));
   return value;
+}
+
+/** `--older-than-days`: whole days, as AUDIT_RETENTION_DAYS takes them but never 0 (that keeps everything: nothing to prune). */
+function retentionDays(value: string): number {
+  const days = /^\d{1,4}$/.test(value) ? Number(value) : NaN;
+  if (!(days >= 1 && days <= 3650)) throw new UsageError(USAGE.olderThanDays(value));
+  return days;
 }
 
 /** `--since`: an ISO 8601 date or instant, or a duration back from `now`; epoch ms. */

@@ -15,6 +15,8 @@ Commands:
                                     revoke upstream (as the user's disconnect does) and delete
   audit export [--since <when>] [--user <iss> <sub>]
                                     the audit trail as JSON lines, oldest first
+  audit prune [--older-than-days <n>] [--json]
+                                    delete audit rows older than the retention (AUDIT_RETENTION_DAYS) now
   pending prune [--json]            remove settled and expired pending connections now
   stats [--json]                    connections by provider and status, open links, refresh failures
 
@@ -46,7 +48,10 @@ Exits 1 when that user has no connection to that provider.
 
 Example: ${RUN} connections revoke https://idp.example.com 248289761001 github
 `,
-  audit: `Usage: ${RUN} audit export [--since <when>] [--user <iss> <sub>]
+  audit: `Usage: ${RUN} audit <export|prune> …
+
+  audit export [--since <when>] [--user <iss> <sub>]
+  audit prune [--older-than-days <n>] [--json]
 `,
   'audit export': `Usage: ${RUN} audit export [--since <when>] [--user <iss> <sub>]
 
@@ -58,6 +63,17 @@ Writes the audit trail to stdout as JSON lines, oldest first, one
   --user <iss> <sub>   only this user's events
 
 Example: ${RUN} audit export --since 24h > audit.jsonl
+`,
+  'audit prune': `Usage: ${RUN} audit prune [--older-than-days <n>] [--json]
+
+Deletes now what the service deletes every hour: audit rows recorded more than AUDIT_RETENTION_DAYS
+days ago (default 90), oldest first, in batches of 10,000. Prints how many rows went.
+
+  --older-than-days <n>  delete rows older than n days instead (1–3650); needed when
+                         AUDIT_RETENTION_DAYS is 0 (keep forever)
+  --json                 {"deleted": n}
+
+Export first what you mean to keep: ${RUN} audit export > audit.jsonl
 `,
   pending: `Usage: ${RUN} pending prune [--json]
 `,
@@ -88,6 +104,8 @@ export const USAGE = {
   missingArguments: (names: string, command: string) => `"${command}" needs ${names}`,
   empty: (name: string) => `${name} must not be empty`,
   status: (value: string) => `--status must be active or reauth_required (got "${value}")`,
+  olderThanDays: (value: string) => `--older-than-days must be a whole number of days from 1 to 3650 (got "${value}")`,
+  keepForever: 'AUDIT_RETENTION_DAYS is 0 (keep the audit trail forever): give --older-than-days <n> to prune anyway',
   since: (value: string) =>
     `--since must be an ISO 8601 date or instant (2026-12-01, 2026-12-01T09:30:00Z) or a duration such as 30m, 24h or 7d (got "${value}")`,
 };
@@ -104,6 +122,7 @@ export const OUT = {
   unreadableTokens: 'its tokens could not be opened with the keys in TOKEN_ENCRYPTION_KEYS, so nothing could be sent to the provider',
   pruned: (n: number) =>
     `Pruned ${n} row(s): settled or expired pending connections, expired flows, sign-ins, sessions and rate-limit windows.`,
+  auditPruned: (n: number, days: number) => `Deleted ${n} audit row(s) recorded more than ${days} day(s) ago.`,
   statsConnections: 'Connections',
   statsNoConnections: '  none',
   statsPending: (open: number, authorizing: number) => `Pending connections: ${open} open, ${authorizing} authorizing`,

@@ -9,6 +9,7 @@ import type { EventSink } from '../../events/index.js';
 import { createWebhooks } from '../../webhooks/index.js';
 import type { Logger } from '../../log.js';
 import { buildProviders } from '../../gateway/providers.js';
+import { pruneAuditTrail, retentionCutoff } from '../../audit/retention.js';
 import { openStore, StoreUnavailableError, type AuditCursor, type Store } from '../../store/index.js';
 import { parseAdminArgs, UsageError, type AdminCommand } from './args.js';
 import { auditLine, connectionJson, connectionsTable, statsJson, statsText } from './format.js';
@@ -127,6 +128,16 @@ async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Co
         const last = page[page.length - 1]!;
         after = { at: last.at, id: last.id };
       }
+      return EXIT.ok;
+    }
+    case 'audit prune': {
+      const days = command.olderThanDays ?? ctx.config.auditRetentionDays;
+      if (days === 0) {
+        ctx.io.stderr.write(`admin: ${USAGE.keepForever} (${USAGE.seeHelp})\n`);
+        return EXIT.usage;
+      }
+      const deleted = await pruneAuditTrail(store.audit, retentionCutoff(days));
+      await write(command.json ? JSON.stringify({ deleted }) + '\n' : OUT.auditPruned(deleted, days) + '\n');
       return EXIT.ok;
     }
     case 'pending prune': {

@@ -30,4 +30,13 @@ export class PgAuditRepository implements AuditRepository {
     );
     return r.rows;
   }
+
+  async prune(before: number, limit: number): Promise<number> {
+    // The oldest first through audit_events_at (at, id): a batch is a range scan of that index.
+    const r = await this.q.query(
+      'DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < $1 ORDER BY at, id LIMIT $2)',
+      [before, limit],
+    );
+    return r.rowCount ?? 0;
+  }
 }

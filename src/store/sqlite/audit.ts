@@ -5,12 +5,15 @@ import type { Runner } from './gate.js';
 export class SqliteAuditRepository implements AuditRepository {
   // Prepared once: every token exchange records a row, and preparing is most of an insert's cost.
   readonly #insert;
+  readonly #prune;
 
   constructor(
     private readonly db: Db,
     private readonly gate: Runner,
   ) {
     this.#insert = db.prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)');
+    // The oldest first through audit_events_at (at, id): a batch is a range scan of that index.
+    this.#prune = db.prepare('DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at, id LIMIT ?)');
   }
 
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
@@ -36,5 +39,9 @@ export class SqliteAuditRepository implements AuditRepository {
           )
           .all({ issuer: filter.issuer ?? null, subject: filter.subject ?? null, event: filter.event ?? null }) as AuditRow[],
     );
+  }
+
+  prune(before: number, limit: number): Promise<number> {
+    return this.gate.run(() => this.#prune.run(before, limit).changes);
   }
 }
