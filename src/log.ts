@@ -99,18 +99,29 @@ export function withFields(log: Logger, fields: Record<string, unknown>): Logger
 }
 
 /**
- * Lines reach stdout in synchronous writes of whatever was logged in the last {@link FLUSH_MS} ms (or
- * as soon as 8 KiB wait): in order, and all of them when the process exits, crashes included.
- * A write per line woke the log collector on every request: ~70 µs of CPU per MCP call at c=16 on
- * two cores (bench: observability, logging alone against quiet). pino's asynchronous destination
- * batched under load, but cost a thread-pool round trip per line when idle and, at exit, wrote the
- * waiting lines ahead of the one in flight. Only a SIGKILL can lose a line: those of its last 25 ms.
- * A collector that stops reading blocks the writes, as Node's own writes to a pipe do.
+ * Every line is written to stdout synchronously, in order, with one exception: the access line of
+ * each request ({@link ACCESS_EVENT}) waits up to {@link FLUSH_MS} ms (or until 8 KiB wait) and goes
+ * out with the next write. A write per access line woke the log collector on every request: ~70 µs
+ * of CPU per MCP call at c=16 on two cores (bench: observability, logging alone against quiet).
+ * Any other line (an event: `listening`, `connection_created`, …) first writes the waiting access
+ * lines, then itself, before the code that logged it goes on, so what a process did is on stdout
+ * before it answers for it. Process exit writes what waits, crashes included; only a SIGKILL can
+ * lose access lines, those of its last 25 ms. (pino's asynchronous destination batched under load
+ * but cost a thread-pool round trip per line when idle, and at exit wrote the waiting lines ahead
+ * of the one in flight.) A collector that stops reading blocks the writes, as Node's own writes to
+ * a pipe do.
  */
 export const FLUSH_MS = 25;
-let stdout: DestinationStream | undefined;
+/** The event of the one access line per request (src/http/request-log.ts). */
+export const ACCESS_EVENT = 'http_request';
+let accessLine = false;
+
+interface StdoutDestination extends DestinationStream {
+  write(line: string): void;
+}
+let stdout: StdoutDestination | undefined;
 /** One stdout destination per process, however many loggers are made. */
-function stdoutDestination(): DestinationStream {
+function stdoutDestination(): StdoutDestination {
   if (stdout) return stdout;
   const out = pino.destination({ dest: 1, sync: true, minLength: 8192 });
   let timer: NodeJS.Timeout | undefined;
@@ -123,7 +134,8 @@ function stdoutDestination(): DestinationStream {
   stdout = {
     write(line: string) {
       out.write(line);
-      timer ??= setTimeout(flush, FLUSH_MS).unref();
+      if (!accessLine) flush();
+      else timer ??= setTimeout(flush, FLUSH_MS).unref();
     },
   };
   return stdout;
@@ -156,7 +168,13 @@ export function createLogger(level: LogLevel = levelFromEnv(), write?: (line: st
   );
   // `event` first among the fields (collectors and tests look for `"event":"listening","url":…`).
   const at = (lvl: LogLevel) => (event: string, fields?: Record<string, unknown>) => {
-    if (p.isLevelEnabled(lvl)) p[lvl]({ event, ...fields });
+    if (!p.isLevelEnabled(lvl)) return;
+    accessLine = event === ACCESS_EVENT;
+    try {
+      p[lvl]({ event, ...fields });
+    } finally {
+      accessLine = false;
+    }
   };
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }

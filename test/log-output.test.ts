@@ -1,4 +1,4 @@
-// How log lines reach stdout: within a few milliseconds, in order, and never lost when the process exits.
+// How log lines reach stdout: events at once, access lines within 25 ms, in order, and nothing lost when the process exits.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
@@ -32,15 +32,32 @@ describe('log output on stdout', () => {
     assert.deepEqual(events(run.stdout), [...Array.from({ length: 50 }, (_, i) => `line_${i}`), 'config_invalid'], run.stderr);
   });
 
-  it('writes every line, in order, logged a flush interval before a SIGKILL', async () => {
+  it('writes an event line before the code that logged it goes on: it survives a SIGKILL in the same turn, behind the waiting access lines', async () => {
     const run = await runNode(
-      script(`for (let i = 0; i < 50; i++) log.info('line_' + i); setTimeout(() => process.kill(process.pid, 'SIGKILL'), 100);`),
+      script(
+        `for (let i = 0; i < 5; i++) log.info('http_request', { n: i }); log.info('connection_created'); process.kill(process.pid, 'SIGKILL');`,
+      ),
       env,
     );
     assert.equal(run.code, null);
+    assert.deepEqual(events(run.stdout), [...Array.from({ length: 5 }, () => 'http_request'), 'connection_created'], run.stderr);
+  });
+
+  it('writes access lines, in order, within a flush interval: those logged 100 ms before a SIGKILL survive it', async () => {
+    const run = await runNode(
+      script(
+        `for (let i = 0; i < 50; i++) log.info('http_request', { n: i }); setTimeout(() => process.kill(process.pid, 'SIGKILL'), 100);`,
+      ),
+      env,
+    );
+    assert.equal(run.code, null);
+    const lines = run.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string; n: number });
     assert.deepEqual(
-      events(run.stdout),
-      Array.from({ length: 50 }, (_, i) => `line_${i}`),
+      lines.map((l) => l.n),
+      Array.from({ length: 50 }, (_, i) => i),
       run.stderr,
     );
   });

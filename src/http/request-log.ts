@@ -1,6 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { randomId } from '../crypto/index.js';
-import { runWithLogContext, type Logger } from '../log.js';
+import { ACCESS_EVENT, runWithLogContext, type Logger } from '../log.js';
 
 /** An incoming `X-Request-Id` is kept only when it is a short token of safe characters. */
 const SANE_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -54,7 +54,7 @@ export function requestLog(log: Logger, options: RequestLogOptions = {}): Reques
       const status = res.statusCode;
       const route = routeOf(req, status);
       options.onDone?.(route, status, seconds);
-      log.info('http_request', {
+      log.info(ACCESS_EVENT, {
         reqId,
         method: req.method,
         path: pathOf(req),
