@@ -5,15 +5,12 @@ import type { Runner } from './gate.js';
 export class SqliteAuditRepository implements AuditRepository {
   // Prepared once: every token exchange records a row, and preparing is most of an insert's cost.
   readonly #insert;
-  readonly #prune;
 
   constructor(
     private readonly db: Db,
     private readonly gate: Runner,
   ) {
     this.#insert = db.prepare('INSERT INTO audit_events (at, event, issuer, subject, provider, detail) VALUES (?, ?, ?, ?, ?, ?)');
-    // The oldest first through audit_events_at (at, id): a batch is a range scan of that index.
-    this.#prune = db.prepare('DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at, id LIMIT ?)');
   }
 
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
@@ -42,6 +39,13 @@ export class SqliteAuditRepository implements AuditRepository {
   }
 
   prune(before: number, limit: number): Promise<number> {
-    return this.gate.run(() => this.#prune.run(before, limit).changes);
+    // Hourly, so prepared when it runs. The oldest first through audit_events_at (at, id): a batch
+    // is a range scan of that index.
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare('DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at, id LIMIT ?)')
+          .run(before, limit).changes,
+    );
   }
 }
