@@ -303,6 +303,25 @@ describe('traces', () => {
     );
   });
 
+  it('hands a traced transaction every repository the store has: a webhook event written inside one commits', async () => {
+    exporter.reset();
+    const store = stack.broker.broker.store;
+    const id = `evt-${hex(8)}`;
+    const endpoint = `traced-${hex(4)}`;
+    await withSpan('request', {}, () =>
+      store.transaction(async (tx) => {
+        for (const name of ['admin', 'upstreamClients', 'upstreamTools', 'webhooks'] as const) assert.ok(tx[name], `tx.${name}`);
+        await tx.webhooks.enqueue([{ id, endpoint, event_type: 'connection.created', payload: '{}' }]);
+      }),
+    );
+    const claimed = await store.webhooks.claim('traced-test', [endpoint], 10, 60_000);
+    assert.deepEqual(
+      claimed.map((r) => r.id),
+      [id],
+    );
+    assert.ok(exporter.getFinishedSpans().some((s) => s.name === 'store webhooks.enqueue'));
+  });
+
   it('traces a transaction with its calls as children, and the traced store still commits and reads like the store', async () => {
     exporter.reset();
     const store = stack.broker.broker.store;

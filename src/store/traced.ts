@@ -1,18 +1,25 @@
 import { withSpan } from '../observability/tracing.js';
 import type { Repositories, Store } from './types.js';
 
-const REPOSITORIES = [
-  'sessions',
-  'loginTransactions',
-  'pending',
-  'oauthFlows',
-  'connections',
-  'leases',
-  'audit',
-  'rateLimits',
-  'clientAssertions',
-  'serviceUsage',
-] as const satisfies ReadonlyArray<keyof Repositories>;
+// Every repository, as a record so that one added to `Repositories` and not here fails to compile
+// (a list only caught wrong names: a traced transaction once had no `webhooks`).
+const TRACED: Record<keyof Repositories, true> = {
+  sessions: true,
+  loginTransactions: true,
+  pending: true,
+  oauthFlows: true,
+  connections: true,
+  leases: true,
+  audit: true,
+  rateLimits: true,
+  clientAssertions: true,
+  serviceUsage: true,
+  admin: true,
+  upstreamClients: true,
+  upstreamTools: true,
+  webhooks: true,
+};
+const REPOSITORIES = Object.keys(TRACED) as Array<keyof Repositories>;
 
 /**
  * A repository whose every method runs in a span `store <repo>.<method>`: the operation's name and
