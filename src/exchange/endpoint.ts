@@ -116,6 +116,16 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     next();
   };
 
+  // Step 2: the grant type, then who is calling.
+  const authenticate: RequestHandler = async (req, res, next) => {
+    const form = res.locals.form as Map<string, string>;
+    const grant = form.get('grant_type');
+    if (grant === undefined) throw new ExchangeError('invalid_request', M.missing('grant_type'));
+    if (grant !== TOKEN_EXCHANGE_GRANT) throw new ExchangeError('unsupported_grant_type', M.grantType);
+    res.locals.service = await clients.authenticate(req.headers.authorization, form);
+    next();
+  };
+
   // Before anything: a bound on guessing, per client address.
   const failures = clientAuthFailureLimit(
     deps.authFailuresPerMinute,
@@ -126,22 +136,6 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       error_description: `${M.authFailuresLimited} Retry after ${retryAfter} s.`,
     }),
   );
-
-  // Step 2: the grant type, then who is calling.
-  const authenticate: RequestHandler = async (req, res, next) => {
-    const form = res.locals.form as Map<string, string>;
-    const grant = form.get('grant_type');
-    if (grant === undefined) throw new ExchangeError('invalid_request', M.missing('grant_type'));
-    if (grant !== TOKEN_EXCHANGE_GRANT) throw new ExchangeError('unsupported_grant_type', M.grantType);
-    try {
-      res.locals.service = await clients.authenticate(req.headers.authorization, form);
-    } catch (err) {
-      // Counted before the 401 goes out, so the next guess already meets the count.
-      if (err instanceof ExchangeError && err.status === 401) await failures.fail(req);
-      throw err;
-    }
-    next();
-  };
 
   // Step 3: the per-service budget.
   const limit = serviceRateLimit(

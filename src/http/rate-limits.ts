@@ -1,5 +1,4 @@
 import {
-  ipKeyGenerator,
   rateLimit,
   type AugmentedRequest,
   type IncrementResponse,
@@ -8,7 +7,7 @@ import {
   type Store as RateLimitStore,
 } from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { NextFunction, Request, Response } from 'express';
 import { BrokerError } from './errors.js';
 import { jsonRpcError } from './json-rpc-error.js';
 
@@ -16,7 +15,6 @@ import { jsonRpcError } from './json-rpc-error.js';
 export interface CounterStore {
   readonly rateLimits: {
     hit(keyHash: string, windowMs: number): Promise<{ hits: number; resetAt: number }>;
-    peek(keyHash: string, windowMs: number): Promise<{ hits: number; resetAt: number } | undefined>;
     undo(keyHash: string): Promise<void>;
     reset(keyHash: string): Promise<void>;
   };
@@ -43,11 +41,6 @@ class SharedCounters implements RateLimitStore {
 
   #hash(key: string): string {
     return mac(this.hashKey, `${this.prefix}:${key}`);
-  }
-
-  /** The current window's hits, without counting one (for limits that count failures only). */
-  async peek(key: string): Promise<{ hits: number; resetAt: number } | undefined> {
-    return this.store.rateLimits.peek(this.#hash(key), this.#windowMs);
   }
 
   async increment(key: string): Promise<IncrementResponse> {
@@ -78,18 +71,21 @@ interface LimitSpec {
   counters: SharedCounters;
   /** Whose budget a request spends: a verified identity from `res`, undefined for none (not counted). Default: the client address. */
   key?: (res: Response) => string | undefined;
+  /** Counts only the requests this calls failed (the others are taken back). Default: every request counts. */
+  failed?: (res: Response) => boolean;
   /** Answers the 429, `retryAfter` seconds from the end of the window (`Retry-After` is already set). */
   refuse: (res: Response, next: NextFunction, retryAfter: number) => void;
 }
 
 /** One express-rate-limit middleware for `spec`: a minute's window, draft-7 `RateLimit` headers, counters shared by every instance. */
 function sharedLimit(spec: LimitSpec): RateLimitRequestHandler {
-  const { limitPerMinute, key } = spec;
+  const { limitPerMinute, key, failed } = spec;
   return rateLimit({
     windowMs: WINDOW_MS,
     limit: limitPerMinute,
     skip: (_req, res) => limitPerMinute === 0 || (key !== undefined && key(res) === undefined),
     ...(key ? { keyGenerator: (_req: Request, res: Response) => key(res)! } : {}),
+    ...(failed ? { skipSuccessfulRequests: true, requestWasSuccessful: (_req: Request, res: Response) => !failed(res) } : {}),
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: spec.counters,
@@ -182,39 +178,21 @@ export function serviceRateLimit(
   return sharedLimit({ limitPerMinute, counters: new SharedCounters(store, hashKey, 'service'), key, refuse: tooManyAsJson(body) });
 }
 
-/** The failure limit: a check before the request, and the count of a failure, awaited before it is answered. */
-export type FailureLimit = RequestHandler & {
-  /** Counts a failed client authentication from this request's address; call it before answering the 401. */
-  fail(req: Request): Promise<void>;
-};
-
 /**
- * Failed client authentications at the token exchange, per client address (IPv6 by its /56, as
- * express-rate-limit keys them): only failures are counted, so a working service costs the shared
- * counters one read per exchange and no write. Past the limit, a 429 with `Retry-After`, draft-7
- * `RateLimit` headers and an OAuth-style JSON body, before any authentication is tried.
+ * Failed client authentications at the token exchange, per client address: a 401 counts, anything
+ * else is taken back, so guessing secrets or assertions is bounded while working services are not
+ * slowed. Shared counters; 429 with `Retry-After` and an OAuth-style JSON error body.
  */
 export function clientAuthFailureLimit(
   limitPerMinute: number,
   store: CounterStore,
   hashKey: Buffer,
   body: (retryAfterSeconds: number) => object,
-): FailureLimit {
-  const counters = new SharedCounters(store, hashKey, 'client-auth-failures');
-  const keyOf = (req: Request) => ipKeyGenerator(req.ip ?? req.socket.remoteAddress ?? '');
-  const check: RequestHandler = async (req, res, next) => {
-    if (limitPerMinute === 0) return next();
-    const seen = await counters.peek(keyOf(req));
-    if (!seen || seen.hits < limitPerMinute) return next();
-    const retryAfter = secondsUntil(seen.resetAt, WINDOW_MS);
-    res
-      .set('RateLimit-Policy', `${limitPerMinute};w=${WINDOW_MS / 1000}`)
-      .set('RateLimit', `limit=${limitPerMinute}, remaining=0, reset=${retryAfter}`)
-      .set('Retry-After', String(retryAfter));
-    tooManyAsJson(body)(res, next, retryAfter);
-  };
-  const fail = async (req: Request) => {
-    if (limitPerMinute > 0) await counters.increment(keyOf(req));
-  };
-  return Object.assign(check, { fail });
+): RateLimitRequestHandler {
+  return sharedLimit({
+    limitPerMinute,
+    counters: new SharedCounters(store, hashKey, 'client-auth-failures'),
+    failed: (res) => res.statusCode === 401,
+    refuse: tooManyAsJson(body),
+  });
 }

@@ -260,11 +260,6 @@ export interface RateLimitRepository {
    * and returns the count so far and when the window closes.
    */
   hit(keyHash: string, windowMs: number, now?: number): Promise<{ hits: number; resetAt: number }>;
-  /**
-   * The hits of `keyHash`'s current window and when it closes, without counting one; undefined when
-   * it has none (never hit, or its window has run its course). For limiters that count failures only.
-   */
-  peek(keyHash: string, windowMs: number, now?: number): Promise<{ hits: number; resetAt: number } | undefined>;
   /** Takes one hit back (for limiters that do not count some outcomes). */
   undo(keyHash: string): Promise<void>;
   reset(keyHash: string): Promise<void>;

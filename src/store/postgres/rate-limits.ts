@@ -18,15 +18,6 @@ export class PgRateLimitRepository implements RateLimitRepository {
     return { hits: row.hits, resetAt: row.window_start + windowMs };
   }
 
-  async peek(keyHash: string, windowMs: number, now = Date.now()): Promise<{ hits: number; resetAt: number } | undefined> {
-    const r = await this.q.query<{ hits: number; window_start: number }>(
-      'SELECT hits, window_start FROM rate_limit_windows WHERE key_hash = $1 AND window_start + $2 > $3 AND hits > 0',
-      [keyHash, windowMs, now],
-    );
-    const row = r.rows[0];
-    return row && { hits: row.hits, resetAt: row.window_start + windowMs };
-  }
-
   async undo(keyHash: string): Promise<void> {
     await this.q.query('UPDATE rate_limit_windows SET hits = GREATEST(hits - 1, 0) WHERE key_hash = $1', [keyHash]);
   }

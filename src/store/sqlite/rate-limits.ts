@@ -4,7 +4,6 @@ import type { Runner } from './gate.js';
 
 export class SqliteRateLimitRepository implements RateLimitRepository {
   readonly #hit;
-  readonly #peek;
 
   constructor(
     private readonly db: Db,
@@ -18,14 +17,6 @@ export class SqliteRateLimitRepository implements RateLimitRepository {
          window_start = CASE WHEN rate_limit_windows.window_start + @window <= excluded.window_start THEN excluded.window_start ELSE rate_limit_windows.window_start END
        RETURNING hits, window_start`,
     );
-    this.#peek = db.prepare(`SELECT hits, window_start FROM rate_limit_windows WHERE key_hash = ? AND window_start + ? > ? AND hits > 0`);
-  }
-
-  peek(keyHash: string, windowMs: number, now = Date.now()): Promise<{ hits: number; resetAt: number } | undefined> {
-    return this.gate.run(() => {
-      const row = this.#peek.get(keyHash, windowMs, now) as { hits: number; window_start: number } | undefined;
-      return row && { hits: row.hits, resetAt: row.window_start + windowMs };
-    });
   }
 
   hit(keyHash: string, windowMs: number, now = Date.now()): Promise<{ hits: number; resetAt: number }> {
