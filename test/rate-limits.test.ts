@@ -334,3 +334,43 @@ describe('every limiter, built by one builder: the same window, headers and Retr
     }
   });
 });
+
+describe('the failed-client-authentication limit under concurrency', () => {
+  const LIMIT = 3;
+  let dir = '';
+  let store: Store;
+  let server: Listening;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'rate-limits-parallel-'));
+    store = openSqliteStore(join(dir, 'broker.db'));
+    const app = express();
+    // Each wrong secret takes a moment to check, so the guesses below are all in flight together.
+    app.post(
+      '/guess',
+      clientAuthFailureLimit(LIMIT, store, randomBytes(32), (retryAfter) => ({ error: 'rate_limited', retryAfter })),
+      async (_req, res) => {
+        await sleep(50);
+        res.status(401).json({ error: 'invalid_client' });
+      },
+    );
+    server = await listenLoopback(app);
+  });
+  after(async () => {
+    await server?.close();
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('tries at most the limit of guesses sent all at once; the others are refused before they are checked', async () => {
+    const statuses = await Promise.all(
+      Array.from({ length: LIMIT * 4 }, async () => {
+        const res = await fetch(`http://127.0.0.1:${server.port}/guess`, { method: 'POST' });
+        await res.body?.cancel();
+        return res.status;
+      }),
+    );
+    assert.equal(statuses.filter((s) => s === 401).length, LIMIT, `statuses: ${statuses}`);
+    assert.equal(statuses.filter((s) => s === 429).length, LIMIT * 3);
+  });
+});
