@@ -10,7 +10,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { ConfiguredUpstream } from '../src/config/upstreams.js';
 import { UpstreamClient } from '../src/gateway/upstream-client.js';
-import { MAX_SOCKETS_PER_UPSTREAM, readAnswerBody, UpstreamHttp } from '../src/gateway/upstream-http.js';
+import { discard, MAX_SOCKETS_PER_UPSTREAM, readAnswerBody, UpstreamHttp } from '../src/gateway/upstream-http.js';
 import { createLogger } from '../src/log.js';
 import { startTracing, withSpan, type Tracing } from '../src/observability/tracing.js';
 import { tracingSettingsFor } from './support/tracing.js';
@@ -29,6 +29,8 @@ describe('the gateway’s HTTP to an upstream', () => {
   const seen: Seen[] = [];
   let open = 0;
   let mostOpen = 0;
+  /** When the server saw each stalled answer's connection close. */
+  const stalledClosed: number[] = [];
   /** Answers held until released (for the pool bound). */
   const held: Array<() => void> = [];
 
@@ -43,6 +45,11 @@ describe('the gateway’s HTTP to an upstream', () => {
         const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":{}}');
         if (req.url === '/redirect') return void res.writeHead(307, { location: 'http://127.0.0.1:9/elsewhere' }).end();
         if (req.url === '/big') return void res.writeHead(200, { 'content-type': 'application/json' }).end('x'.repeat(100_000));
+        if (req.url === '/stall') {
+          // Declares a small body, sends one byte of it, and never the rest.
+          res.writeHead(401, { 'content-type': 'application/json', 'content-length': '100' }).write('{');
+          return void req.socket.once('close', () => stalledClosed.push(Date.now()));
+        }
         if (req.url === '/hold') {
           open++;
           mostOpen = Math.max(mostOpen, open);
@@ -103,6 +110,22 @@ describe('the gateway’s HTTP to an upstream', () => {
       );
     } finally {
       client.close();
+    }
+  });
+
+  it('cuts the connection of an unwanted answer whose small body stalls, instead of holding a pooled socket forever', async () => {
+    const http = new UpstreamHttp(new URL('/stall', url), 'stall');
+    try {
+      const res = await http.post({}, '{}', new AbortController().signal);
+      assert.equal(res.statusCode, 401);
+      const discarded = Date.now();
+      discard(res);
+      for (const deadline = Date.now() + 5000; stalledClosed.length === 0 && Date.now() < deadline;)
+        await new Promise((r) => setTimeout(r, 20));
+      assert.equal(stalledClosed.length, 1, 'the stalled connection was closed');
+      assert.ok(stalledClosed[0]! - discarded < 3000, `closed ${stalledClosed[0]! - discarded} ms after the discard`);
+    } finally {
+      http.close();
     }
   });
 

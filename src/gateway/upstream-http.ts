@@ -107,14 +107,24 @@ export function headerOf(res: IncomingMessage, name: string): string | undefined
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
+/** How long a small unwanted body may take to drain before its connection is cut instead. */
+const DRAIN_MS = 1000;
+
 /**
  * Lets go of an answer whose body is not wanted: a small declared one is drained so its
- * connection goes back to the pool, anything else is cut (its connection closed).
+ * connection goes back to the pool, anything else is cut (its connection closed). A drain that
+ * stalls is cut too: nothing else would ever free that pooled connection (the agent's idle timeout
+ * only closes free ones), and the pool is every user's.
  */
 export function discard(res: IncomingMessage): void {
+  if (res.complete) return;
   const declared = Number(res.headers['content-length']);
-  if (Number.isFinite(declared) && declared <= 64 * 1024) res.resume();
-  else if (!res.complete) res.destroy();
+  if (!(Number.isFinite(declared) && declared <= 64 * 1024)) return void res.destroy();
+  res.resume();
+  const stalled = setTimeout(() => {
+    if (!res.complete) res.destroy();
+  }, DRAIN_MS).unref();
+  res.once('close', () => clearTimeout(stalled));
 }
 
 /** The whole body, or undefined (the connection cut) as soon as it passes `max` bytes. */
