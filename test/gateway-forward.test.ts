@@ -107,10 +107,17 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
 
   it('forwards tools/call with the caller’s token and returns every content type, structuredContent, isError and foreign _meta unchanged, both ways', async () => {
     const { accessToken } = await connectGitHub(stack, 'alice-content', 'octocat');
-    const result = await call('alice-content', 'github_all_content', {}, { 'acme.example/request': 'r-1' });
+    const clientTrace = {
+      traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      tracestate: 'acme=1',
+      baggage: 'user=alice',
+    };
+    const result = await call('alice-content', 'github_all_content', {}, { 'acme.example/request': 'r-1', ...clientTrace });
     const sent = github.calls('all_content').at(-1)!;
     assert.equal(sent.token, accessToken);
     assert.equal(sent.meta?.['acme.example/request'], 'r-1', "the client's own _meta reaches the upstream");
+    for (const key of Object.keys(clientTrace))
+      assert.equal(sent.meta?.[key], undefined, `the client's ${key} does not reach the upstream`);
     assert.deepEqual(
       (sent.meta?.['io.modelcontextprotocol/clientInfo'] as { name?: string })?.name,
       'mcp-connect-broker',

@@ -78,8 +78,9 @@ async function forwardWithConnection(
   const purpose = G.purpose(upstream.displayName, call.tool);
   const repeat = await gw.seams.repeatParams(call);
   const body: Record<string, unknown> = { name: call.tool, arguments: call.arguments, ...(repeat ?? {}) };
-  // The client's own keys pass; the trace continues from our span (traceparent/tracestate), not the client's.
-  const meta = { ...foreignMeta(params._meta), ...traceContextMeta() };
+  // The client's own keys pass, but never its trace context or baggage: the trace continues from
+  // our span when tracing is on, and nothing of the client's trace reaches the upstream when it is off.
+  const meta = { ...withoutTraceContext(foreignMeta(params._meta)), ...traceContextMeta() };
   if (Object.keys(meta).length > 0) body._meta = meta;
   const client = gw.clients.get(upstream.id)!;
   const send = (token: string | undefined) =>
@@ -211,4 +212,10 @@ function audit(
   const kind = outcome.kind === 'failed' ? `failed/${outcome.reason}` : outcome.kind;
   metrics.upstreamCall(upstream.id, kind, ms / 1000);
   rows.record(principal, upstream.id, `tool=${tool} outcome=${kind} ms=${ms}`);
+}
+
+const TRACE_CONTEXT_KEYS = new Set(['traceparent', 'tracestate', 'baggage']);
+
+function withoutTraceContext(meta: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  return meta && Object.fromEntries(Object.entries(meta).filter(([k]) => !TRACE_CONTEXT_KEYS.has(k)));
 }
