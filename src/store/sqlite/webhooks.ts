@@ -51,7 +51,12 @@ export class SqliteWebhookOutboxRepository implements WebhookOutboxRepository {
 
   claim(holder: string, endpoints: readonly string[], limit: number, leaseMs: number, now = Date.now()): Promise<OutboxRow[]> {
     // One statement: SQLite runs it under the database's write lock, so two processes never claim one row.
-    return this.gate.run(() => this.#claim.all(holder, now + leaseMs, now, JSON.stringify(endpoints), limit) as OutboxRow[]);
+    // RETURNING gives the rows in no set order: oldest due first, as the PostgreSQL store answers.
+    return this.gate.run(() =>
+      (this.#claim.all(holder, now + leaseMs, now, JSON.stringify(endpoints), limit) as OutboxRow[]).sort(
+        (a, b) => a.due_at - b.due_at || (a.id < b.id ? -1 : 1),
+      ),
+    );
   }
 
   delivered(id: string, holder: string, now = Date.now()): Promise<boolean> {
