@@ -129,7 +129,7 @@ export const OUT = {
   statsRefreshFailures: (total: number, byProvider: string) =>
     `Refresh failures in the last 24 hours: ${total}${byProvider ? ` (${byProvider})` : ''}`,
   statsWebhooks: (endpoint: string, pending: number, delivered: number, failed: number) =>
-    `Webhook ${endpoint}: ${pending} waiting, ${delivered} delivered, ${failed} failed (gave up after a day of retries)`,
+    `Webhook ${endpoint}: ${pending} waiting, ${delivered} delivered, ${failed} failed (retries given up)`,
   failed: (message: string) => `admin: ${message}`,
   noDatabase: (path: string) =>
     `there is no database at DATABASE_PATH (${path}): run this with the service's environment, from its working directory`,
