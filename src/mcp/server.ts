@@ -11,7 +11,7 @@ import { registerListConnections } from './tools/list-connections.js';
 import { M } from './messages.js';
 import { countToolCalls } from '../observability/tool-metrics.js';
 import { requestLogger } from './request-id.js';
-import { traceToolCalls } from '../observability/mcp-tracing.js';
+import { traceEra } from '../observability/mcp-tracing.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
@@ -58,7 +58,7 @@ function buildBuiltinServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
   reuseConvertedOutputSchemas(server);
   answerStoreOutagesAsToolErrors(server, deps);
   countToolCalls(server);
-  traceToolCalls(server, rc.era);
+  traceEra(rc.era);
   const facts = { era: rc.era };
   const call = callScopeOf(rc.authInfo);
   const off = deps.disabledTools;

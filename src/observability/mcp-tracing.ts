@@ -1,13 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import {
-  PROTOCOL_VERSION_META_KEY,
-  TRACEPARENT_META_KEY,
-  TRACESTATE_META_KEY,
-  UrlElicitationRequiredError,
-  type McpServer,
-  type ProtocolEra,
-} from '@modelcontextprotocol/server';
-import { activeSpan, parentFrom, recordFailure, SpanKind, SpanStatusCode, tracingEnabled, withSpan } from './tracing.js';
+import { PROTOCOL_VERSION_META_KEY, TRACEPARENT_META_KEY, TRACESTATE_META_KEY, type ProtocolEra } from '@modelcontextprotocol/server';
+import { activeSpan, parentFrom, SpanKind, SpanStatusCode, tracingEnabled, withSpan } from './tracing.js';
 
 /** Client-to-server methods of both eras: anything else is named `other`, so a client cannot mint span names. */
 const KNOWN_METHODS = new Set([
@@ -82,49 +75,7 @@ export function traceMcpRequest(
   );
 }
 
-export type ToolOutcome = 'complete' | 'input_required' | 'error' | 'declined';
-
-/**
- * A tool's answer in the words of `broker_mcp_tool_calls_total`: asked the user for something, an
- * error, "nothing was done" after a decline or cancel (`structuredContent.status` `not_connected` /
- * `not_done`, see src/mcp/results.ts), or done.
- */
-export function toolOutcome(result: unknown): ToolOutcome {
-  const r = (result ?? {}) as { resultType?: unknown; isError?: unknown; structuredContent?: { status?: unknown } };
-  if (r.resultType === 'input_required') return 'input_required';
-  if (r.isError === true) return 'error';
-  const status = r.structuredContent?.status;
-  return status === 'not_connected' || status === 'not_done' ? 'declined' : 'complete';
-}
-
-/**
- * Puts the era on the request's span and, for each tool `server` registers from here on, the tool's
- * registered name (our own code's, never the client's: bounded) and its outcome. Installs nothing
- * when tracing is off.
- */
-export function traceToolCalls(server: McpServer, era: ProtocolEra): void {
-  if (!tracingEnabled()) return;
+/** Puts the request's era on its span (the tool and its outcome are put there by src/observability/tool-metrics.ts). */
+export function traceEra(era: ProtocolEra): void {
   activeSpan()?.setAttribute('mcp.era', era);
-  const register = server.registerTool.bind(server);
-  server.registerTool = ((...args: unknown[]) => {
-    const name = String(args[0]);
-    const callback = args.at(-1) as (...a: unknown[]) => unknown;
-    args[args.length - 1] = async (...a: unknown[]) => {
-      const span = activeSpan();
-      span?.setAttribute('gen_ai.tool.name', name);
-      try {
-        const result = await callback(...a);
-        const outcome = toolOutcome(result);
-        span?.setAttribute('broker.tool.outcome', outcome);
-        if (outcome === 'error') span?.setStatus({ code: SpanStatusCode.ERROR });
-        return result;
-      } catch (err) {
-        const elicit = err instanceof UrlElicitationRequiredError;
-        span?.setAttribute('broker.tool.outcome', elicit ? 'input_required' : 'error');
-        if (span && !elicit) recordFailure(span, err);
-        throw err;
-      }
-    };
-    return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);
-  }) as typeof server.registerTool;
 }

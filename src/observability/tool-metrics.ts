@@ -1,5 +1,6 @@
 import { UrlElicitationRequiredError, type McpServer } from '@modelcontextprotocol/server';
 import { metrics, type ToolOutcome } from './metrics.js';
+import { activeSpan, recordFailure, SpanStatusCode } from './tracing.js';
 
 /**
  * What a tool's answer was, in the four words of `broker_mcp_tool_calls_total`: asked the user for
@@ -18,7 +19,7 @@ export function toolOutcome(result: unknown): ToolOutcome {
 /**
  * Counts every call of every tool `server` registers from here on, by the registered name (our own
  * code's, never the client's) and outcome: what the tool itself answered or threw (a store outage,
-thrown, is an error).
+ * thrown, is an error). With tracing on, the same name and outcome go on the request's span.
  */
 export function countToolCalls(server: McpServer): void {
   const register = server.registerTool.bind(server);
@@ -26,13 +27,21 @@ export function countToolCalls(server: McpServer): void {
     const name = String(args[0]);
     const callback = args.at(-1) as (...a: unknown[]) => unknown;
     args[args.length - 1] = async (...a: unknown[]) => {
+      const span = activeSpan();
+      span?.setAttribute('gen_ai.tool.name', name);
+      let outcome: ToolOutcome;
       try {
         const result = await callback(...a);
-        metrics.toolCall(name, toolOutcome(result));
+        outcome = toolOutcome(result);
+        if (outcome === 'error') span?.setStatus({ code: SpanStatusCode.ERROR });
         return result;
       } catch (err) {
-        metrics.toolCall(name, err instanceof UrlElicitationRequiredError ? 'input_required' : 'error');
+        outcome = err instanceof UrlElicitationRequiredError ? 'input_required' : 'error';
+        if (span && outcome === 'error') recordFailure(span, err);
         throw err;
+      } finally {
+        metrics.toolCall(name, outcome!);
+        span?.setAttribute('broker.tool.outcome', outcome!);
       }
     };
     return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);
