@@ -30,6 +30,17 @@ export default tseslint.config(
     },
   },
   {
+    // A promise nobody awaits and nobody catches ends the process when it rejects (issue 19: one
+    // upstream's answer did exactly that). `void` does not count as handling it: give it a `.catch`
+    // (backgroundFailure from src/observability/process-guards.ts when there is nothing better to do).
+    files: ['src/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': ['error', { ignoreVoid: false }],
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false, attributes: false } }],
+    },
+  },
+  {
     // Tests read whatever JSON-RPC and HTML bodies come back; typing each one would be ceremony.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -23,6 +23,7 @@ import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './we
 import type { Express } from 'express';
 import { metrics } from './observability/metrics.js';
 import { startAuditRetention, type AuditRetentionOptions } from './audit/retention.js';
+import { backgroundFailure } from './observability/process-guards.js';
 
 export interface Broker {
   app: Express;
@@ -76,7 +77,9 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   const watcher = new CompletionWatcher(store);
   const links = new ConnectLinks(store, config.publicUrl, config.brokerSecret, config.connectLinkTtlSeconds, {
     maxOpenPerUser: config.pendingConnectionsPerUser,
-    onCancelled: (pendingId) => void watcher.notify(pendingId),
+    onCancelled: (pendingId) => {
+      watcher.notify(pendingId).catch(backgroundFailure('completion_wake'));
+    },
   });
   const webhooks = createWebhooks(store, config.webhooks, log, options.webhookDelivery);
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs, events: webhooks.events });

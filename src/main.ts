@@ -2,8 +2,11 @@ import { loadConfigOrExit } from './config/env.js';
 import { createLogger } from './log.js';
 import { startTracing } from './observability/tracing.js';
 import { startBroker } from './server.js';
+import { installProcessGuards } from './observability/process-guards.js';
 
 const log = createLogger();
+// Before anything can fail unattended: what no caller handled is logged and counted, not the end of every user's broker.
+installProcessGuards(log);
 
 const config = loadConfigOrExit();
 

@@ -1,6 +1,7 @@
 import type { Logger } from '../log.js';
 import type { AccessTokenVerifier } from './bearer.js';
 import type { OidcClient } from './oidc-client.js';
+import { backgroundFailure } from '../observability/process-guards.js';
 
 /** `checking` until the first check has finished. */
 export type IdpState = 'checking' | 'ok' | 'unreachable';
@@ -85,7 +86,7 @@ export class IdentityProviderHealth {
 
   #schedule(ms: number): void {
     if (this.#closed) return;
-    this.#timer = setTimeout(() => void this.#check(), ms);
+    this.#timer = setTimeout(() => this.#check().catch(backgroundFailure('idp_health_check')), ms);
     this.#timer.unref();
   }
 }

@@ -1,4 +1,5 @@
 import type { PendingConnection, PendingStatus, SettledStatus, Store } from '../store/index.js';
+import { backgroundFailure } from '../observability/process-guards.js';
 
 export type WaitOutcome = PendingStatus | 'timeout' | 'aborted' | 'gone';
 
@@ -40,11 +41,11 @@ export class CompletionWatcher {
     private readonly pollMs = 100,
   ) {
     this.#unsubscribe = store.settledFeed?.subscribe(
-      (pendingId) => void this.notify(pendingId),
+      (pendingId) => this.notify(pendingId).catch(backgroundFailure('completion_wake')),
       (live) => {
         this.#pushLive = live;
         // Settlements sent while the channel was down were missed: catch up once, then rely on pushes.
-        if (live) void this.#poll();
+        if (live) this.#poll().catch(backgroundFailure('completion_poll'));
         this.#schedule();
       },
     );
@@ -86,7 +87,7 @@ export class CompletionWatcher {
       this.#schedule();
     });
     // It may have settled between our read and the registration: look once more.
-    void this.notify(pendingId);
+    this.notify(pendingId).catch(backgroundFailure('completion_wake'));
     return outcome;
   }
 
@@ -125,7 +126,7 @@ export class CompletionWatcher {
     if (this.#interval === 0) this.#pollFrom = Date.now() - LOOKBACK_MS;
     this.#interval = interval;
     if (interval === 0) return;
-    this.#timer = setInterval(() => void this.#poll(), interval);
+    this.#timer = setInterval(() => this.#poll().catch(backgroundFailure('completion_poll')), interval);
     this.#timer.unref();
   }
 

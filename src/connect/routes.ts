@@ -21,6 +21,7 @@ import { summarizeConnection, type ConnectionService } from '../connections/inde
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
 import { M } from './messages.js';
 import { metrics } from '../observability/metrics.js';
+import { backgroundFailure } from '../observability/process-guards.js';
 
 export interface ConnectRouteDeps {
   publicUrl: URL;
@@ -82,7 +83,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
   }
 
   async function settle(pending: PendingConnection, status: 'completed' | 'cancelled' | 'denied' | 'failed'): Promise<void> {
-    if (await store.pending.settle(pending.id, status)) void watcher.notify(pending.id);
+    if (await store.pending.settle(pending.id, status)) watcher.notify(pending.id).catch(backgroundFailure('completion_wake'));
   }
 
   /** Loads the pending connection behind a link and refuses anything but a live link for `provider`. */
@@ -353,7 +354,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
         refuseShared: deps.sharedAccountPolicy === 'refuse',
         refuseAccountChange: true,
       });
-      void watcher.notify(pending.id);
+      watcher.notify(pending.id).catch(backgroundFailure('completion_wake'));
       return { existing, account, tokens, outcome };
     } catch (err) {
       metrics.connectFlow(provider.id, 'failed');

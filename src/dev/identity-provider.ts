@@ -358,7 +358,11 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
     // oidc-provider derives its mount path from originalUrl minus url.
     req.originalUrl = fullPath;
     req.url = innerPath;
-    void providerListener(req, res);
+    Promise.resolve(providerListener(req, res)).catch((err: unknown) => {
+      options.log?.error('dev_idp_server_error', { message: err instanceof Error ? err.message : String(err) });
+      if (!res.headersSent) send(res, 500, 'text/plain', 'The development identity provider failed.');
+      else res.destroy();
+    });
   };
 
   const listener = (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse): void => {

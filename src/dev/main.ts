@@ -1,8 +1,11 @@
 import { ConfigError } from '../config/env.js';
 import { createLogger } from '../log.js';
 import { startDevBroker } from './dev-broker.js';
+import { installProcessGuards } from '../observability/process-guards.js';
 
 const log = createLogger();
+// Before anything can fail unattended: what no caller handled is logged and counted, not the end of every user's broker.
+installProcessGuards(log);
 
 const dev = await startDevBroker(process.env, log).catch((err: unknown) => {
   process.stderr.write(

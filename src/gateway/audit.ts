@@ -11,6 +11,7 @@
 import type { Principal } from '../auth/principal.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/index.js';
+import { backgroundFailure } from '../observability/process-guards.js';
 
 /** Rows queued at most while a write is under way (beyond, they are dropped and counted). */
 export const MAX_QUEUED_AUDIT_ROWS = 10_000;
@@ -58,7 +59,7 @@ export class UpstreamAudit {
     this.#scheduled = true;
     setImmediate(() => {
       this.#scheduled = false;
-      if (!this.#writing) void this.#write();
+      if (!this.#writing) this.#write().catch(backgroundFailure('upstream_audit_write'));
     });
   }
 

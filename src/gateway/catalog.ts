@@ -8,6 +8,7 @@ import { Lru } from '../lru.js';
 import { G } from './messages.js';
 import { allowedByFilters, CONNECT_TOOL } from './names.js';
 import type { UpstreamClient } from './upstream-client.js';
+import { backgroundFailure } from '../observability/process-guards.js';
 
 /** A tool definition as an upstream lists it: passed on as is, only renamed. */
 export type ToolDefinition = Record<string, unknown> & { name: string };
@@ -127,7 +128,7 @@ export class Catalog {
       if (!cursor) break;
     }
     this.#live.set(key, tools);
-    void this.#remember(upstream, tools);
+    this.#remember(upstream, tools).catch(backgroundFailure('upstream_tools_remember'));
     return tools;
   }
 

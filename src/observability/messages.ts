@@ -11,6 +11,8 @@ export const METRIC_HELP = {
   broker_upstream_calls_total: 'Calls the gateway made to upstream MCP servers, by upstream and outcome.',
   broker_upstream_call_duration_seconds: 'How long calls to upstream MCP servers took, by upstream.',
   broker_store_errors_total: 'Store operations that failed because the database could not be reached or did not answer in time.',
+  broker_unhandled_errors_total:
+    'Errors no caller handled, by kind: rejection (a promise nobody awaited), exception (then the process exits), background (a task the broker did not wait for).',
   broker_pending_connections_open:
     'Pending connections (connect links) open or being authorized, unexpired, read from the store at scrape time.',
 } as const;

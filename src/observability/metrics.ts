@@ -75,6 +75,7 @@ const upstreamDuration = new Histogram({
   registers,
 });
 const storeErrors = new Counter({ ...named('broker_store_errors_total'), registers });
+const unhandledErrors = new Counter({ ...named('broker_unhandled_errors_total'), labelNames: ['kind'] as const, registers });
 
 /** Sources of the open pending connection count, one per broker in this process (a test may run several). */
 const pendingSources = new Set<() => Promise<number>>();
@@ -131,6 +132,10 @@ export const metrics = {
   },
   storeError(): void {
     storeErrors.inc();
+  },
+  /** An error no caller handled: a rejection nobody awaited, an exception no handler caught, a background task that failed. */
+  unhandledError(kind: 'rejection' | 'exception' | 'background'): void {
+    unhandledErrors.inc({ kind });
   },
   /** Counts `source` (a store's open pending connections) at each scrape until the returned function is called. */
   countPendingFrom(source: () => Promise<number>): () => void {

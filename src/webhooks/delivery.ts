@@ -3,6 +3,7 @@ import { randomId } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import type { OutboxRow, Store } from '../store/index.js';
 import { webhookSignature } from './signature.js';
+import { backgroundFailure } from '../observability/process-guards.js';
 
 export interface DeliveryOptions {
   /** How often the outbox is looked at besides the nudges after a local commit. */
@@ -92,7 +93,7 @@ export class WebhookDelivery {
     if (this.#endpoints.size === 0 || this.#closed || this.#timer) return;
     this.#timer = setInterval(() => this.nudge(), this.#options.pollMs);
     this.#timer.unref();
-    this.#pruneTimer = setInterval(() => void this.#prune(), PRUNE_EVERY_MS);
+    this.#pruneTimer = setInterval(() => this.#prune().catch(backgroundFailure('webhook_prune')), PRUNE_EVERY_MS);
     this.#pruneTimer.unref();
     this.nudge();
   }

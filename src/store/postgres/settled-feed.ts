@@ -48,7 +48,7 @@ export class PostgresSettledFeed implements SettledFeed {
     this.#subscribers.add(subscriber);
     if (!this.#started && !this.#closed) {
       this.#started = true;
-      void this.#connect();
+      this.#connect().catch((err: unknown) => this.#onError('postgres_listen_connect_failed', describeError(err)));
     }
     return () => {
       this.#subscribers.delete(subscriber);
@@ -83,11 +83,14 @@ export class PostgresSettledFeed implements SettledFeed {
       lost = true;
       if (this.#client === client) this.#client = undefined;
       clearInterval(this.#heartbeat);
-      void endWithin(client, CLOSE_TIMEOUT_MS);
+      endWithin(client, CLOSE_TIMEOUT_MS).catch(() => undefined);
       if (this.#closed) return;
       this.#onError('postgres_listen_connection_lost', err === undefined ? { message: 'connection ended' } : describeError(err));
       this.#setLive(false);
-      this.#retryTimer = setTimeout(() => void this.#connect(), this.#retryMs);
+      this.#retryTimer = setTimeout(
+        () => this.#connect().catch((err: unknown) => this.#onError('postgres_listen_connect_failed', describeError(err))),
+        this.#retryMs,
+      );
       this.#retryMs = Math.min(this.#retryMs * 2, MAX_RETRY_MS);
     };
     client.on('error', onLost);
