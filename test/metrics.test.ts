@@ -1,13 +1,19 @@
 // The Prometheus metrics (issue 14): /metrics scraped and parsed after real flows, its access rules,
 // and labels that never name a user, a login or a token.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import express from 'express';
+import type { CounterStore } from '../src/http/rate-limits.js';
+import { metricsFailureLimit, metricsHandler } from '../src/observability/endpoint.js';
+import { StoreUnavailableError } from '../src/store/index.js';
 import { Browser } from './support/browser.js';
 import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { freePort } from './support/idp.js';
+import { listenLoopback } from './support/listen.js';
 import { runNode } from './support/node-process.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
 import { completeConnect, heldCalls, startStack } from './support/stack.js';
@@ -397,6 +403,23 @@ describe('wrong METRICS_TOKEN bearers, counted like the other failure limits', (
     assert.match(scraper.body, /broker_http_requests_total/);
     for (let i = 0; i < LIMIT + 2; i++) assert.equal((await scrapeFrom('127.0.0.1', url, `Bearer ${METRICS_TOKEN}`)).status, 200);
   }
+
+  it('still serves the right bearer, uncounted, while the database holding the counters is away', async () => {
+    const away = () => Promise.reject(new StoreUnavailableError('the database is away'));
+    const store: CounterStore = { rateLimits: { hit: away, undo: away, reset: away } };
+    const app = express();
+    app.get('/metrics', metricsFailureLimit(LIMIT, store, randomBytes(32)), metricsHandler(METRICS_TOKEN));
+    const server = await listenLoopback(app);
+    try {
+      const url = `http://127.0.0.1:${server.port}/metrics`;
+      const scrape = await scrapeFrom('127.0.0.1', url, `Bearer ${METRICS_TOKEN}`);
+      assert.equal(scrape.status, 200, 'the scrape that would show the outage works');
+      assert.match(scrape.body, /broker_store_errors_total/);
+      assert.equal((await scrapeFrom('127.0.0.1', url, 'Bearer wrong-token-0123456789')).status, 401);
+    } finally {
+      await server.close();
+    }
+  });
 
   it('refuses guesses past RATE_LIMIT_PER_MINUTE per address with 429 at /metrics on the main port', async () => {
     const stack = await startStack({ env: { METRICS_TOKEN, RATE_LIMIT_PER_MINUTE: String(LIMIT) } });

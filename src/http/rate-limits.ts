@@ -76,6 +76,8 @@ interface LimitSpec {
   failed?: (res: Response) => boolean;
   /** Answers the 429, `retryAfter` seconds from the end of the window (`Retry-After` is already set). */
   refuse: (res: Response, next: NextFunction, retryAfter: number) => void;
+  /** Lets requests through, uncounted, while the counters cannot be reached. Default: the store's error is the answer. */
+  openWhenStoreDown?: boolean;
 }
 
 /** One express-rate-limit middleware for `spec`: a minute's window, draft-7 `RateLimit` headers, counters shared by every instance. */
@@ -90,6 +92,7 @@ function sharedLimit(spec: LimitSpec): RateLimitRequestHandler {
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: spec.counters,
+    passOnStoreError: spec.openWhenStoreDown ?? false,
     handler: (req, res, next, options) => {
       const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
       res.setHeader('Retry-After', String(retryAfter));
@@ -207,6 +210,7 @@ export function failedAuthenticationLimit(
   hashKey: Buffer,
   body: (retryAfterSeconds: number) => object,
   key: (req: Request, res: Response) => string = clientAddress,
+  options: Pick<LimitSpec, 'openWhenStoreDown'> = {},
 ): FailedAuthenticationLimit {
   const counters = new SharedCounters(store, hashKey, name);
   const handler = sharedLimit({
@@ -215,6 +219,7 @@ export function failedAuthenticationLimit(
     key: (res, req) => key(req, res),
     failed: (res) => res.statusCode === 401 || res.locals[TAKEN_BACK] === true,
     refuse: tooManyAsJson(body),
+    ...options,
   });
   const authenticated = async (req: Request, res: Response): Promise<void> => {
     if (limitPerMinute === 0 || res.locals[TAKEN_BACK] === true) return;

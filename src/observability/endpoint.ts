@@ -2,20 +2,27 @@ import express, { type RequestHandler } from 'express';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { constantTimeEqual } from '../crypto/index.js';
-import { failedAuthenticationLimit, type CounterStore } from '../http/rate-limits.js';
+import { clientAddress, failedAuthenticationLimit, type CounterStore } from '../http/rate-limits.js';
 import { METRICS_REFUSAL } from './messages.js';
 import { collectProcessMetrics, registry } from './metrics.js';
 
 /**
  * Wrong METRICS_TOKEN bearers per minute and client address (`limitPerMinute`, the page limit
  * RATE_LIMIT_PER_MINUTE; 0 = off), counted on arrival like the other failure limits, in the
- * counters every instance shares: guessing the token is bounded, a scraper with the right one is not.
+ * counters every instance shares: guessing the token is bounded, a scraper with the right one is
+ * not. While the database is away the bearer is still compared, uncounted: the scrape that shows
+ * the outage (broker_store_errors_total) must not fail with it.
  */
 export function metricsFailureLimit(limitPerMinute: number, store: CounterStore, hashKey: Buffer): RequestHandler {
-  return failedAuthenticationLimit('metrics-auth-failures', limitPerMinute, store, hashKey, (retryAfter) => ({
-    error: 'rate_limited',
-    error_description: METRICS_REFUSAL.tooManyFailures(retryAfter),
-  }));
+  return failedAuthenticationLimit(
+    'metrics-auth-failures',
+    limitPerMinute,
+    store,
+    hashKey,
+    (retryAfter) => ({ error: 'rate_limited', error_description: METRICS_REFUSAL.tooManyFailures(retryAfter) }),
+    clientAddress,
+    { openWhenStoreDown: true },
+  );
 }
 
 /**
