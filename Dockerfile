@@ -11,8 +11,18 @@
 # test/system/production-install.test.ts runs these stages' COPY and npm steps in temporary folders
 # (no container engine there), starts CMD and runs HEALTHCHECK against it; the rest of this file
 # (base images, user, ownership) it checks as text.
+#
+# The base images are pinned by digest (the tag before it is for the reader; Docker pulls by the
+# digest): a rebuild gets the same bytes, and a tag moved on the registry changes nothing here until
+# someone moves the digest. The digests are the multi-platform index digests of the tags as
+# published on 2026-01-14 (Node 20.20.0 on bookworm). To update them (for a Node or Debian security
+# release), look the tags' current index digests up and replace both, in one commit:
+#   docker buildx imagetools inspect node:20-bookworm        # the "Digest:" line
+#   docker buildx imagetools inspect node:20-bookworm-slim
+# (`docker pull <tag>` prints the same digest). Keep build/deps and runtime on one Node major and one
+# Debian release, then build the image and run the tests.
 
-FROM node:20-bookworm AS build
+FROM node:20-bookworm@sha256:3680462e16df266d30b103a3e38e2bc315bf917d0ab873fbddbee437bf0bd2d0 AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -20,12 +30,12 @@ COPY tsconfig.json tsconfig.build.json tsconfig.client.json ./
 COPY src ./src
 RUN npm run build
 
-FROM node:20-bookworm AS deps
+FROM node:20-bookworm@sha256:3680462e16df266d30b103a3e38e2bc315bf917d0ab873fbddbee437bf0bd2d0 AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:20-bookworm-slim@sha256:6c51af7dc83f4708aaac35991306bca8f478351cfd2bda35750a62d7efcf05bb AS runtime
 # HOST=0.0.0.0: inside a container the loopback default would be unreachable from outside it.
 # The SQLite file lives in /data (mount a volume there); set DATABASE_URL for PostgreSQL instead.
 ENV NODE_ENV=production \

@@ -23,7 +23,7 @@ import { noStore, securityHeaders } from './http/security-headers.js';
 import { StoreUnavailableError } from './store/index.js';
 import { requestLog } from './http/request-log.js';
 import { metrics } from './observability/metrics.js';
-import { metricsHandler } from './observability/endpoint.js';
+import { metricsFailureLimit, metricsHandler } from './observability/endpoint.js';
 import { traceHttpRequests } from './observability/http-tracing.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -94,7 +94,12 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/healthz', (_req, res) => void res.set('Cache-Control', 'no-store').json({ status: 'ok' }));
   app.get('/readyz', readiness(deps.store, deps.idpHealth));
   // Scraped by pod IP too; behind a bearer. With METRICS_PORT it is served on that port instead.
-  if (config.metrics.token !== undefined && config.metrics.port === undefined) app.get('/metrics', metricsHandler(config.metrics.token));
+  if (config.metrics.token !== undefined && config.metrics.port === undefined)
+    app.get(
+      '/metrics',
+      metricsFailureLimit(config.rateLimitPerMinute, deps.store, deriveKey(config.brokerSecret, 'rate-limit')),
+      metricsHandler(config.metrics.token),
+    );
 
   app.use(traceHttpRequests());
   app.use(hostGuard(hosts));

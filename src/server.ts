@@ -4,7 +4,8 @@ import { createBroker, type Broker, type BrokerOptions } from './broker.js';
 import { jsonRpcErrorBody } from './http/json-rpc-error.js';
 import type { Config } from './config/env.js';
 import type { Logger } from './log.js';
-import { startMetricsListener, type MetricsListener } from './observability/endpoint.js';
+import { deriveKey } from './crypto/index.js';
+import { metricsFailureLimit, startMetricsListener, type MetricsListener } from './observability/endpoint.js';
 
 export interface RunningBroker {
   broker: Broker;
@@ -50,7 +51,8 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
   const { port, address } = server.address() as AddressInfo;
   let metricsListener: MetricsListener | undefined;
   if (config.metrics.port !== undefined) {
-    metricsListener = await startMetricsListener(config.metrics.port, config.metrics.token).catch(async (err: unknown) => {
+    const failures = metricsFailureLimit(config.rateLimitPerMinute, broker.store, deriveKey(config.brokerSecret, 'rate-limit'));
+    metricsListener = await startMetricsListener(config.metrics.port, config.metrics.token, failures).catch(async (err: unknown) => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await broker.close();
       throw new Error(

@@ -534,6 +534,34 @@ describe('development identity provider: who gets tokens without asking', () => 
     assert.equal((await token(local)).headers.get('access-control-allow-origin'), local);
   });
 
+  test('answers no POST from a non-loopback origin with Access-Control-*, whatever the request and however it fails', async () => {
+    const clientId = await register(idp.issuer, { redirect_uris: ['http://127.0.0.1:9/cb'] });
+    const post = (path: string, form: Record<string, string>, extra: Record<string, string> = {}) =>
+      fetch(`${idp.issuer}${path}`, {
+        method: 'POST',
+        headers: { origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded', ...extra },
+        body: new URLSearchParams(form),
+      });
+    const code = { grant_type: 'authorization_code', code: 'nope', redirect_uri: 'http://127.0.0.1:9/cb', code_verifier: 'x'.repeat(43) };
+    const cases: Array<[string, Response]> = [
+      ['no client at all', await post('/token', code)],
+      ['an unknown client_id', await post('/token', { ...code, client_id: 'no-such-client' })],
+      ['no grant_type', await post('/token', { client_id: clientId })],
+      [
+        'a wrong client secret',
+        await post('/token', code, { authorization: `Basic ${Buffer.from(`${CLIENT_ID}:wrong`).toString('base64')}` }),
+      ],
+      ['an unknown token at revocation', await post('/token/revocation', { token: 'nope', client_id: clientId })],
+      ['an empty body at introspection', await post('/token/introspection', {})],
+    ];
+    for (const [label, res] of cases) {
+      await res.body?.cancel();
+      const cors: string[] = [];
+      res.headers.forEach((value, name) => void (name.startsWith('access-control-') && cors.push(`${name}: ${value}`)));
+      assert.deepEqual(cors, [], `${label} (${res.status})`);
+    }
+  });
+
   test("the sign-in page uses the broker's stylesheet and names the client by its client_name, not its client_id", async () => {
     const redirectUri = 'http://127.0.0.1:9/callback';
     const clientId = await register(idp.issuer, { client_name: 'Claude <Desktop>\u2067', redirect_uris: [redirectUri] });

@@ -1,12 +1,19 @@
 // The Prometheus metrics (issue 14): /metrics scraped and parsed after real flows, its access rules,
 // and labels that never name a user, a login or a token.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import express from 'express';
+import type { CounterStore } from '../src/http/rate-limits.js';
+import { metricsFailureLimit, metricsHandler } from '../src/observability/endpoint.js';
+import { StoreUnavailableError } from '../src/store/index.js';
 import { Browser } from './support/browser.js';
 import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { freePort } from './support/idp.js';
+import { listenLoopback } from './support/listen.js';
 import { runNode } from './support/node-process.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
 import { completeConnect, heldCalls, startStack } from './support/stack.js';
@@ -360,6 +367,75 @@ describe('/metrics off, or on its own port', () => {
       if (external) {
         await assert.rejects(fetch(`http://${external.address}:${port}/metrics`), 'not reachable on a non-loopback address');
       }
+    } finally {
+      await stack.close();
+    }
+  });
+});
+
+describe('wrong METRICS_TOKEN bearers, counted like the other failure limits', () => {
+  const LIMIT = 3;
+
+  /** GET `url` with `authorization`, sent from the loopback address `from`. */
+  const scrapeFrom = (from: string, url: string, authorization: string) =>
+    new Promise<{ status: number; retryAfter: string | undefined; body: string }>((resolve, reject) => {
+      const req = httpRequest(url, { localAddress: from, headers: { authorization } }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], body }));
+      });
+      req.once('error', reject);
+      req.end();
+    });
+
+  /** LIMIT + 1 wrong bearers from 127.0.0.2, then the right one from there and from 127.0.0.1. */
+  async function guess(url: string): Promise<void> {
+    const statuses: number[] = [];
+    for (let i = 0; i <= LIMIT; i++) statuses.push((await scrapeFrom('127.0.0.2', url, `Bearer wrong-token-${i}-0123456789`)).status);
+    assert.deepEqual(statuses, [401, 401, 401, 429], 'the guesses past the limit are refused before the token is compared');
+    const refused = await scrapeFrom('127.0.0.2', url, `Bearer ${METRICS_TOKEN}`);
+    assert.equal(refused.status, 429, 'the right token from the guessing address too: it cannot be told from a guess');
+    assert.ok(Number(refused.retryAfter) >= 1);
+    assert.equal((JSON.parse(refused.body) as { error: string }).error, 'rate_limited');
+    assert.ok(!refused.body.includes('broker_'), 'nothing of the metrics in a refusal');
+    const scraper = await scrapeFrom('127.0.0.1', url, `Bearer ${METRICS_TOKEN}`);
+    assert.equal(scraper.status, 200, 'a scraper on another address is not locked out');
+    assert.match(scraper.body, /broker_http_requests_total/);
+    for (let i = 0; i < LIMIT + 2; i++) assert.equal((await scrapeFrom('127.0.0.1', url, `Bearer ${METRICS_TOKEN}`)).status, 200);
+  }
+
+  it('still serves the right bearer, uncounted, while the database holding the counters is away', async () => {
+    const away = () => Promise.reject(new StoreUnavailableError('the database is away'));
+    const store: CounterStore = { rateLimits: { hit: away, undo: away, reset: away } };
+    const app = express();
+    app.get('/metrics', metricsFailureLimit(LIMIT, store, randomBytes(32)), metricsHandler(METRICS_TOKEN));
+    const server = await listenLoopback(app);
+    try {
+      const url = `http://127.0.0.1:${server.port}/metrics`;
+      const scrape = await scrapeFrom('127.0.0.1', url, `Bearer ${METRICS_TOKEN}`);
+      assert.equal(scrape.status, 200, 'the scrape that would show the outage works');
+      assert.match(scrape.body, /broker_store_errors_total/);
+      assert.equal((await scrapeFrom('127.0.0.1', url, 'Bearer wrong-token-0123456789')).status, 401);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('refuses guesses past RATE_LIMIT_PER_MINUTE per address with 429 at /metrics on the main port', async () => {
+    const stack = await startStack({ env: { METRICS_TOKEN, RATE_LIMIT_PER_MINUTE: String(LIMIT) } });
+    try {
+      await guess(`${stack.publicUrl}/metrics`);
+    } finally {
+      await stack.close();
+    }
+  });
+
+  it('refuses guesses past RATE_LIMIT_PER_MINUTE per address with 429 on METRICS_PORT too', async () => {
+    const stack = await startStack({
+      env: { METRICS_TOKEN, METRICS_PORT: String(await freePort()), RATE_LIMIT_PER_MINUTE: String(LIMIT) },
+    });
+    try {
+      await guess(stack.broker.metricsUrl!);
     } finally {
       await stack.close();
     }

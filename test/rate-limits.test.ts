@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
 import { BrokerError } from '../src/http/errors.js';
-import { clientAuthFailureLimit, mcpRateLimit, pageRateLimit, serviceRateLimit } from '../src/http/rate-limits.js';
+import { failedAuthenticationLimit, mcpRateLimit, pageRateLimit, serviceRateLimit } from '../src/http/rate-limits.js';
 import { openSqliteStore, sqliteHandle, type Store } from '../src/store/index.js';
 import { listenLoopback, type Listening } from './support/listen.js';
 import { Browser } from './support/browser.js';
@@ -301,7 +301,7 @@ describe('every limiter, built by one builder: the same window, headers and Retr
     // Every request here is a failed client authentication (401), the one kind that counts.
     app.get(
       '/client-auth',
-      clientAuthFailureLimit(LIMIT, store, hashKey, body),
+      failedAuthenticationLimit('client-auth-test', LIMIT, store, hashKey, body),
       (_req, res) => void res.status(401).json({ error: 'invalid_client' }),
     );
     const errors: ErrorRequestHandler = (err, _req, res, _next) => void res.status(err instanceof BrokerError ? err.status : 500).end();
@@ -348,7 +348,10 @@ describe('the failed-client-authentication limit under concurrency', () => {
     // Each wrong secret takes a moment to check, so the guesses below are all in flight together.
     app.post(
       '/guess',
-      clientAuthFailureLimit(LIMIT, store, randomBytes(32), (retryAfter) => ({ error: 'rate_limited', retryAfter })),
+      failedAuthenticationLimit('client-auth-parallel', LIMIT, store, randomBytes(32), (retryAfter) => ({
+        error: 'rate_limited',
+        retryAfter,
+      })),
       async (_req, res) => {
         await sleep(50);
         res.status(401).json({ error: 'invalid_client' });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,8 +11,8 @@ import { sha256Hex } from '../src/crypto/index.js';
 import { Browser } from './support/browser.js';
 import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { readConnection, seedGitHubConnection } from './support/seed.js';
-import { completeConnect, signIn, startStack, type Stack } from './support/stack.js';
-import { writeYamlLines } from './support/config-file.js';
+import { completeConnect, heldCalls, signIn, startStack, type Stack } from './support/stack.js';
+import { secretBasicServiceLines, writeYamlLines } from './support/config-file.js';
 
 const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-tests-0123', audience: 'https://bot.example.com/mcp' };
 const TRACKER = { id: 'tracker-bot', audience: 'https://tracker-bot.example.com/mcp' };
@@ -108,10 +108,12 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     );
   }
 
-  async function assertion(claims: { aud?: string; exp?: number; jti?: string; iss?: string; key?: CryptoKey } = {}): Promise<string> {
+  async function assertion(
+    claims: { aud?: string; exp?: number; jti?: string; iss?: string; key?: CryptoKey; typ?: string } = {},
+  ): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
     return new SignJWT({})
-      .setProtectedHeader({ alg: 'ES256', kid: 'tracker-1' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'tracker-1', ...(claims.typ !== undefined ? { typ: claims.typ } : {}) })
       .setIssuer(claims.iss ?? TRACKER.id)
       .setSubject(claims.iss ?? TRACKER.id)
       .setAudience(claims.aud ?? tokenUrl)
@@ -135,6 +137,10 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
       {},
     );
   }
+
+  /** Whether the broker logged a failed client authentication whose reason matches `reason`. */
+  const failureLogged = (reason: RegExp): boolean =>
+    stack.logs.some((l) => l.includes('"event":"client_authentication_failed"') && reason.test(l));
 
   async function seedGitHub(sub: string, login: string, scopes: string[]): Promise<string> {
     return (await seedGitHubConnection(stack, sub, login, scopes)).accessToken;
@@ -284,13 +290,13 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     const reused = await trackerExchange('tess', good);
     assert.equal(reused.status, 401);
     assert.equal(reused.json.error, 'invalid_client');
-    assert.match(String(reused.json.error_description), /already used/);
+    assert.ok(failureLogged(/already used/), 'the reason is in the log');
     const forged = await trackerExchange('tess', await assertion({ key: jwks.otherKey }));
     assert.equal(forged.status, 401);
     assert.equal(forged.json.error, 'invalid_client');
     const expired = await trackerExchange('tess', await assertion({ exp: Math.floor(Date.now() / 1000) - 60 }));
     assert.equal(expired.status, 401);
-    assert.match(String(expired.json.error_description), /expired/);
+    assert.ok(failureLogged(/expired/), 'the reason is in the log');
     const long = await trackerExchange('tess', await assertion({ exp: Math.floor(Date.now() / 1000) + 3600 }));
     assert.equal(long.status, 401);
     const wrongAud = await trackerExchange('tess', await assertion({ aud: 'https://elsewhere.example.com/token' }));
@@ -299,6 +305,79 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     assert.equal(issuerAud.status, 200, 'the issuer identifier is an accepted aud');
     const mismatch = await trackerExchange('tess', await assertion(), { client_id: BOT.id });
     assert.equal(mismatch.status, 401);
+  });
+
+  it('answers every failed authentication of a named client with one text, so nobody learns which services exist or how they authenticate', async () => {
+    const texts = new Map<string, string>();
+    const refusals: Array<[string, Answer]> = [
+      ['an unknown id (Basic)', await exchange('alice', {}, { authorization: basic('nobody', BOT.secret) })],
+      ['a wrong secret', await exchange('alice', {}, { authorization: basic(BOT.id, 'wrong-secret-wrong-secret') })],
+      ['Basic for a private_key_jwt service', await exchange('alice', {}, { authorization: basic(TRACKER.id, BOT.secret) })],
+      ['an assertion for an unknown id', await trackerExchange('tess', await assertion({ iss: 'nobody' }))],
+      ['an assertion for a client_secret_basic service', await trackerExchange('tess', await assertion({ iss: BOT.id }))],
+      ['an assertion with a wrong signature', await trackerExchange('tess', await assertion({ key: jwks.otherKey }))],
+      ['an expired assertion', await trackerExchange('tess', await assertion({ exp: Math.floor(Date.now() / 1000) - 60 }))],
+      ['a client_id naming another client', await trackerExchange('tess', await assertion(), { client_id: BOT.id })],
+    ];
+    for (const [label, r] of refusals) {
+      assert.equal(r.status, 401, label);
+      assert.equal(r.json.error, 'invalid_client', label);
+      texts.set(label, String(r.json.error_description));
+    }
+    assert.equal(new Set(texts.values()).size, 1, JSON.stringify(Object.fromEntries(texts)));
+    const [text] = texts.values();
+    for (const word of [BOT.id, TRACKER.id, 'client_secret_basic', 'private_key_jwt', 'unknown', 'registered for'])
+      assert.ok(!text!.includes(word), `the one text names no service or method: ${text}`);
+    for (const reason of [/unknown client id/, /wrong client secret/, /registered for private_key_jwt, sent client_secret_basic/])
+      assert.ok(failureLogged(reason), `the log says why: ${reason}`);
+  });
+
+  it("takes a client assertion's typ only where RFC 10070 lets it be: absent, JWT or client-authentication+jwt, nothing else", async () => {
+    await seedGitHub('tyra', 'octocat', ['public_repo']);
+    for (const typ of [undefined, 'JWT', 'client-authentication+jwt', 'application/client-authentication+jwt']) {
+      const r = await trackerExchange('tyra', await assertion({ ...(typ !== undefined ? { typ } : {}) }), { scope: 'public_repo' });
+      assert.equal(r.status, 200, `typ ${String(typ)}: ${JSON.stringify(r.json)}`);
+    }
+    for (const typ of ['at+jwt', 'dpop+jwt', 'oauth-authz-req+jwt', 'JOSE', 'secevent+jwt']) {
+      const r = await trackerExchange('tyra', await assertion({ typ }), { scope: 'public_repo' });
+      assert.equal(r.status, 401, `typ ${typ}`);
+      assert.equal(r.json.error, 'invalid_client', `typ ${typ}`);
+    }
+    assert.ok(failureLogged(/typ is \\"at\+jwt\\"/), 'the log names the refused typ');
+  });
+
+  it('refuses actor_token and subject tokens carrying act or may_act with invalid_request, never serving them as the user’s own token', async () => {
+    await seedGitHub('amos', 'octocat', ['public_repo']);
+    const ok = await exchange('amos', { scope: 'public_repo' });
+    assert.equal(ok.status, 200, 'the same user, without delegation, is served');
+    const actor = await stack.token('bot-operator', { aud: BOT.audience });
+    const asks: Array<Record<string, string>> = [
+      { actor_token: actor, actor_token_type: AT },
+      { actor_token: actor },
+      { actor_token_type: AT },
+    ];
+    for (const extra of asks) {
+      const r = await exchange('amos', { scope: 'public_repo', ...extra });
+      assert.equal(r.status, 400, Object.keys(extra).join(' and '));
+      assert.equal(r.json.error, 'invalid_request');
+      assert.equal(r.json.access_token, undefined);
+      assert.match(String(r.json.error_description), /actor_token is not supported/);
+    }
+    for (const claims of [{ act: { sub: 'bot-operator' } }, { may_act: { sub: BOT.id } }]) {
+      const subjectToken = await stack.idp.mintAccessToken({ sub: 'amos', aud: BOT.audience, claims });
+      const r = await post({
+        grant_type: GRANT,
+        subject_token: subjectToken,
+        subject_token_type: AT,
+        audience: 'github',
+        scope: 'public_repo',
+      });
+      const [claim] = Object.keys(claims);
+      assert.equal(r.status, 400, claim);
+      assert.equal(r.json.error, 'invalid_request', claim);
+      assert.equal(r.json.access_token, undefined, claim);
+      assert.match(String(r.json.error_description), new RegExp(`carries ${claim}`));
+    }
   });
 
   it('refuses other content types, duplicate parameters and other grants with the RFC codes, never a 5xx', async () => {
@@ -534,5 +613,111 @@ describe('token exchange with expiring GitHub App tokens: refresh, reauth_requir
     assert.equal(limited.status, 429);
     assert.ok(Number(limited.headers.get('retry-after')) >= 1);
     assert.equal(((await limited.json()) as { error: string }).error, 'rate_limited');
+  });
+});
+
+describe('the failed-client-authentication limit at /oauth/token: per declared service and address', () => {
+  const OTHER = { id: 'other-bot', secret: 'other-bot-secret-for-tests-0123', audience: 'https://other-bot.example.com/mcp' };
+  const LIMIT = 4;
+  let stack: Stack;
+  let dir: string;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'exchange-limit-test-'));
+    const file = writeYamlLines(join(dir, 'services.yaml'), [
+      'services:',
+      ...secretBasicServiceLines({ ...BOT, allow: { github: ['public_repo'] } }),
+      ...secretBasicServiceLines({ ...OTHER, allow: { github: ['public_repo'] } }),
+    ]);
+    stack = await startStack({
+      env: {
+        PROVIDERS_FILE: file,
+        SERVICE_ISSUE_BOT_SECRET: BOT.secret,
+        SERVICE_OTHER_BOT_SECRET: OTHER.secret,
+        RATE_LIMIT_PER_MINUTE: String(LIMIT),
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** An exchange for `sub` as `id:secret`, sent from the loopback address `from` (127.0.0.1, 127.0.0.2, …). */
+  async function exchangeFrom(
+    from: string,
+    service: { id: string; secret: string; audience: string },
+    sub: string,
+    extra: Record<string, string> = {},
+  ): Promise<Answer> {
+    const body = new URLSearchParams({
+      grant_type: GRANT,
+      subject_token: await stack.token(sub, { aud: service.audience }),
+      subject_token_type: AT,
+      audience: 'github',
+      ...extra,
+    }).toString();
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        `${stack.publicUrl}/oauth/token`,
+        {
+          method: 'POST',
+          localAddress: from,
+          headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            authorization: `Basic ${Buffer.from(`${service.id}:${service.secret}`).toString('base64')}`,
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString('utf8')));
+          res.on('end', () =>
+            resolve({ status: res.statusCode!, json: JSON.parse(text) as Record<string, unknown>, headers: new Headers() }),
+          );
+        },
+      );
+      req.once('error', reject);
+      req.end(body);
+    });
+  }
+
+  const wrong = <T extends { secret: string }>(service: T): T => ({ ...service, secret: 'not-the-secret-at-all-0123' });
+  const statuses = async (n: number, send: () => Promise<Answer>): Promise<number[]> => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push((await send()).status);
+    return out;
+  };
+
+  it("spends a guesser's failures on its own address and the id it guessed: the real service elsewhere, another service and made-up ids keep their budgets", async () => {
+    await seedGitHubConnection(stack, 'lena', 'octocat', ['public_repo']);
+    const guesser = '127.0.0.2';
+    assert.deepEqual(await statuses(LIMIT + 2, () => exchangeFrom(guesser, wrong(BOT), 'lena')), [401, 401, 401, 401, 429, 429]);
+    // The right secret from the guesser's address is refused too: it cannot be told from a guess.
+    assert.equal((await exchangeFrom(guesser, BOT, 'lena')).status, 429);
+    assert.equal((await exchangeFrom('127.0.0.1', BOT, 'lena')).status, 200, 'the real service on its own address works');
+    assert.equal((await exchangeFrom('127.0.0.1', wrong(BOT), 'lena')).status, 401, 'and keeps its own budget there');
+    assert.equal((await exchangeFrom(guesser, OTHER, 'lena')).status, 200, 'another service on the guesser’s address works');
+    // Made-up ids share one budget per address: new names buy no new guesses.
+    const madeUp = (i: number) => ({ id: `nobody-${i}`, secret: 'x'.repeat(30), audience: BOT.audience });
+    const unknown: number[] = [];
+    for (let i = 0; i < LIMIT + 2; i++) unknown.push((await exchangeFrom(guesser, madeUp(i), 'lena')).status);
+    assert.deepEqual(unknown, [401, 401, 401, 401, 429, 429]);
+    assert.equal((await exchangeFrom(guesser, wrong(OTHER), 'lena')).status, 401, 'a declared id is not in the made-up ids’ budget');
+  });
+
+  it('takes an authenticated exchange back at once: exchanges held for their user keep no failure slot', async () => {
+    await seedGitHubConnection(stack, 'mona', 'octocat', ['public_repo']);
+    const from = '127.0.0.3';
+    const held: Array<Promise<Answer>> = [];
+    for (let i = 0; i < LIMIT; i++) {
+      const sub = `held-${i}`;
+      const first = await exchangeFrom(from, BOT, sub);
+      assert.equal(first.json.error, 'interaction_required', JSON.stringify(first.json));
+      held.push(exchangeFrom(from, BOT, sub, { connect_request: String(first.json.connect_request), wait: '3' }));
+      await heldCalls(stack, i + 1);
+    }
+    const meanwhile = await exchangeFrom(from, BOT, 'mona');
+    assert.equal(meanwhile.status, 200, `with ${LIMIT} exchanges held: ${JSON.stringify(meanwhile.json)}`);
+    for (const r of await Promise.all(held)) assert.notEqual(r.status, 429);
   });
 });

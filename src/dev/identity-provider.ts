@@ -143,6 +143,24 @@ function isLoopbackOrigin(origin: string | undefined): boolean {
 }
 
 /**
+ * Takes every Access-Control-* header off `res` as its head goes out. oidc-provider echoes the
+ * request's Origin on the token, revocation and introspection endpoints first and takes it back
+ * only once it has found the client, so a request that fails before (no client, an unknown one, a
+ * wrong secret) would otherwise answer a page elsewhere with its Origin allowed.
+ */
+function withoutCors(res: ServerResponse): void {
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
+  res.writeHead = ((...args: unknown[]) => {
+    for (const name of res.getHeaderNames()) if (name.startsWith('access-control-')) res.removeHeader(name);
+    const headers = args.find((a, i) => i > 0 && typeof a === 'object' && a !== null);
+    if (headers && !Array.isArray(headers))
+      for (const name of Object.keys(headers))
+        if (name.toLowerCase().startsWith('access-control-')) delete (headers as Record<string, unknown>)[name];
+    return writeHead(...args);
+  }) as ServerResponse['writeHead'];
+}
+
+/**
  * oidc-provider's `fetch`, except that loopback https URLs are fetched without its special-use
  * address block (and without certificate verification, see `loopbackMetadataDocuments`).
  */
@@ -372,11 +390,14 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
     // CORS only for loopback pages: a preflight from any other origin gets no Access-Control-* at all.
     const origin = req.headers.origin;
-    if (req.method === 'OPTIONS' && origin && req.headers['access-control-request-method'] && !isLoopbackOrigin(origin)) {
-      res.statusCode = 204;
-      res.setHeader('Vary', 'Origin');
-      res.end();
-      return;
+    if (origin && !isLoopbackOrigin(origin)) {
+      if (req.method === 'OPTIONS' && req.headers['access-control-request-method']) {
+        res.statusCode = 204;
+        res.setHeader('Vary', 'Origin');
+        res.end();
+        return;
+      }
+      withoutCors(res);
     }
     const asset = req.method === 'GET' || req.method === 'HEAD' ? assets.get(pathname) : undefined;
     if (asset) {

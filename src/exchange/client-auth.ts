@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
 import { ASYMMETRIC_ALGORITHMS } from '../auth/bearer.js';
 import { constantTimeEqual, sha256Hex } from '../crypto/index.js';
 import type { Store } from '../store/index.js';
@@ -20,7 +20,26 @@ export interface ClientAuthContext {
   assertionAudiences: string[];
 }
 
+/** A refusal that says only what the request itself shows (no credentials, a malformed header). */
 const refuse = (description: string, basic: boolean) => new ExchangeError('invalid_client', description, { basicChallenge: basic });
+/** A refusal of credentials: the one text for all of them; `why` goes to the log only. */
+const refuseCredentials = (why: string, basic: boolean) =>
+  new ExchangeError('invalid_client', M.clientAuthFailed, { basicChallenge: basic, detail: why });
+
+/**
+ * The `typ` values a client assertion may carry (RFC 10070, formerly draft-ietf-oauth-rfc7523bis):
+ * its explicit type, or the generic `JWT` that RFC 7523 clients send; absent is allowed too. Any
+ * other type is a JWT made for something else (an access token, a DPoP proof, …) and is refused.
+ * Compared as media types: case-insensitive, `application/` implied (RFC 7515 §4.1.9).
+ */
+const ASSERTION_TYPES = new Set(['application/client-authentication+jwt', 'application/jwt']);
+
+function assertionTypeFits(typ: unknown): boolean {
+  if (typ === undefined) return true;
+  if (typeof typ !== 'string') return false;
+  const type = typ.toLowerCase();
+  return ASSERTION_TYPES.has(type.includes('/') ? type : `application/${type}`);
+}
 
 /** `Basic base64(urlencode(id):urlencode(secret))` (RFC 6749 §2.3.1), or undefined when malformed. */
 function parseBasic(header: string): { id: string; secret: string } | undefined {
@@ -38,10 +57,27 @@ function parseBasic(header: string): { id: string; secret: string } | undefined 
 }
 
 /**
+ * The client a request names before anything is checked (the Basic user name, else the client
+ * assertion's unverified `iss`): what the failure limit keys on, never who is authenticated.
+ */
+export function claimedClientId(authorization: string | undefined, form: ReadonlyMap<string, string>): string | undefined {
+  if (authorization !== undefined && /^basic\s/i.test(authorization.trim())) return parseBasic(authorization)?.id;
+  const assertion = form.get('client_assertion');
+  if (assertion === undefined) return undefined;
+  try {
+    const iss = decodeJwt(assertion).iss;
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Authenticates the calling service: `client_secret_basic` (constant-time compare) or
  * `private_key_jwt` (RFC 7523, keys from the service's jwksUri, single-use `jti` in the shared
  * store). A service must use the method it is declared with.
- * @throws {ExchangeError} `invalid_client` (401) for every failure, `invalid_request` for two methods at once.
+ * @throws {ExchangeError} `invalid_client` (401) for every failure, with one text for every refusal
+ * of credentials (the reason in `detail`), `invalid_request` for two methods at once.
  */
 export class ClientAuthenticator {
   readonly #jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
@@ -53,7 +89,7 @@ export class ClientAuthenticator {
     const assertionType = form.get('client_assertion_type');
     const usesBasic = authorization !== undefined && /^basic\s/i.test(authorization.trim());
     if (usesBasic && (assertion !== undefined || assertionType !== undefined)) throw new ExchangeError('invalid_request', M.twoAuthMethods);
-    if (form.has('client_secret')) throw refuse(M.wrongMethod('client_secret_basic or private_key_jwt'), false);
+    if (form.has('client_secret')) throw refuse(M.clientSecretInForm, false);
     const service = usesBasic
       ? this.#basic(authorization!)
       : assertion !== undefined || assertionType !== undefined
@@ -61,7 +97,7 @@ export class ClientAuthenticator {
         : undefined;
     if (!service) throw refuse(M.noClientAuth, true);
     const clientId = form.get('client_id');
-    if (clientId !== undefined && clientId !== service.id) throw refuse(M.clientIdMismatch, usesBasic);
+    if (clientId !== undefined && clientId !== service.id) throw refuseCredentials('client_id names another client', usesBasic);
     return service;
   }
 
@@ -69,25 +105,28 @@ export class ClientAuthenticator {
     const credentials = parseBasic(header);
     if (!credentials) throw refuse(M.badBasic, true);
     const service = this.ctx.services.get(credentials.id);
-    if (!service) throw refuse(M.unknownClient, true);
-    if (service.auth !== 'client_secret_basic') throw refuse(M.wrongMethod(service.auth), true);
-    if (!constantTimeEqual(service.secret!, credentials.secret)) throw refuse(M.unknownClient, true);
+    if (!service) throw refuseCredentials('unknown client id', true);
+    if (service.auth !== 'client_secret_basic') throw refuseCredentials(`registered for ${service.auth}, sent client_secret_basic`, true);
+    if (!constantTimeEqual(service.secret!, credentials.secret)) throw refuseCredentials('wrong client secret', true);
     return service;
   }
 
   async #assertion(type: string | undefined, assertion: string | undefined): Promise<ConfiguredService> {
     if (type !== JWT_BEARER_ASSERTION) throw refuse(M.assertionType, false);
-    if (!assertion) throw refuse(M.assertionInvalid, false);
+    if (!assertion) throw refuseCredentials('empty client assertion', false);
     // Which service's keys to check it with: the claimed issuer, verified below against those keys.
     let claimed: unknown;
+    let typ: unknown;
     try {
       claimed = decodeJwt(assertion).iss;
+      typ = decodeProtectedHeader(assertion).typ;
     } catch {
-      throw refuse(M.assertionInvalid, false);
+      throw refuseCredentials('the client assertion is not a JWT', false);
     }
+    if (!assertionTypeFits(typ)) throw refuseCredentials(`the client assertion's typ is ${JSON.stringify(typ)}`, false);
     const service = typeof claimed === 'string' ? this.ctx.services.get(claimed) : undefined;
-    if (!service) throw refuse(M.unknownClient, false);
-    if (service.auth !== 'private_key_jwt') throw refuse(M.wrongMethod(service.auth), false);
+    if (!service) throw refuseCredentials('unknown client id (the assertion iss)', false);
+    if (service.auth !== 'private_key_jwt') throw refuseCredentials(`registered for ${service.auth}, sent private_key_jwt`, false);
     let exp: number;
     let iat: number | undefined;
     let jti: string;
@@ -104,14 +143,15 @@ export class ClientAuthenticator {
       iat = payload.iat;
       jti = String(payload.jti);
     } catch (err) {
-      if (err instanceof joseErrors.JWTExpired) throw refuse(M.assertionExpired, false);
+      if (err instanceof joseErrors.JWTExpired) throw refuseCredentials('the client assertion has expired', false);
       if (err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError) || err instanceof joseErrors.JWKSInvalid)
-        throw refuse(M.assertionKeys, false);
-      throw refuse(M.assertionInvalid, false);
+        throw refuseCredentials("the client's keys could not be fetched from its jwksUri", false);
+      throw refuseCredentials(`the client assertion is not valid (${err.code})`, false);
     }
     const now = Date.now() / 1000;
     const limit = MAX_ASSERTION_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS;
-    if (exp - now > limit || (iat !== undefined && exp - iat > limit)) throw refuse(M.assertionTooLong, false);
+    if (exp - now > limit || (iat !== undefined && exp - iat > limit))
+      throw refuseCredentials('the client assertion lives longer than 5 minutes', false);
     // Kept in the store every instance shares until well past the last instant jose would accept it
     // (exp + leeway): a replay verified just before that instant but stored just after must still
     // find the row, not an expired one it may take over.
@@ -119,7 +159,7 @@ export class ClientAuthenticator {
       sha256Hex(`${service.id}\n${jti}`),
       (exp + CLOCK_TOLERANCE_SECONDS + USED_ASSERTION_MARGIN_SECONDS) * 1000,
     );
-    if (!fresh) throw refuse(M.assertionReused, false);
+    if (!fresh) throw refuseCredentials('the client assertion (its jti) was already used', false);
     return service;
   }
 

@@ -1,5 +1,6 @@
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { OAuthError } from '@modelcontextprotocol/server';
+import { decodeJwt } from 'jose';
 import { ASYMMETRIC_ALGORITHMS, IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import { samePrincipal, type Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connect/completion-watcher.js';
@@ -8,11 +9,11 @@ import type { ConnectLinks } from '../connect/links.js';
 import { resolveConnection, type AskReason, type Resolution } from '../connect/resolve.js';
 import { deriveKey } from '../crypto/index.js';
 import { changeWithEvent } from '../events/index.js';
-import { clientAuthFailureLimit, serviceRateLimit } from '../http/rate-limits.js';
+import { clientAddress, failedAuthenticationLimit, serviceRateLimit } from '../http/rate-limits.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { StoreUnavailableError, type PendingConnection, type Store } from '../store/index.js';
-import { ClientAuthenticator, JWT_BEARER_ASSERTION } from './client-auth.js';
+import { claimedClientId, ClientAuthenticator, JWT_BEARER_ASSERTION } from './client-auth.js';
 import { ConnectRequests } from './connect-request.js';
 import { ExchangeError } from './errors.js';
 import { M } from './messages.js';
@@ -37,7 +38,10 @@ export interface ExchangeDeps {
   links: ConnectLinks;
   brokerSecret: Buffer;
   rateLimitPerMinute: number;
-  /** Failed client authentications per minute and client address (the page limit, RATE_LIMIT_PER_MINUTE); 0 = off. */
+  /**
+   * Failed client authentications per minute (the page limit, RATE_LIMIT_PER_MINUTE; 0 = off), per
+   * declared service and client address, and per client address for every other client id.
+   */
   authFailuresPerMinute: number;
   log: Logger;
 }
@@ -116,18 +120,12 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     next();
   };
 
-  // Step 2: the grant type, then who is calling.
-  const authenticate: RequestHandler = async (req, res, next) => {
-    const form = res.locals.form as Map<string, string>;
-    const grant = form.get('grant_type');
-    if (grant === undefined) throw new ExchangeError('invalid_request', M.missing('grant_type'));
-    if (grant !== TOKEN_EXCHANGE_GRANT) throw new ExchangeError('unsupported_grant_type', M.grantType);
-    res.locals.service = await clients.authenticate(req.headers.authorization, form);
-    next();
-  };
-
-  // Before anything: a bound on guessing, per client address.
-  const failures = clientAuthFailureLimit(
+  // Step 2: a bound on guessing, counted before any credential is checked. A declared service's
+  // failures count per service and address, so a guesser elsewhere (or guessing another id) never
+  // spends a working service's budget; every other id shares its address's one budget, so made-up
+  // ids neither multiply the guesses nor the counters.
+  const failures = failedAuthenticationLimit(
+    'client-auth-failures',
     deps.authFailuresPerMinute,
     deps.store,
     deriveKey(deps.brokerSecret, 'rate-limit'),
@@ -135,9 +133,24 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       error: 'rate_limited',
       error_description: `${M.authFailuresLimited} Retry after ${retryAfter} s.`,
     }),
+    (req, res) => {
+      const claimed = claimedClientId(req.headers.authorization, res.locals.form as Map<string, string>);
+      return JSON.stringify(claimed !== undefined && services.has(claimed) ? [claimed, clientAddress(req)] : [clientAddress(req)]);
+    },
   );
 
-  // Step 3: the per-service budget.
+  // Step 3: the grant type, then who is calling.
+  const authenticate: RequestHandler = async (req, res, next) => {
+    const form = res.locals.form as Map<string, string>;
+    const grant = form.get('grant_type');
+    if (grant === undefined) throw new ExchangeError('invalid_request', M.missing('grant_type'));
+    if (grant !== TOKEN_EXCHANGE_GRANT) throw new ExchangeError('unsupported_grant_type', M.grantType);
+    res.locals.service = await clients.authenticate(req.headers.authorization, form);
+    await failures.authenticated(req, res);
+    next();
+  };
+
+  // Step 4: the per-service budget.
   const limit = serviceRateLimit(
     deps.rateLimitPerMinute,
     deps.store,
@@ -149,7 +162,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     }),
   );
 
-  // Steps 4–6: the request, the subject token, the answer.
+  // Steps 5–7: the request, the subject token, the answer.
   const exchange: RequestHandler = async (_req, res) => {
     const service = res.locals.service as ConfiguredService;
     let ask: Ask | undefined;
@@ -167,6 +180,9 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
   };
 
   async function parseAsk(service: ConfiguredService, form: Map<string, string>): Promise<Ask> {
+    // Delegation (an actor acting for the user) is not something this broker does: refused, never
+    // served as if the service had asked for the user's own token.
+    if (form.has('actor_token') || form.has('actor_token_type')) throw new ExchangeError('invalid_request', M.actorToken);
     const subjectToken = form.get('subject_token');
     if (!subjectToken) throw new ExchangeError('invalid_request', M.missing('subject_token'));
     if (form.get('subject_token_type') !== ACCESS_TOKEN_TYPE) throw new ExchangeError('invalid_request', M.subjectTokenType);
@@ -202,12 +218,20 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     return provider;
   }
 
-  /** The user: (`iss`, `sub`) of a token verified like an MCP token, for one of this service's audiences. */
+  /**
+   * The user: (`iss`, `sub`) of a token verified like an MCP token, for one of this service's
+   * audiences, that speaks for the user alone: one that says someone acts for them (`act`) or may
+   * (`may_act`) asks for delegation, which is refused.
+   */
   async function subjectPrincipal(token: string, service: ConfiguredService): Promise<Principal> {
     try {
       const info = await deps.verifier.verifyForAudiences(token, service.audiences);
       const principal = principalFromAuthInfo(info);
       if (!principal) throw new ExchangeError('invalid_grant', M.subjectToken('no principal'));
+      // The very token just verified, read again for the claims the verifier does not keep.
+      const claims = decodeJwt(token);
+      for (const claim of ['act', 'may_act'])
+        if (claims[claim] !== undefined) throw new ExchangeError('invalid_request', M.delegatedSubject(claim));
       return principal;
     } catch (err) {
       if (err instanceof IdentityProviderUnavailable)
@@ -313,9 +337,9 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
 
   router.post(
     TOKEN_PATH,
-    failures,
     express.text({ type: () => true, limit: '64kb' }),
     wrap(readForm),
+    failures,
     wrap(authenticate),
     limit,
     wrap(exchange),
@@ -360,6 +384,7 @@ function oauthErrors(log: Logger): ErrorRequestHandler {
       err instanceof ExchangeError ? err.code : 'error',
     );
     if (err instanceof ExchangeError) {
+      if (err.code === 'invalid_client' && err.options.detail) log.warn('client_authentication_failed', { reason: err.options.detail });
       if (err.options.basicChallenge) res.set('WWW-Authenticate', 'Basic realm="token-exchange", charset="UTF-8"');
       if (err.options.retryAfterSeconds) res.set('Retry-After', String(err.options.retryAfterSeconds));
       res.status(err.status).json({ error: err.code, error_description: err.description });

@@ -9,13 +9,16 @@ export type ExchangeErrorCode =
   | 'temporarily_unavailable'
   | 'rate_limited';
 
-/** A refusal of the token endpoint: `description` is safe to send (never a token or a secret). */
+/**
+ * A refusal of the token endpoint: `description` is safe to send (never a token or a secret);
+ * `options.detail` says why for the operator's log and is never sent.
+ */
 export class ExchangeError extends Error {
   override name = 'ExchangeError';
   constructor(
     readonly code: ExchangeErrorCode,
     readonly description: string,
-    readonly options: { status?: number; basicChallenge?: boolean; retryAfterSeconds?: number } = {},
+    readonly options: { status?: number; basicChallenge?: boolean; retryAfterSeconds?: number; detail?: string } = {},
   ) {
     super(description);
   }

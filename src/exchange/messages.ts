@@ -10,21 +10,26 @@ export const M = {
   twoAuthMethods: 'Use one client authentication method per request: HTTP Basic or a client assertion, not both.',
   noClientAuth: 'Client authentication is required: HTTP Basic (client_secret_basic) or a client assertion (private_key_jwt).',
   badBasic: 'The Authorization header is not valid HTTP Basic credentials.',
-  unknownClient: 'Unknown client, or wrong credentials.',
-  wrongMethod: (method: string) => `This client is registered for ${method}; authenticate with that method.`,
-  clientIdMismatch: 'client_id does not match the authenticated client.',
+  clientSecretInForm: 'Send the client secret as HTTP Basic credentials (client_secret_basic), or authenticate with a client assertion.',
   assertionType: 'client_assertion_type must be urn:ietf:params:oauth:client-assertion-type:jwt-bearer.',
-  assertionInvalid: 'The client assertion is not valid (signature, iss, sub, aud or exp).',
-  assertionExpired: 'The client assertion has expired.',
-  assertionTooLong: 'The client assertion lives too long: its exp must be at most 5 minutes ahead.',
-  assertionReused: 'This client assertion (its jti) was already used; sign a new one for every request.',
-  assertionKeys: "The client's keys could not be fetched from its jwksUri.",
+  /**
+   * Every failed authentication of a client that named itself, whatever failed (an unknown id, a
+   * wrong secret, another method than its own, an assertion's signature, typ, claims or reuse):
+   * one text, so that no caller learns from it which services exist or how they authenticate.
+   * Why it failed goes to the broker's log.
+   */
+  clientAuthFailed:
+    "Client authentication failed. Check the client's id, its registered method and its credentials; the broker's log says which check failed.",
   noTarget: 'Name the provider: audience=<provider id> or resource=<the provider API base URL>.',
   unknownTarget: 'The audience or resource is not a provider this broker connects to.',
   targetMismatch: 'audience and resource name different providers.',
   notAllowed: (provider: string) => `This client may not obtain tokens for ${provider}.`,
   beyondAllow: (scopes: string[]) => `This client may not ask for ${scopes.join(', ')}.`,
   subjectToken: (why: string) => `The subject token was refused: ${why}.`,
+  actorToken:
+    'actor_token is not supported: this broker hands out the user’s own connection to the service that asks, never on behalf of another actor (RFC 8693 delegation).',
+  delegatedSubject: (claim: string) =>
+    `The subject token carries ${claim}: delegation is not supported here, and such a token is never served as the user’s own.`,
   connectRequest: 'connect_request is not valid for this client, user and provider.',
   idpDown: 'The identity provider cannot be reached to check the subject token; try again shortly.',
   storeDown: 'The broker cannot reach its database right now; try again shortly.',

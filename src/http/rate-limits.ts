@@ -1,4 +1,5 @@
 import {
+  ipKeyGenerator,
   rateLimit,
   type AugmentedRequest,
   type IncrementResponse,
@@ -70,11 +71,13 @@ interface LimitSpec {
   /** The limit's own counters (their prefix keeps its budget apart from the others'). */
   counters: SharedCounters;
   /** Whose budget a request spends: a verified identity from `res`, undefined for none (not counted). Default: the client address. */
-  key?: (res: Response) => string | undefined;
+  key?: (res: Response, req: Request) => string | undefined;
   /** Counts only the requests this calls failed (the others are taken back). Default: every request counts. */
   failed?: (res: Response) => boolean;
   /** Answers the 429, `retryAfter` seconds from the end of the window (`Retry-After` is already set). */
   refuse: (res: Response, next: NextFunction, retryAfter: number) => void;
+  /** Lets requests through, uncounted, while the counters cannot be reached. Default: the store's error is the answer. */
+  openWhenStoreDown?: boolean;
 }
 
 /** One express-rate-limit middleware for `spec`: a minute's window, draft-7 `RateLimit` headers, counters shared by every instance. */
@@ -83,12 +86,13 @@ function sharedLimit(spec: LimitSpec): RateLimitRequestHandler {
   return rateLimit({
     windowMs: WINDOW_MS,
     limit: limitPerMinute,
-    skip: (_req, res) => limitPerMinute === 0 || (key !== undefined && key(res) === undefined),
-    ...(key ? { keyGenerator: (_req: Request, res: Response) => key(res)! } : {}),
+    skip: (req, res) => limitPerMinute === 0 || (key !== undefined && key(res, req) === undefined),
+    ...(key ? { keyGenerator: (req: Request, res: Response) => key(res, req)! } : {}),
     ...(failed ? { skipSuccessfulRequests: true, requestWasSuccessful: (_req: Request, res: Response) => !failed(res) } : {}),
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     store: spec.counters,
+    passOnStoreError: spec.openWhenStoreDown ?? false,
     handler: (req, res, next, options) => {
       const retryAfter = secondsUntil((req as AugmentedRequest).rateLimit?.resetTime?.getTime(), options.windowMs);
       res.setHeader('Retry-After', String(retryAfter));
@@ -178,21 +182,52 @@ export function serviceRateLimit(
   return sharedLimit({ limitPerMinute, counters: new SharedCounters(store, hashKey, 'service'), key, refuse: tooManyAsJson(body) });
 }
 
+/** The client address as a limit's key: express-rate-limit's own reading (an IPv6 address by its /56). */
+export const clientAddress = (req: Request): string => ipKeyGenerator(req.ip ?? '');
+
+/** A limit on failed authentications: express-rate-limit's handler, plus a way to take an arrival back. */
+export type FailedAuthenticationLimit = RateLimitRequestHandler & {
+  /**
+   * The request authenticated: its arrival stops counting now, not when its answer ends, so a
+   * request held afterwards (an exchange waiting for its user) keeps no failure slot.
+   */
+  authenticated(req: Request, res: Response): Promise<void>;
+};
+
+const TAKEN_BACK = 'failedAuthenticationTakenBack';
+
 /**
- * Failed client authentications at the token exchange, per client address: a 401 counts, anything
- * else is taken back, so guessing secrets or assertions is bounded while working services are not
- * slowed. Shared counters; 429 with `Retry-After` and an OAuth-style JSON error body.
+ * Failed authentications at one endpoint (`name` keeps its budget apart), per `key` (default: the
+ * client address). Each request counts on arrival, before its credentials are checked, so guesses
+ * sent all at once are checked at most the limit's number of times; a request that authenticates,
+ * or is answered anything but 401, is taken back. Shared counters; 429 with `Retry-After` and the
+ * JSON `body`.
  */
-export function clientAuthFailureLimit(
+export function failedAuthenticationLimit(
+  name: string,
   limitPerMinute: number,
   store: CounterStore,
   hashKey: Buffer,
   body: (retryAfterSeconds: number) => object,
-): RateLimitRequestHandler {
-  return sharedLimit({
+  key: (req: Request, res: Response) => string = clientAddress,
+  options: Pick<LimitSpec, 'openWhenStoreDown'> = {},
+): FailedAuthenticationLimit {
+  const counters = new SharedCounters(store, hashKey, name);
+  const handler = sharedLimit({
     limitPerMinute,
-    counters: new SharedCounters(store, hashKey, 'client-auth-failures'),
-    failed: (res) => res.statusCode === 401,
+    counters,
+    key: (res, req) => key(req, res),
+    failed: (res) => res.statusCode === 401 || res.locals[TAKEN_BACK] === true,
     refuse: tooManyAsJson(body),
+    ...options,
   });
+  const authenticated = async (req: Request, res: Response): Promise<void> => {
+    if (limitPerMinute === 0 || res.locals[TAKEN_BACK] === true) return;
+    res.locals[TAKEN_BACK] = true;
+    // As express-rate-limit does: an arrival in a window that has ended is no longer counted anywhere.
+    const resetTime = (req as AugmentedRequest).rateLimit?.resetTime;
+    if (resetTime && Date.now() >= resetTime.getTime()) return;
+    await counters.decrement(key(req, res));
+  };
+  return Object.assign(handler, { authenticated });
 }

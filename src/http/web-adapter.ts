@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { finished } from 'node:stream';
 import type { Request, Response } from 'express';
 
 /**
@@ -25,18 +26,68 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
-/** Reads the whole body, refusing more than `limit` bytes without buffering them. */
+/**
+ * Reads the whole body, refusing more than `limit` bytes without buffering them. A refusal leaves
+ * the request open, the rest of its body unread: answer it with {@link answerThenDiscard}.
+ */
 export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > limit) throw new BodyTooLarge();
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
+}
+
+/** How much of a refused body is still read after the answer, and for how long, before the connection is cut. */
+export interface DiscardLimits {
+  bytes: number;
+  ms: number;
+}
+
+/** Enough for an ordinary client that sends its whole body before it reads (a few times the 1 MiB limit), and no more. */
+export const DISCARD_LIMITS: DiscardLimits = { bytes: 16 * 1024 * 1024, ms: 10_000 };
+
+/**
+ * Answers a request whose body is refused (`status`, `body` as JSON, `Connection: close`) at once,
+ * then reads and drops what the client still sends, up to `limits`, before closing. Closing with
+ * unread bytes makes the kernel reset the connection, and a client still writing (undici's fetch,
+ * for one) then reports a socket error instead of the answer; reading them lets it see the answer.
+ * Past `limits.bytes` more bytes or `limits.ms`, the connection is cut: nobody makes us read forever.
+ */
+export function answerThenDiscard(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  limits: DiscardLimits = DISCARD_LIMITS,
+): void {
+  const payload = Buffer.from(JSON.stringify(body), 'utf8');
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': payload.length, Connection: 'close' });
+  // The whole answer now, the end (which closes the connection) once the body is read.
+  res.write(payload);
+  let discarded = 0;
+  const cut = (): void => {
+    clearTimeout(timer);
+    req.removeListener('data', count);
+    res.destroy();
+  };
+  const count = (chunk: Buffer): void => {
+    discarded += chunk.length;
+    if (discarded > limits.bytes) cut();
+  };
+  const timer = setTimeout(cut, limits.ms);
+  req.on('data', count);
+  finished(req, (err) => {
+    clearTimeout(timer);
+    if (err) res.destroy();
+    else res.end();
+  });
+  req.resume();
 }
 
 /** A web Request for the SDK; closing the response aborts it (the SDK treats that as cancellation). */

@@ -6,8 +6,18 @@ import {
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { BodyTooLarge, MAX_JSON_DEPTH, nestsDeeperThan, readBody, sendWebResponse, toWebRequest } from '../http/web-adapter.js';
-import { jsonRpcError } from '../http/json-rpc-error.js';
+import {
+  answerThenDiscard,
+  BodyTooLarge,
+  DISCARD_LIMITS,
+  MAX_JSON_DEPTH,
+  nestsDeeperThan,
+  readBody,
+  sendWebResponse,
+  toWebRequest,
+  type DiscardLimits,
+} from '../http/web-adapter.js';
+import { jsonRpcError, jsonRpcErrorBody } from '../http/json-rpc-error.js';
 import type { McpRateLimit } from '../http/rate-limits.js';
 import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
 import { withFields, type Logger } from '../log.js';
@@ -39,20 +49,23 @@ export function mcpPrincipalKey(res: Response): string | undefined {
  * The body of a POST to an MCP endpoint, read by us (bounded) so that every refusal is JSON-RPC:
  * 415 for another content type, 413 past `maxBodyBytes`, 400 for JSON that does not parse or that
  * nests deeper than {@link MAX_JSON_DEPTH}. Resolves undefined once it has answered, or when the
- * client went away mid-body; other read errors are thrown. The sandbox GitHub's MCP endpoint
- * (src/dev/) reads its bodies through it too.
+ * client went away mid-body; other read errors are thrown. The 413 goes out at once, and what the
+ * client still sends is read (within `discard`) so that it sees it. The sandbox GitHub's MCP
+ * endpoint (src/dev/) reads its bodies through it too.
  */
 export async function readJsonRpcBody(
   req: Request,
   res: Response,
   maxBodyBytes: number,
+  discard: DiscardLimits = DISCARD_LIMITS,
 ): Promise<{ body: string; parsed: unknown } | undefined> {
   if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return void jsonRpcError(res, 415, -32000, M.notJson);
   let body: string;
   try {
     body = (await readBody(req, maxBodyBytes)).toString('utf8');
   } catch (err) {
-    if (err instanceof BodyTooLarge) return void jsonRpcError(res, 413, -32600, M.tooLarge(maxBodyBytes), { Connection: 'close' });
+    if (err instanceof BodyTooLarge)
+      return void answerThenDiscard(req, res, 413, jsonRpcErrorBody(-32600, M.tooLarge(maxBodyBytes)), discard);
     // The client went away mid-body: nobody is left to answer.
     if (req.destroyed || (err as NodeJS.ErrnoException).code === 'ECONNRESET' || (err as Error).message === 'aborted')
       return void res.destroy();

@@ -18,3 +18,10 @@ export const METRIC_HELP = {
 } as const;
 
 export type MetricName = keyof typeof METRIC_HELP;
+
+/** What /metrics says to a scraper it refuses. */
+export const METRICS_REFUSAL = {
+  unauthorized: 'Send the METRICS_TOKEN as "Authorization: Bearer <token>".',
+  tooManyFailures: (retryAfterSeconds: number) =>
+    `Too many requests with a wrong METRICS_TOKEN from this address in a minute. Retry after ${retryAfterSeconds} s.`,
+} as const;

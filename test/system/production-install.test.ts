@@ -54,14 +54,21 @@ function localNode(argv: string[]): [string, string[]] {
 }
 
 describe('the Dockerfile, as text (what no test here can run)', () => {
-  it('builds on the full Node 20 image and runs on the slim one, both pinned by tag', () => {
+  it('builds on the full Node 20 image and runs on the slim one, both pinned by digest', () => {
+    const pinned = /^(node:[\w.-]+)@sha256:[0-9a-f]{64}$/;
     assert.deepEqual(
-      STAGES.map((s) => [s.name, s.image]),
+      STAGES.map((s) => [s.name, pinned.exec(s.image)?.[1] ?? `${s.image} (not pinned by a sha256 digest)`]),
       [
         ['build', 'node:20-bookworm'],
         ['deps', 'node:20-bookworm'],
         ['runtime', 'node:20-bookworm-slim'],
       ],
+    );
+    assert.equal(stage(STAGES, 'build').image, stage(STAGES, 'deps').image, 'build and deps are one image (the addon compiled in deps)');
+    assert.match(
+      readFileSync(join(ROOT, 'Dockerfile'), 'utf8'),
+      /docker buildx imagetools inspect/,
+      'the Dockerfile says how to update them',
     );
     // The addon compiled in deps must load in runtime: one Node major, one Debian release.
     assert.equal(STAGES.at(-1), RUNTIME, 'the runtime stage is the last one (what `docker build` tags)');
