@@ -15,6 +15,7 @@ import { providerFailure } from '../mcp/tools/provider-failure.js';
 import { metrics } from '../observability/metrics.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { principalKey, type Catalog } from './catalog.js';
+import { MAX_UPSTREAM_JSON_DEPTH } from './bounds.js';
 import { G } from './messages.js';
 import type { ToolRoute } from './names.js';
 import type { UpstreamAudit } from './audit.js';
@@ -52,7 +53,7 @@ export async function forwardToolCall(
   if (route.kind === 'connect') return connectUpstream(ctx, facts, deps, gw, route.upstream);
   const { upstream } = route;
   // Filtered out: as unknown as a tool that does not exist, and never forwarded.
-  if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${upstream.toolPrefix}${route.name} not found`);
+  if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${upstream.toolPrefix}${route.name}`));
   const args = params.arguments && typeof params.arguments === 'object' ? (params.arguments as Record<string, unknown>) : {};
   const provider = gw.providerOf(upstream);
   const call: SeamCall = { ctx, facts, deps, upstream, provider, tool: route.name, arguments: args };
@@ -83,15 +84,22 @@ async function forwardWithConnection(
   const meta = { ...withoutTraceContext(foreignMeta(params._meta)), ...traceContextMeta() };
   if (Object.keys(meta).length > 0) body._meta = meta;
   const client = gw.clients.get(upstream.id)!;
+  // One deadline for all the call sends upstream (its list check, the call, a retry), set once the
+  // gate has passed: the user's time in the browser is not the upstream's.
+  let deadline = Infinity;
   const send = (token: string | undefined) =>
     client.request('tools/call', body, {
       key: principalKey(principal),
       token,
       capabilities: passedCapabilities(ctx),
       signal: ctx.mcpReq.signal,
+      deadline,
     });
 
   if (!provider) {
+    deadline = Date.now() + upstream.timeoutMs;
+    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+    if (unknown) return unknown;
     const outcome = await send(undefined);
     seen(outcome);
     return answerOf(call, gw, outcome);
@@ -105,6 +113,9 @@ async function forwardWithConnection(
     throw err;
   }
   if (!gate.ok) return gate.result;
+  deadline = Date.now() + upstream.timeoutMs;
+  const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+  if (unknown) return unknown;
   let outcome = await send(gate.connection.tokens.accessToken);
   if (outcome.kind === 'unauthorized') {
     // A token the upstream refused although it had not expired (revoked, rotated elsewhere): one
@@ -131,6 +142,30 @@ async function forwardWithConnection(
   if (outcome.kind === 'result' && lastUsedIsDue(gate.connection.row.last_used_at))
     void deps.connections.touch(principal, provider.id).catch(() => undefined);
   return answerOf(call, gw, outcome);
+}
+
+/**
+ * Undefined when `call.tool` is one the caller may call: in their live list of the upstream (fetched
+ * now if not at hand), else among its declared tools. A listing that failed, with neither at hand,
+ * fails the call the same way; a listing the upstream refused (401, 403, an error) is left to the
+ * call, which meets the same refusal and answers it as usual.
+ * @throws {ProtocolError} -32602 for a name the upstream does not list: never forwarded.
+ */
+async function refuseUnknownTool(
+  call: SeamCall,
+  gw: ForwardDeps,
+  principal: Principal,
+  deadline: number,
+  seen: (outcome: UpstreamOutcome) => void,
+): Promise<Answer | undefined> {
+  const callable = await gw.catalog.callableTools(principal, call.upstream, deadline);
+  if ('names' in callable) {
+    if (callable.names.has(call.tool)) return undefined;
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${call.upstream.toolPrefix}${call.tool}`));
+  }
+  if (callable.outcome?.kind !== 'failed') return undefined;
+  seen(callable.outcome);
+  return answerOf(call, gw, callable.outcome);
 }
 
 /** The upstream's answer as ours: its result unchanged but for the protocol's own `_meta` keys. */
@@ -164,6 +199,8 @@ async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcom
         http_error: () => G.httpError(upstream.id),
         malformed: () => G.malformed(upstream.id),
         too_large: () => G.tooLarge(upstream.id, gw.maxResultBytes),
+        too_deep: () => G.tooDeep(upstream.id, MAX_UPSTREAM_JSON_DEPTH),
+        over_bounds: () => G.overBounds(upstream.id),
         elicitation_unsupported: () => G.elicitationUnsupported(upstream.id),
       }[outcome.reason]();
       return toolError(text);
