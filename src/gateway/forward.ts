@@ -10,7 +10,7 @@ import type { ConfiguredUpstream } from '../config/upstreams.js';
 import { lastUsedIsDue } from '../connections/index.js';
 import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } from '../mcp/context.js';
 import { requireConnection } from '../mcp/require-connection.js';
-import { toolError } from '../mcp/results.js';
+import { nothingDone, toolError } from '../mcp/results.js';
 import { providerFailure } from '../mcp/tools/provider-failure.js';
 import { metrics } from '../observability/metrics.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
@@ -84,6 +84,10 @@ async function forwardWithConnection(
   const meta = { ...withoutTraceContext(foreignMeta(params._meta)), ...traceContextMeta() };
   if (Object.keys(meta).length > 0) body._meta = meta;
   const client = gw.clients.get(upstream.id)!;
+  // A 2025-11-25 upstream cannot hear the answer to the link it asked for (its -32042, relayed):
+  // a decline or a cancel ends the call here, as the broker's own link does.
+  if (repeat && client.era === 'legacy' && !allAccepted(repeat.inputResponses))
+    return nothingDone(G.declinedUpstreamLink(upstream.displayName), { status: 'not_done', reason: 'declined' });
   // One deadline for all the call sends upstream (its list check, the call, a retry), set once the
   // gate has passed: the user's time in the browser is not the upstream's.
   let deadline = Infinity;
@@ -168,6 +172,11 @@ async function refuseUnknownTool(
   return answerOf(call, gw, callable.outcome);
 }
 
+function allAccepted(responses: unknown): boolean {
+  if (!responses || typeof responses !== 'object') return false;
+  return Object.values(responses).every((r) => (r as { action?: unknown } | null)?.action === 'accept');
+}
+
 /** The upstream's answer as ours: its result unchanged but for the protocol's own `_meta` keys. */
 async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcome): Promise<Answer> {
   const { upstream, deps } = call;
@@ -187,6 +196,8 @@ async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcom
     case 'unauthorized':
       return toolError(G.stillUnauthorized(upstream.id));
     case 'rpc_error':
+      // 2025-11-25's "open this link first": relayed as a link under the same rules as any input request.
+      if (outcome.code === ProtocolErrorCode.UrlElicitationRequired) return gw.seams.relayUrlElicitations(call, outcome.data);
       // An unknown tool or bad arguments: the client's mistake, answered the way the SDK answers ours.
       if (outcome.code === ProtocolErrorCode.InvalidParams) throw new ProtocolError(ProtocolErrorCode.InvalidParams, outcome.message);
       deps.log.warn('upstream_call_failed', { upstream: upstream.id, tool: call.tool, reason: 'rpc_error', code: outcome.code });

@@ -206,6 +206,8 @@ export class UpstreamClient {
   }
 
   async #legacy(method: string, params: Record<string, unknown>, caller: UpstreamCaller, signal: AbortSignal): Promise<UpstreamOutcome> {
+    // 2025-11-25 has no input_required vocabulary: a repeat after a relayed -32042 is the plain call again.
+    params = Object.fromEntries(Object.entries(params).filter(([k]) => k !== 'inputResponses' && k !== 'requestState'));
     const key = caller.key;
     for (let attempt = 0; ; attempt++) {
       const session = await this.#session(key, caller, signal);
