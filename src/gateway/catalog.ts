@@ -47,6 +47,7 @@ export class Catalog {
   #storedAt = 0;
   #storedLoad: Promise<void> | undefined;
   readonly #warned = new Set<string>();
+  readonly #callable = new WeakMap<readonly ToolDefinition[], Set<string>>();
 
   constructor(
     readonly upstreams: readonly ConfiguredUpstream[],
@@ -109,8 +110,18 @@ export class Catalog {
     const live = await this.#fetchLive(upstream, principal, deadline);
     const declared = upstream.tools.declared as ToolDefinition[] | undefined;
     const known = Array.isArray(live) ? live : declared?.length ? declared : undefined;
-    if (known) return { names: new Set(this.#present(upstream, known, false).map((t) => t.name.slice(upstream.toolPrefix.length))) };
+    if (known) return { names: this.#callableNames(upstream, known) };
     return { outcome: Array.isArray(live) || live === null ? undefined : live };
+  }
+
+  /** The unprefixed names of `tools` the caller may call, worked out once per list (every forwarded call asks). */
+  #callableNames(upstream: ConfiguredUpstream, tools: readonly ToolDefinition[]): Set<string> {
+    let names = this.#callable.get(tools);
+    if (!names) {
+      names = new Set(this.#present(upstream, tools, false).map((t) => t.name.slice(upstream.toolPrefix.length)));
+      this.#callable.set(tools, names);
+    }
+    return names;
   }
 
   /** The live list with the caller's own usable token, or undefined when there is none (or the upstream failed). */
