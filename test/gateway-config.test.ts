@@ -136,6 +136,29 @@ describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE'
     for (const [content, message] of cases) refuses(envWith(content), message);
   });
 
+  it('reads elicitationOrigins as origins, and refuses anything but https (or loopback http) scheme://host[:port]', () => {
+    const config = loadConfig(envWith(up({ elicitationOrigins: ['https://login.tracker.example', 'http://127.0.0.1:8080'] })));
+    assert.deepEqual(config.upstreams[0]!.elicitationOrigins, ['https://login.tracker.example', 'http://127.0.0.1:8080']);
+    assert.deepEqual(loadConfig(envWith(up({}))).upstreams[0]!.elicitationOrigins, [], 'none by default');
+    const refused = 'PROVIDERS_FILE upstreams.tracker.elicitationOrigins.0:';
+    refuses(
+      envWith(up({ elicitationOrigins: ['https://login.tracker.example/start'] })),
+      `${refused} must be an origin, scheme://host[:port] and nothing else`,
+    );
+    refuses(
+      envWith(up({ elicitationOrigins: ['https://user@login.tracker.example'] })),
+      `${refused} must be an origin, scheme://host[:port] and nothing else`,
+    );
+    refuses(
+      envWith(up({ elicitationOrigins: ['http://login.tracker.example'] })),
+      `${refused} must use https:// (http:// is accepted only for loopback hosts)`,
+    );
+    refuses(
+      envWith(up({ elicitationOrigins: 'https://login.tracker.example' })),
+      'PROVIDERS_FILE upstreams.tracker.elicitationOrigins: Invalid input: expected array, received string',
+    );
+  });
+
   it('makes an auth: mcp upstream a provider of its own under its id, with the client pre-registered in <ID>_CLIENT_ID', async () => {
     const upstreams = [{ id: 'tracker', url: 'https://mcp.tracker.example/mcp', auth: 'mcp', displayName: 'Tracker' }];
     const config = loadConfig({ ...envWith({ upstreams }), TRACKER_CLIENT_ID: 'pre-registered', TRACKER_CLIENT_SECRET: 's3cret' });

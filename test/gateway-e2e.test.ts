@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { inputRequired } from '@modelcontextprotocol/server';
 import { Browser } from './support/browser.js';
-import { connectGitHub, providersFile, useGateway } from './support/gateway.js';
+import { askedBy, connectGitHub, providersFile, useGateway } from './support/gateway.js';
 import { closing, envelope, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
 import { clientAs } from './support/suite.js';
 import { pythonMcpClient, runPythonMcpClient } from './support/python-mcp.js';
@@ -53,12 +53,12 @@ describe('gateway end to end: relayed input_required and scope challenges throug
       params: { name: 'github_confirm', arguments: {}, requestState, inputResponses, _meta: envelope() },
     });
 
-  it("relays the upstream's inputRequests unchanged and hands it back its own requestState byte-exact with the answer as given: accept, decline, cancel", async () => {
+  it("relays the upstream's inputRequests, each question led by its name, and hands it back its own requestState byte-exact with the answer as given: accept, decline, cancel", async () => {
     await connectGitHub(stack, 'rita', 'octocat');
     const answers: ElicitAnswer[] = [{ action: 'accept', content: { note: 'yes «really»' } }, { action: 'decline' }, { action: 'cancel' }];
     for (const answer of answers) {
       const asked = await first('rita');
-      assert.deepEqual(asked.inputRequests, CONFIRM_REQUESTS, 'the upstream’s inputRequests, unchanged');
+      assert.deepEqual(asked.inputRequests, askedBy('github', CONFIRM_REQUESTS), 'the upstream’s inputRequests, led by its name');
       assert.notEqual(asked.requestState, 'upstream-opaque-state');
       assert.ok(!asked.requestState.includes('upstream-opaque-state'), 'the upstream state is sealed, not readable');
       const done = await repeat('rita', asked.requestState, { confirm: answer });
@@ -80,7 +80,7 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     });
     const result = await closing(client, (c) => c.callTool({ name: 'github_confirm', arguments: {} }));
     assert.equal(resultText(result), 'confirmed: accept');
-    assert.deepEqual(forms, [{ message: 'Really?', schema: { type: 'object', properties: {} } }]);
+    assert.deepEqual(forms, [{ message: 'github asks: Really?', schema: { type: 'object', properties: {} } }]);
     assert.equal(github.calls('confirm').at(-1)!.requestState, 'upstream-opaque-state');
   });
 
@@ -231,7 +231,11 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     const askedUs = async () => {
       const res = await call('ghmcp_delete_repository', target);
       assert.equal(res.json.result?.resultType, 'input_required', res.text);
-      assert.deepEqual(res.json.result.inputRequests, direct.json.result.inputRequests, 'the form exactly as the sandbox asks it');
+      assert.deepEqual(
+        res.json.result.inputRequests,
+        askedBy('sandbox', direct.json.result.inputRequests),
+        'the form as the sandbox asks it, led by its name',
+      );
       return res.json.result.requestState as string;
     };
     const kept = await call('ghmcp_delete_repository', target, {
@@ -316,6 +320,24 @@ describe('gateway end to end: an auth: mcp upstream configured in PROVIDERS_FILE
     const other = await names('bea');
     assert.ok(other.includes('tracker_whoami') && !other.includes('tracker_connect'), other.join(' '));
     assert.equal(tracker.accepted.length, accepted, 'bea caused no upstream call');
+  });
+
+  it('relays its -32042 link to its own authorization server, led by its name, and refuses one elsewhere', async () => {
+    const shown: Array<[string, string]> = [];
+    const client = await modernClient({
+      url: stack.mcpUrl,
+      token: await token('ann'),
+      onUrl: async (url, message) => (shown.push([url, message]), { action: 'decline' }),
+    });
+    const account = `${tracker.issuer}/account?from=tracker`;
+    const declined = await closing(client, (c) => c.callTool({ name: 'tracker_open_link', arguments: { url: account } }));
+    assert.deepEqual(shown, [[account, 'tracker asks: Confirm your tracker account.']]);
+    assert.match(resultText(declined), /tracker's link was not opened/);
+    const elsewhere = await closing(await modernClient({ url: stack.mcpUrl, token: await token('ann') }), (c) =>
+      c.callTool({ name: 'tracker_open_link', arguments: { url: 'https://evil.example/account' } }),
+    );
+    assert.equal(elsewhere.isError, true);
+    assert.match(resultText(elsewhere), /"tracker" asked you to open a link outside its own site/);
   });
 
   it('never lets an MCP access token of the broker reach the upstream: every bearer it saw is its own AS’s', async () => {

@@ -180,6 +180,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
   it("keeps users apart: each upstream call carries its own user's token, and a user never gets another's cached live list", async () => {
     const a = await connectGitHub(stack, 'iso-a', 'octocat');
     const b = await connectGitHub(stack, 'iso-b', 'hubot');
+    const listedBefore = github.requests.filter((r) => r.method === 'tools/list').length;
     const ra = await call('iso-a', 'github_echo', { text: 'a' });
     const rb = await call('iso-b', 'github_echo', { text: 'b' });
     assert.equal((ra.structuredContent as { who: string }).who, 'octocat');
@@ -187,10 +188,9 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
     assert.equal(github.calls('echo').find((r) => (r.arguments as { text?: string }).text === 'a')!.token, a.accessToken);
     assert.equal(github.calls('echo').find((r) => (r.arguments as { text?: string }).text === 'b')!.token, b.accessToken);
 
-    const listedBefore = github.requests.filter((r) => r.method === 'tools/list').length;
     assert.ok(
       (await list('iso-a')).some((t) => t.name === 'github_all_content'),
-      "a's live list (now cached)",
+      "a's live list (fetched to check the call's tool, now cached)",
     );
     const nobody = await list('iso-c');
     assert.ok(!nobody.some((t) => t.name === 'github_all_content'), "c, not connected, never gets a's cached live list");
@@ -278,7 +278,8 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
       method: 'tools/call',
       params: { name: 'github_nosuch', arguments: {}, _meta: envelope() },
     });
-    assert.equal(unknownUpstream.json.error?.code, -32602, 'the upstream’s own unknown-tool error comes back as -32602');
+    assert.equal(unknownUpstream.json.error?.code, -32602, 'a name the upstream does not list is -32602');
+    assert.equal(github.calls('nosuch').length, 0, 'and never forwarded either');
   });
 
   it('turns an upstream that is down, slow, failing, malformed or too large into tool errors naming its id, the connection untouched', async () => {

@@ -41,6 +41,11 @@ export interface ConfiguredUpstream {
   tools: { include?: string[]; exclude?: string[]; declared?: DeclaredTool[] };
   timeoutMs: number;
   displayName: string;
+  /**
+   * Origins beside its own (and, for `auth: mcp`, its authorization server's) that the upstream may
+   * send people to with a URL elicitation; normalised `scheme://host[:port]` (none when absent).
+   */
+  elicitationOrigins?: string[];
 }
 
 export interface GatewayConfig {
@@ -70,6 +75,12 @@ const declaredTool = z
   })
   .strict();
 
+/** Exactly `scheme://host[:port]`, https unless loopback (as ALLOWED_ORIGINS). */
+const origin = httpsOrLoopbackUrl.refine(
+  (v) => /^https?:\/\/[^/?#@\\]+$/i.test(v),
+  'must be an origin, scheme://host[:port] and nothing else',
+);
+
 const upstreamUrl = httpsOrLoopbackUrl.refine((v) => {
   const u = new URL(v);
   return !u.username && !u.password && !u.hash;
@@ -96,6 +107,7 @@ const upstreamSchema = z
       .strict()
       .optional(),
     timeoutMs: z.number().int().min(100).max(600_000).optional(),
+    elicitationOrigins: z.array(origin).optional(),
   })
   .strict()
   .refine((u) => (u.provider === undefined) !== (u.auth === undefined), {
@@ -191,6 +203,7 @@ function readUpstreams(list: unknown, providers: KnownProviders, env: NodeJS.Pro
       },
       timeoutMs: u.timeoutMs ?? DEFAULT_TIMEOUT_MS,
       displayName: u.displayName ?? u.id,
+      elicitationOrigins: (u.elicitationOrigins ?? []).map((o) => new URL(o).origin),
     });
   });
   return upstreams;

@@ -1,3 +1,4 @@
+import { isSpecType } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
 import { TOOL_NAME, type ConfiguredUpstream } from '../config/upstreams.js';
 import type { ConnectionService } from '../connections/index.js';
@@ -7,7 +8,8 @@ import type { Store } from '../store/index.js';
 import { Lru } from '../lru.js';
 import { G } from './messages.js';
 import { allowedByFilters, CONNECT_TOOL } from './names.js';
-import type { UpstreamClient } from './upstream-client.js';
+import type { UpstreamClient, UpstreamOutcome } from './upstream-client.js';
+import { listingOverBounds, MAX_UPSTREAM_TOOLS, tooDeep } from './bounds.js';
 import { backgroundFailure } from '../observability/process-guards.js';
 
 /** A tool definition as an upstream lists it: passed on as is, only renamed. */
@@ -29,8 +31,6 @@ export interface CatalogOptions {
 
 /** Pages of a tools/list followed at most: an upstream cannot keep a listing going forever. */
 const MAX_PAGES = 20;
-/** Tools kept of one upstream's listing: an upstream cannot grow the cache (and the stored row) without bound. */
-const MAX_TOOLS = 1_000;
 /** How often the definitions other instances stored are read again. */
 const STORED_REFRESH_MS = 60_000;
 
@@ -47,6 +47,7 @@ export class Catalog {
   #storedAt = 0;
   #storedLoad: Promise<void> | undefined;
   readonly #warned = new Set<string>();
+  readonly #callable = new WeakMap<readonly ToolDefinition[], Set<string>>();
 
   constructor(
     readonly upstreams: readonly ConfiguredUpstream[],
@@ -60,8 +61,10 @@ export class Catalog {
     const rows = await this.options.store.upstreamTools.all();
     const next = new Map<string, { tools: ToolDefinition[]; json: string }>();
     for (const row of rows) {
-      const tools = definitionsOf(safeParse(row.definitions_json));
-      if (tools) next.set(row.upstream, { tools, json: row.definitions_json });
+      const parsed = safeParse(row.definitions_json);
+      // Written by any instance, perhaps one that held upstreams to no bound yet.
+      const tools = tooDeep(parsed) ? undefined : definitionsOf(parsed);
+      if (tools && !listingOverBounds(tools)) next.set(row.upstream, { tools, json: row.definitions_json });
     }
     this.#stored = next;
     this.#storedAt = Date.now();
@@ -94,36 +97,80 @@ export class Catalog {
     return [connectTool(upstream)];
   }
 
+  /**
+   * The tools of `upstream` that `principal` may call, unprefixed: their live list (reused, else
+   * fetched now with their own token, done by `deadline`), else the declared tools. When neither is
+   * known, `outcome` is what the upstream answered the listing (undefined: no usable connection).
+   */
+  async callableTools(
+    principal: Principal,
+    upstream: ConfiguredUpstream,
+    deadline: number,
+  ): Promise<{ names: Set<string> } | { outcome: UpstreamOutcome | undefined }> {
+    const live = await this.#fetchLive(upstream, principal, deadline);
+    const declared = upstream.tools.declared as ToolDefinition[] | undefined;
+    const known = Array.isArray(live) ? live : declared?.length ? declared : undefined;
+    if (known) return { names: this.#callableNames(upstream, known) };
+    return { outcome: Array.isArray(live) || live === null ? undefined : live };
+  }
+
+  /** The unprefixed names of `tools` the caller may call, worked out once per list (every forwarded call asks). */
+  #callableNames(upstream: ConfiguredUpstream, tools: readonly ToolDefinition[]): Set<string> {
+    let names = this.#callable.get(tools);
+    if (!names) {
+      names = new Set(this.#present(upstream, tools, false).map((t) => t.name.slice(upstream.toolPrefix.length)));
+      this.#callable.set(tools, names);
+    }
+    return names;
+  }
+
   /** The live list with the caller's own usable token, or undefined when there is none (or the upstream failed). */
   async #liveFor(upstream: ConfiguredUpstream, principal: Principal): Promise<ToolDefinition[] | undefined> {
+    const live = await this.#fetchLive(upstream, principal);
+    return Array.isArray(live) ? live : undefined;
+  }
+
+  /**
+   * The live list (reused for a while), else what the upstream answered instead (logged), else null
+   * when the caller has no usable connection. All its pages share one deadline (by default the
+   * upstream's timeout): a slow upstream holds up the user's whole tools/list no longer than that.
+   * A listing over a bound (src/gateway/bounds.ts) is refused whole: neither cached, stored nor shown.
+   */
+  async #fetchLive(
+    upstream: ConfiguredUpstream,
+    principal: Principal,
+    deadline = Date.now() + upstream.timeoutMs,
+  ): Promise<ToolDefinition[] | UpstreamOutcome | null> {
     const key = liveKey(principal, upstream);
     const cached = this.#live.get(key);
     if (cached) return cached;
     const token = await this.#tokenFor(upstream, principal);
-    if (token === null) return undefined;
+    if (token === null) return null;
     const client = this.options.clients.get(upstream.id)!;
+    const refused = (outcome: UpstreamOutcome) => {
+      this.options.log.warn('upstream_list_failed', {
+        upstream: upstream.id,
+        outcome: outcome.kind,
+        ...(outcome.kind === 'failed' ? { reason: outcome.reason, detail: outcome.detail } : {}),
+      });
+      return outcome;
+    };
     const tools: ToolDefinition[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < MAX_PAGES; page++) {
-      const outcome = await client.request('tools/list', cursor ? { cursor } : {}, { key: principalKey(principal), token });
-      if (outcome.kind !== 'result') {
-        this.options.log.warn('upstream_list_failed', {
-          upstream: upstream.id,
-          outcome: outcome.kind,
-          ...(outcome.kind === 'failed' ? { reason: outcome.reason, detail: outcome.detail } : {}),
-        });
-        return undefined;
-      }
-      const listed = definitionsOf(outcome.result.tools);
-      if (!listed) {
-        this.options.log.warn('upstream_list_failed', { upstream: upstream.id, outcome: 'malformed' });
-        return undefined;
-      }
-      tools.push(...listed.slice(0, MAX_TOOLS - tools.length));
-      if (tools.length >= MAX_TOOLS) {
-        this.options.log.warn('upstream_list_truncated', { upstream: upstream.id, kept: MAX_TOOLS });
-        break;
-      }
+      const outcome = await client.request('tools/list', cursor ? { cursor } : {}, { key: principalKey(principal), token, deadline });
+      if (outcome.kind !== 'result') return refused(outcome);
+      const entries = outcome.result.tools;
+      if (!Array.isArray(entries)) return refused({ kind: 'failed', reason: 'malformed', detail: 'tools is not a list' });
+      // Counted before each definition is checked: the check is the costly part.
+      if (tools.length + entries.length > MAX_UPSTREAM_TOOLS)
+        return refused({ kind: 'failed', reason: 'over_bounds', detail: `the listing has more than ${MAX_UPSTREAM_TOOLS} tools` });
+      const listed = definitionsOf(entries)!;
+      if (listed.length < entries.length)
+        this.options.log.warn('upstream_tools_malformed', { upstream: upstream.id, left: entries.length - listed.length });
+      tools.push(...listed);
+      const over = listingOverBounds(tools);
+      if (over) return refused({ kind: 'failed', reason: 'over_bounds', detail: `the listing has ${over}` });
       cursor = typeof outcome.result.nextCursor === 'string' && outcome.result.nextCursor ? outcome.result.nextCursor : undefined;
       if (!cursor) break;
     }
@@ -197,12 +244,14 @@ export function connectTool(upstream: ConfiguredUpstream): ToolDefinition {
   };
 }
 
-/** The tool definitions in `value`, when it is a list of objects that each have a string name. */
+/**
+ * The tool definitions in `value`, when it is a list: those MCP's Tool schema accepts (the SDK's
+ * own check). One that fails it would make the client refuse the whole tools/list — the built-in
+ * tools and every other upstream's with it — so it is left out.
+ */
 function definitionsOf(value: unknown): ToolDefinition[] | undefined {
   if (!Array.isArray(value)) return undefined;
-  return value.filter(
-    (t): t is ToolDefinition => !!t && typeof t === 'object' && !Array.isArray(t) && typeof (t as { name?: unknown }).name === 'string',
-  );
+  return value.filter((t): t is ToolDefinition => isSpecType.Tool(t));
 }
 
 function safeParse(json: string): unknown {

@@ -10,11 +10,12 @@ import type { ConfiguredUpstream } from '../config/upstreams.js';
 import { lastUsedIsDue } from '../connections/index.js';
 import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } from '../mcp/context.js';
 import { requireConnection } from '../mcp/require-connection.js';
-import { toolError } from '../mcp/results.js';
+import { nothingDone, toolError } from '../mcp/results.js';
 import { providerFailure } from '../mcp/tools/provider-failure.js';
 import { metrics } from '../observability/metrics.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { principalKey, type Catalog } from './catalog.js';
+import { MAX_UPSTREAM_JSON_DEPTH } from './bounds.js';
 import { G } from './messages.js';
 import type { ToolRoute } from './names.js';
 import type { UpstreamAudit } from './audit.js';
@@ -52,7 +53,7 @@ export async function forwardToolCall(
   if (route.kind === 'connect') return connectUpstream(ctx, facts, deps, gw, route.upstream);
   const { upstream } = route;
   // Filtered out: as unknown as a tool that does not exist, and never forwarded.
-  if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${upstream.toolPrefix}${route.name} not found`);
+  if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${upstream.toolPrefix}${route.name}`));
   const args = params.arguments && typeof params.arguments === 'object' ? (params.arguments as Record<string, unknown>) : {};
   const provider = gw.providerOf(upstream);
   const call: SeamCall = { ctx, facts, deps, upstream, provider, tool: route.name, arguments: args };
@@ -83,15 +84,26 @@ async function forwardWithConnection(
   const meta = { ...withoutTraceContext(foreignMeta(params._meta)), ...traceContextMeta() };
   if (Object.keys(meta).length > 0) body._meta = meta;
   const client = gw.clients.get(upstream.id)!;
+  // A 2025-11-25 upstream cannot hear the answer to the link it asked for (its -32042, relayed):
+  // a decline or a cancel ends the call here, as the broker's own link does.
+  if (repeat && client.era === 'legacy' && !allAccepted(repeat.inputResponses))
+    return nothingDone(G.declinedUpstreamLink(upstream.displayName), { status: 'not_done', reason: 'declined' });
+  // One deadline for all the call sends upstream (its list check, the call, a retry), set once the
+  // gate has passed: the user's time in the browser is not the upstream's.
+  let deadline = Infinity;
   const send = (token: string | undefined) =>
     client.request('tools/call', body, {
       key: principalKey(principal),
       token,
       capabilities: passedCapabilities(ctx),
       signal: ctx.mcpReq.signal,
+      deadline,
     });
 
   if (!provider) {
+    deadline = Date.now() + upstream.timeoutMs;
+    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+    if (unknown) return unknown;
     const outcome = await send(undefined);
     seen(outcome);
     return answerOf(call, gw, outcome);
@@ -105,6 +117,9 @@ async function forwardWithConnection(
     throw err;
   }
   if (!gate.ok) return gate.result;
+  deadline = Date.now() + upstream.timeoutMs;
+  const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+  if (unknown) return unknown;
   let outcome = await send(gate.connection.tokens.accessToken);
   if (outcome.kind === 'unauthorized') {
     // A token the upstream refused although it had not expired (revoked, rotated elsewhere): one
@@ -133,6 +148,35 @@ async function forwardWithConnection(
   return answerOf(call, gw, outcome);
 }
 
+/**
+ * Undefined when `call.tool` is one the caller may call: in their live list of the upstream (fetched
+ * now if not at hand), else among its declared tools. A listing that failed, with neither at hand,
+ * fails the call the same way; a listing the upstream refused (401, 403, an error) is left to the
+ * call, which meets the same refusal and answers it as usual.
+ * @throws {ProtocolError} -32602 for a name the upstream does not list: never forwarded.
+ */
+async function refuseUnknownTool(
+  call: SeamCall,
+  gw: ForwardDeps,
+  principal: Principal,
+  deadline: number,
+  seen: (outcome: UpstreamOutcome) => void,
+): Promise<Answer | undefined> {
+  const callable = await gw.catalog.callableTools(principal, call.upstream, deadline);
+  if ('names' in callable) {
+    if (callable.names.has(call.tool)) return undefined;
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${call.upstream.toolPrefix}${call.tool}`));
+  }
+  if (callable.outcome?.kind !== 'failed') return undefined;
+  seen(callable.outcome);
+  return answerOf(call, gw, callable.outcome);
+}
+
+function allAccepted(responses: unknown): boolean {
+  if (!responses || typeof responses !== 'object') return false;
+  return Object.values(responses).every((r) => (r as { action?: unknown } | null)?.action === 'accept');
+}
+
 /** The upstream's answer as ours: its result unchanged but for the protocol's own `_meta` keys. */
 async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcome): Promise<Answer> {
   const { upstream, deps } = call;
@@ -152,6 +196,8 @@ async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcom
     case 'unauthorized':
       return toolError(G.stillUnauthorized(upstream.id));
     case 'rpc_error':
+      // 2025-11-25's "open this link first": relayed as a link under the same rules as any input request.
+      if (outcome.code === ProtocolErrorCode.UrlElicitationRequired) return gw.seams.relayUrlElicitations(call, outcome.data);
       // An unknown tool or bad arguments: the client's mistake, answered the way the SDK answers ours.
       if (outcome.code === ProtocolErrorCode.InvalidParams) throw new ProtocolError(ProtocolErrorCode.InvalidParams, outcome.message);
       deps.log.warn('upstream_call_failed', { upstream: upstream.id, tool: call.tool, reason: 'rpc_error', code: outcome.code });
@@ -164,6 +210,8 @@ async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcom
         http_error: () => G.httpError(upstream.id),
         malformed: () => G.malformed(upstream.id),
         too_large: () => G.tooLarge(upstream.id, gw.maxResultBytes),
+        too_deep: () => G.tooDeep(upstream.id, MAX_UPSTREAM_JSON_DEPTH),
+        over_bounds: () => G.overBounds(upstream.id),
         elicitation_unsupported: () => G.elicitationUnsupported(upstream.id),
       }[outcome.reason]();
       return toolError(text);

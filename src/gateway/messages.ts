@@ -14,6 +14,12 @@ export const G = {
   malformed: (id: string) => `The upstream MCP server "${id}" sent an answer this broker cannot read, so the result is unknown.`,
   tooLarge: (id: string, max: number) =>
     `The upstream MCP server "${id}" answered with more than ${max} bytes, which this broker does not relay. Ask for less (a narrower query, a smaller page).`,
+  tooDeep: (id: string, depth: number) =>
+    `The upstream MCP server "${id}" answered with JSON nested deeper than ${depth} levels, which this broker does not relay, so the result is unknown.`,
+  overBounds: (id: string) =>
+    `The upstream MCP server "${id}" lists its tools beyond this broker's bounds (too many tools, or a name, title or description too long), so its tools cannot be called until it lists fewer or shorter ones.`,
+  unknownTool: (name: string) => `Tool ${name} not found`,
+  declinedUpstreamLink: (name: string) => `${name}'s link was not opened (you chose not to), so nothing was done.`,
   elicitationUnsupported: (id: string) =>
     `"${id}" asked for input mid-call, which this broker cannot relay to your client yet (the upstream speaks MCP 2025-11-25), so the request was declined and the upstream's action did not go ahead.`,
   needsMoreAccess: (id: string) =>

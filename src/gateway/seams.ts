@@ -32,6 +32,11 @@ export interface GatewaySeams {
     upstream: { inputRequests: Record<string, unknown>; requestState: string | undefined },
   ): Promise<CallToolResult | InputRequiredResult>;
   /**
+   * The upstream (2025-11-25) answered -32042, URL elicitation required, with these `data`: relay
+   * its links (a 2026-07-28 client gets them as `input_required`, a 2025-11-25 client as -32042).
+   */
+  relayUrlElicitations(call: SeamCall, data: unknown): Promise<CallToolResult | InputRequiredResult>;
+  /**
    * On a repeated call: the `inputResponses` and the upstream's own `requestState` to forward (the
    * relay's sealed state unwrapped), or undefined when this call is no repeat of a relayed one.
    */
@@ -41,5 +46,6 @@ export interface GatewaySeams {
 export const defaultSeams: GatewaySeams = {
   onScopeChallenge: async (call) => toolError(G.needsMoreAccess(call.upstream.id)),
   relayInputRequired: async (call) => toolError(G.inputRequired(call.upstream.id)),
+  relayUrlElicitations: async (call) => toolError(G.inputRequired(call.upstream.id)),
   repeatParams: async () => undefined,
 };

@@ -18,13 +18,24 @@ import type { IncomingMessage } from 'node:http';
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { Logger } from '../log.js';
 import { Lru } from '../lru.js';
+import { MAX_UPSTREAM_JSON_DEPTH, tooDeep } from './bounds.js';
 import { discard, headerOf, readAnswerBody, RedirectRefused, UpstreamHttp } from './upstream-http.js';
 
 export const MODERN_VERSION = '2026-07-28';
 export const LEGACY_VERSION = '2025-11-25';
 const META_PREFIX = 'io.modelcontextprotocol/';
 
-export type FailureReason = 'timeout' | 'unavailable' | 'http_error' | 'malformed' | 'too_large' | 'elicitation_unsupported';
+export type FailureReason =
+  | 'timeout'
+  | 'unavailable'
+  | 'http_error'
+  | 'malformed'
+  | 'too_large'
+  /** JSON nested deeper than the broker's bound (src/gateway/bounds.ts). */
+  | 'too_deep'
+  /** A tools/list over one of the broker's bounds (src/gateway/bounds.ts). */
+  | 'over_bounds'
+  | 'elicitation_unsupported';
 
 /** What one request to an upstream came to. `detail` is for logs only (never shown, never a secret). */
 export type UpstreamOutcome =
@@ -44,6 +55,11 @@ export interface UpstreamCaller {
   /** Capabilities to declare on a 2026-07-28 request (the caller's, so an upstream may ask it for input). */
   capabilities?: Record<string, unknown>;
   signal?: AbortSignal | undefined;
+  /**
+   * When (epoch ms) the whole operation this request is part of must be done — a forwarded call's
+   * list check, call and retry, or a listing's pages — if sooner than the upstream's own timeout.
+   */
+  deadline?: number;
 }
 
 export interface UpstreamClientOptions {
@@ -91,13 +107,15 @@ export class UpstreamClient {
   async request(method: 'tools/call' | 'tools/list', params: Record<string, unknown>, caller: UpstreamCaller): Promise<UpstreamOutcome> {
     // One controller for the deadline and the caller's abort (AbortSignal.timeout + AbortSignal.any
     // cost ~15 µs per call in Node 20, this ~1 µs).
+    const budget = Math.min(this.upstream.timeoutMs, (caller.deadline ?? Infinity) - Date.now());
+    if (budget <= 0) return this.#timeoutOutcome();
     const controller = new AbortController();
     const signal = controller.signal;
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       controller.abort(new DOMException(`no answer within ${this.upstream.timeoutMs} ms`, 'TimeoutError'));
-    }, this.upstream.timeoutMs);
+    }, budget);
     timer.unref();
     const callerSignal = caller.signal;
     const onCallerAbort = () => controller.abort(callerSignal?.reason);
@@ -108,13 +126,17 @@ export class UpstreamClient {
       return era === 'modern' ? await this.#modern(method, params, caller, signal) : await this.#legacy(method, params, caller, signal);
     } catch (err) {
       if (err instanceof Stop) return err.outcome;
-      if (timedOut) return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
+      if (timedOut) return this.#timeoutOutcome();
       if (signal.aborted) return { kind: 'failed', reason: 'unavailable', detail: 'the caller went away' };
       return { kind: 'failed', reason: 'unavailable', detail: describe(err) };
     } finally {
       clearTimeout(timer);
       callerSignal?.removeEventListener('abort', onCallerAbort);
     }
+  }
+
+  #timeoutOutcome(): UpstreamOutcome {
+    return { kind: 'failed', reason: 'timeout', detail: `no answer within ${this.upstream.timeoutMs} ms` };
   }
 
   /** Forgets every 2025-11-25 session and closes the pooled connections (shutdown, tests). */
@@ -160,7 +182,7 @@ export class UpstreamClient {
     let era: 'modern' | 'legacy' = 'legacy';
     if (ok(res)) {
       const message = await this.#readAnswer(res, id, signal, async () => undefined).catch((err: unknown) => {
-        if (err instanceof Stop && err.outcome.kind === 'failed' && err.outcome.reason === 'too_large') throw err;
+        if (err instanceof Stop && err.outcome.kind === 'failed' && ['too_large', 'too_deep'].includes(err.outcome.reason)) throw err;
         return undefined;
       });
       const versions = (message?.result as { supportedVersions?: unknown } | undefined)?.supportedVersions;
@@ -184,6 +206,8 @@ export class UpstreamClient {
   }
 
   async #legacy(method: string, params: Record<string, unknown>, caller: UpstreamCaller, signal: AbortSignal): Promise<UpstreamOutcome> {
+    // 2025-11-25 has no input_required vocabulary: a repeat after a relayed -32042 is the plain call again.
+    params = Object.fromEntries(Object.entries(params).filter(([k]) => k !== 'inputResponses' && k !== 'requestState'));
     const key = caller.key;
     for (let attempt = 0; ; attempt++) {
       const session = await this.#session(key, caller, signal);
@@ -278,7 +302,7 @@ export class UpstreamClient {
     refuseAuthFailures(res);
     if (!ok(res)) {
       const text = await readBoundedText(res, this.options.maxResultBytes).catch(() => '');
-      const error = parseJson(text)?.error as { code?: unknown; message?: unknown } | undefined;
+      const error = parseMessage(text)?.error as { code?: unknown; message?: unknown } | undefined;
       if (status(res) < 500 && error && typeof error.code === 'number')
         throw new Stop({ kind: 'rpc_error', code: error.code, message: String(error.message ?? '') });
       throw failed('http_error', `HTTP ${status(res)}`);
@@ -294,7 +318,7 @@ export class UpstreamClient {
   ): Promise<Message> {
     const type = headerOf(res, 'content-type') ?? '';
     if (/^application\/json\b/i.test(type)) {
-      const message = parseJson(await readBoundedText(res, this.options.maxResultBytes));
+      const message = parseMessage(await readBoundedText(res, this.options.maxResultBytes));
       if (!message || message.id !== id) throw failed('malformed', 'the answer is not a JSON-RPC response to our request');
       return message;
     }
@@ -328,7 +352,7 @@ export class UpstreamClient {
             .join('\n');
           buffered = buffered.slice(end.at + end.length);
           if (!data) continue;
-          const message = parseJson(data);
+          const message = parseMessage(data);
           if (!message) throw failed('malformed', 'an event is not JSON');
           if (typeof message.method === 'string' && message.id !== undefined) await onRequest(message);
           else if (message.id === id && (message.result !== undefined || message.error !== undefined)) return message;
@@ -392,13 +416,20 @@ async function readBoundedText(res: IncomingMessage, max: number): Promise<strin
   return body.toString('utf8');
 }
 
-function parseJson(text: string): Message | undefined {
+/**
+ * The JSON-RPC message in `text`, or undefined when it is none. One nested deeper than the bound
+ * ends the call: V8 parses far deeper than it can serialise, so such an answer would fail only
+ * later, when the broker writes its own answer (or stores a tool list), past every deadline.
+ */
+function parseMessage(text: string): Message | undefined {
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(text);
-    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Message) : undefined;
+    value = JSON.parse(text);
   } catch {
     return undefined;
   }
+  if (tooDeep(value)) throw failed('too_deep', `the answer nests deeper than ${MAX_UPSTREAM_JSON_DEPTH} levels`);
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Message) : undefined;
 }
 
 function eventEnd(buffer: string): { at: number; length: number } | undefined {

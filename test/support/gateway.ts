@@ -64,6 +64,16 @@ export function comparable(result: Record<string, unknown>): Record<string, unkn
   return meta ? { ...rest, _meta: meta } : rest;
 }
 
+/** `inputRequests` as the broker relays them from the upstream named `name`: each question led by that name. */
+export function askedBy(name: string, inputRequests: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(inputRequests).map(([key, request]) => {
+      const r = request as { params: { message: string } };
+      return [key, { ...r, params: { ...r.params, message: `${name} asks: ${r.params.message}` } }];
+    }),
+  );
+}
+
 /** One upstream of a gateway suite: the fixture server's era, and its `upstreams:` entry but for id (the key) and url. */
 export interface SuiteUpstream {
   era: 'modern' | 'legacy';

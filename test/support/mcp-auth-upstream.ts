@@ -7,7 +7,13 @@ import { randomUUID } from 'node:crypto';
 import { createServer, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
-import { McpServer, WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
+import {
+  McpServer,
+  UrlElicitationRequiredError,
+  WebStandardStreamableHTTPServerTransport,
+  isInitializeRequest,
+} from '@modelcontextprotocol/server';
+import * as z from 'zod/v4';
 import { createIdentityProvider, type IdpClient } from '../../src/dev/identity-provider.js';
 import { readBody, sendWebResponse } from '../../src/http/web-adapter.js';
 
@@ -186,6 +192,16 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
         mcp.registerTool('whoami', { description: 'Who the access token is for' }, async (ctx) => ({
           content: [{ type: 'text', text: `you are ${String(ctx.http?.authInfo?.extra?.sub ?? 'nobody')}` }],
         }));
+        // Asks (2025-11-25's -32042) to open `url` first: its own AS's account page, say.
+        mcp.registerTool(
+          'open_link',
+          { description: 'Asks the user to open a link first', inputSchema: z.object({ url: z.string() }) },
+          async ({ url: link }) => {
+            throw new UrlElicitationRequiredError([
+              { mode: 'url', url: link, message: 'Confirm your tracker account.', elicitationId: 'tracker-1' },
+            ]);
+          },
+        );
         await mcp.connect(transport);
       }
       await sendWebResponse(res, await transport.handleRequest(request, { parsedBody: parsed, authInfo }));
