@@ -36,10 +36,21 @@ export interface ConfiguredUpstream {
   auth: UpstreamAuth;
   /** What the upstream needs at least (provider and mcp upstreams). */
   scopes: string[];
+  /**
+   * Every scope a 403 scope challenge of this upstream may ask the user to add (`scopes.allow`
+   * beside `scopes.required`); undefined: `scopes` alone.
+   */
+  allowedScopes?: string[];
   /** Put before each of its tool names: `<id>_` with `-` → `_` by default. */
   toolPrefix: string;
-  tools: { include?: string[]; exclude?: string[]; declared?: DeclaredTool[] };
+  /**
+   * `shareSeen`: users who have not connected are shown the definitions other users' listings
+   * fetched (the operator's opt-in; by default they see `declared`, else the connect tool).
+   */
+  tools: { include?: string[]; exclude?: string[]; declared?: DeclaredTool[]; shareSeen?: boolean };
   timeoutMs: number;
+  /** Calls one principal may have in flight to this upstream at once (default {@link DEFAULT_CALLS_IN_FLIGHT_PER_USER}). */
+  callsInFlightPerUser?: number;
   displayName: string;
   /**
    * Origins beside its own (and, for `auth: mcp`, its authorization server's) that the upstream may
@@ -61,6 +72,7 @@ export type KnownProviders = ReadonlyMap<string, { scopes: readonly string[] | u
 export const PROVIDERS_WITH_BUILTIN_TOOLS: readonly string[] = ['github'];
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_CALLS_IN_FLIGHT_PER_USER = 4;
 
 const jsonSchemaObject = z.record(z.string(), z.unknown()).refine((s) => s.type === 'object', 'must be a JSON Schema with type "object"');
 
@@ -86,6 +98,8 @@ const upstreamUrl = httpsOrLoopbackUrl.refine((v) => {
   return !u.username && !u.password && !u.hash;
 }, 'must not carry credentials or a fragment');
 
+const scopeName = z.string().min(1);
+
 const upstreamSchema = z
   .object({
     id: z.string().regex(/^[a-z][a-z0-9-]{1,31}$/, 'lower-case letters, digits and -, starting with a letter'),
@@ -93,7 +107,9 @@ const upstreamSchema = z
     provider: z.string().min(1).optional(),
     auth: z.enum(['mcp', 'none']).optional(),
     displayName: z.string().min(1).max(60).optional(),
-    scopes: z.array(z.string().min(1)).optional(),
+    scopes: z
+      .union([z.array(scopeName), z.object({ required: z.array(scopeName).default([]), allow: z.array(scopeName).default([]) }).strict()])
+      .optional(),
     toolPrefix: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . and - only, at most 64')
@@ -103,10 +119,12 @@ const upstreamSchema = z
         include: z.array(z.string().min(1)).optional(),
         exclude: z.array(z.string().min(1)).optional(),
         declared: z.array(declaredTool).optional(),
+        shareSeen: z.boolean().optional(),
       })
       .strict()
       .optional(),
     timeoutMs: z.number().int().min(100).max(600_000).optional(),
+    callsInFlightPerUser: z.number().int().min(1).max(64).optional(),
     elicitationOrigins: z.array(origin).optional(),
   })
   .strict()
@@ -158,14 +176,28 @@ function mcpAuth(env: NodeJS.ProcessEnv, id: string): UpstreamAuth {
   return { kind: 'mcp', ...(clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {}) };
 }
 
+/** `scopes:` as a list, or `{ required, allow }`: the scopes the upstream needs at least. */
+function requiredScopes(scopes: string[] | { required: string[] } | undefined): string[] {
+  return scopes === undefined ? [] : Array.isArray(scopes) ? scopes : scopes.required;
+}
+
+/** The scopes a scope challenge of `upstream` may ask for: `scopes.allow` and `scopes.required` (or the `scopes` list). */
+export function allowedScopesOf(upstream: Pick<ConfiguredUpstream, 'scopes' | 'allowedScopes'>): string[] {
+  return upstream.allowedScopes ?? upstream.scopes;
+}
+
 function readUpstreams(list: unknown, providers: KnownProviders, env: NodeJS.ProcessEnv): ConfiguredUpstream[] {
   const upstreams: ConfiguredUpstream[] = [];
   forEachEntry('upstreams', list, upstreamSchema, (u, named) => {
     if (u.provider !== undefined) {
       const known = providers.get(u.provider);
       if (!known) entryProblem(named, { path: ['provider'], message: `"${u.provider}" is not a provider this broker connects to` });
-      const unknown = known.scopes ? u.scopes?.find((s) => !known.scopes!.includes(s)) : undefined;
-      if (unknown) entryProblem(named, { path: ['scopes'], message: `"${unknown}" is not a scope of ${u.provider}` });
+      const unknown = known.scopes ? requiredScopes(u.scopes).find((s) => !known.scopes!.includes(s)) : undefined;
+      if (unknown)
+        entryProblem(named, {
+          path: Array.isArray(u.scopes) ? ['scopes'] : ['scopes', 'required'],
+          message: `"${unknown}" is not a scope of ${u.provider}`,
+        });
     }
     // An `auth: mcp` upstream becomes a provider of its own under its id (its /connect page).
     if (u.auth === 'mcp' && providers.has(u.id))
@@ -194,14 +226,17 @@ function readUpstreams(list: unknown, providers: KnownProviders, env: NodeJS.Pro
       url: new URL(u.url),
       auth:
         u.provider !== undefined ? { kind: 'provider', provider: u.provider } : u.auth === 'mcp' ? mcpAuth(env, u.id) : { kind: 'none' },
-      scopes: u.scopes ?? [],
+      scopes: requiredScopes(u.scopes),
+      ...(u.scopes && !Array.isArray(u.scopes) ? { allowedScopes: [...new Set([...u.scopes.required, ...u.scopes.allow])] } : {}),
       toolPrefix,
       tools: {
         ...(u.tools?.include ? { include: u.tools.include } : {}),
         ...(u.tools?.exclude ? { exclude: u.tools.exclude } : {}),
         ...(u.tools?.declared ? { declared: u.tools.declared as DeclaredTool[] } : {}),
+        ...(u.tools?.shareSeen ? { shareSeen: true } : {}),
       },
       timeoutMs: u.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      callsInFlightPerUser: u.callsInFlightPerUser ?? DEFAULT_CALLS_IN_FLIGHT_PER_USER,
       displayName: u.displayName ?? u.id,
       elicitationOrigins: (u.elicitationOrigins ?? []).map((o) => new URL(o).origin),
     });
