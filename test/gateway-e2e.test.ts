@@ -33,7 +33,7 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     entries,
   } = useGateway(
     {
-      github: { era: 'modern', entry: { provider: 'github', scopes: ['repo'] } },
+      github: { era: 'modern', entry: { provider: 'github', scopes: { required: ['repo'], allow: ['admin:org'] } } },
       legacy: { era: 'legacy', entry: { provider: 'github', toolPrefix: 'old_' } },
     },
     { holdSeconds: 1 },
@@ -315,10 +315,10 @@ describe('gateway end to end: an auth: mcp upstream configured in PROVIDERS_FILE
     const live = await names('ann');
     assert.ok(live.includes('tracker_whoami'), live.join(' '));
     assert.ok(!live.includes('tracker_connect'));
-    // Another user, not connected: the definitions last seen (stored), never a call with anyone's token.
+    // Another user, not connected: the connect tool, never what ann's token listed, never a call with anyone's token.
     const accepted = tracker.accepted.length;
     const other = await names('bea');
-    assert.ok(other.includes('tracker_whoami') && !other.includes('tracker_connect'), other.join(' '));
+    assert.ok(!other.includes('tracker_whoami') && other.includes('tracker_connect'), other.join(' '));
     assert.equal(tracker.accepted.length, accepted, 'bea caused no upstream call');
   });
 

@@ -28,7 +28,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
         era: 'modern',
         entry: { provider: 'github', scopes: ['repo'], timeoutMs: 1500, tools: { exclude: ['ask'], declared: [ECHO_DECLARED] } },
       },
-      tracker: { era: 'modern', entry: { provider: 'github', displayName: 'Tracker' } },
+      tracker: { era: 'modern', entry: { provider: 'github', displayName: 'Tracker', tools: { shareSeen: true } } },
       open: { era: 'modern', anonymous: true, entry: { auth: 'none', toolPrefix: 'open.', tools: { include: ['echo', 'all_content'] } } },
     },
     { holdSeconds: 1, env: { UPSTREAM_MAX_RESULT_BYTES: String(1024 * 1024) } },
@@ -43,7 +43,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
     return closing(client, (c) => c.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) }));
   };
 
-  it('lists, for a user without a connection, the declared tools, else the definitions last seen, else the connect tool — asking nothing', async () => {
+  it('lists, for a user without a connection, the declared tools, else the definitions last seen where the operator shares them, else the connect tool — asking nothing', async () => {
     const asked: string[] = [];
     const carol = await clientAs(stack, 'carol', {
       onUrl: async (url) => {
@@ -70,7 +70,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
       assert.ok(row && JSON.parse(row.definitions_json).some((t: { name: string }) => t.name === 'echo'), 'stored for every instance');
 
       names = (await carol.listTools()).tools.map((t) => t.name);
-      assert.ok(names.includes('tracker_echo'), 'the definitions last seen');
+      assert.ok(names.includes('tracker_echo'), 'the definitions last seen (tools.shareSeen)');
       assert.ok(!names.includes('tracker_connect'));
       assert.equal(tracker.requests.filter((r) => r.who === undefined && r.method === 'tools/list').length, 0);
       assert.deepEqual(asked, [], 'listing never asks the user anything');

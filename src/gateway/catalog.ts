@@ -36,9 +36,10 @@ const STORED_REFRESH_MS = 60_000;
 
 /**
  * What tools/list shows of the upstreams, per user: the live list fetched with the user's own
- * token (cached per principal and upstream, briefly), else the declared tools, else the last
- * definitions any instance saw, else the upstream's connect tool. Never a shared credential,
- * never another user's entry, and never a question to the user: listing asks nothing.
+ * token (cached per principal and upstream, briefly), else the declared tools, else — for an
+ * `auth: none` upstream, or one whose operator set `tools.shareSeen` — the last definitions any
+ * instance saw, else the upstream's connect tool. Never a shared credential, never another user's
+ * entry, and never a question to the user: listing asks nothing.
  */
 export class Catalog {
   readonly #live: Lru<string, ToolDefinition[]>;
@@ -92,7 +93,7 @@ export class Catalog {
     if (live) return this.#present(upstream, live, true);
     const declared = upstream.tools.declared as ToolDefinition[] | undefined;
     if (declared?.length) return this.#present(upstream, declared, false);
-    const stored = this.#stored.get(upstream.id)?.tools;
+    const stored = sharesSeen(upstream) ? this.#stored.get(upstream.id)?.tools : undefined;
     if (stored?.length) return this.#present(upstream, stored, false);
     return [connectTool(upstream)];
   }
@@ -223,6 +224,15 @@ export class Catalog {
     }
     return shown;
   }
+}
+
+/**
+ * Whether the definitions seen by one user may be shown to another: a list fetched with a user's
+ * token is what that token could see (private names, descriptions), so only when it was fetched
+ * with no credentials, or the operator says the upstream's list is the same for everyone.
+ */
+function sharesSeen(upstream: ConfiguredUpstream): boolean {
+  return upstream.auth.kind === 'none' || upstream.tools.shareSeen === true;
 }
 
 export function principalKey(principal: Principal): string {
