@@ -112,10 +112,11 @@ describe('gateway: 2025-11-25 upstream sessions, mid-call elicitation, and a 401
     assert.equal((await readConnection(stack.env, 'frank', 'github'))?.status, 'active');
   });
 
-  it('asks to reconnect when the upstream still answers 401 after the refresh, marking the connection reauth_required', async () => {
+  it('asks to reconnect when the upstream still answers 401 after the refresh and GitHub refuses the token too, marking the connection reauth_required', async () => {
     await connectGitHub(stack, 'gina', 'gina-gh', { expiresAt: Date.now() + 3_600_000 });
     const refreshesBefore = stack.github.refreshCount;
     modern.faults.unauthorized = true;
+    stack.github.faults = { api: 401 };
     try {
       const r = await rawCall(stack.mcpUrl, await stack.token('gina'), {
         method: 'tools/call',
@@ -128,6 +129,7 @@ describe('gateway: 2025-11-25 upstream sessions, mid-call elicitation, and a 401
       assert.match(ask.url, /\/connect\/github\?req=/);
     } finally {
       delete modern.faults.unauthorized;
+      stack.github.faults = {};
     }
     assert.equal(stack.github.refreshCount - refreshesBefore, 1, 'one refresh was tried first');
     const row = await readConnection(stack.env, 'gina', 'github');

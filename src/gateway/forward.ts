@@ -6,8 +6,8 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
-import type { ConfiguredUpstream } from '../config/upstreams.js';
-import { lastUsedIsDue } from '../connections/index.js';
+import { DEFAULT_CALLS_IN_FLIGHT_PER_USER, type ConfiguredUpstream } from '../config/upstreams.js';
+import { connectionIsDead, lastUsedIsDue, upstreamRefusalVerdict } from '../connections/index.js';
 import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } from '../mcp/context.js';
 import { requireConnection } from '../mcp/require-connection.js';
 import { nothingDone, toolError } from '../mcp/results.js';
@@ -20,6 +20,7 @@ import { G } from './messages.js';
 import type { ToolRoute } from './names.js';
 import type { UpstreamAudit } from './audit.js';
 import type { GatewaySeams, SeamCall } from './seams.js';
+import type { InFlightCalls } from './in-flight.js';
 import { foreignMeta, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js';
 import { traceContextMeta } from '../observability/tracing.js';
 
@@ -31,6 +32,8 @@ export interface ForwardDeps {
   seams: GatewaySeams;
   providerOf(upstream: ConfiguredUpstream): Provider | undefined;
   maxResultBytes: number;
+  /** Each principal's calls in flight per upstream (`callsInFlightPerUser`). */
+  inFlight: InFlightCalls;
 }
 
 type Answer = CallToolResult | InputRequiredResult;
@@ -39,8 +42,10 @@ type Answer = CallToolResult | InputRequiredResult;
  * A tools/call of an upstream tool: the same connection gate as the built-in tools (a URL
  * elicitation bound to principal, tool and arguments when there is no usable connection), then the
  * call forwarded with the user's own token and the upstream's result returned unchanged; a 401
- * gets one single-flight refresh and one retry, then the reconnect elicitation. Every forwarded
- * call is audited (never its arguments, never a token).
+ * gets one single-flight refresh and one retry, then — only if the provider itself refuses the
+ * token (src/connections/provider-check.ts) — the reconnect elicitation, else a tool error naming
+ * the upstream. At most `callsInFlightPerUser` calls per principal and upstream at once; past it,
+ * a tool error at once. Every forwarded call is audited (never its arguments, never a token).
  */
 export async function forwardToolCall(
   ctx: ServerContext,
@@ -58,12 +63,20 @@ export async function forwardToolCall(
   const provider = gw.providerOf(upstream);
   const call: SeamCall = { ctx, facts, deps, upstream, provider, tool: route.name, arguments: args };
   const principal = principalOf(ctx);
+  const cap = upstream.callsInFlightPerUser ?? DEFAULT_CALLS_IN_FLIGHT_PER_USER;
+  const release = gw.inFlight.take(`${principalKey(principal)}\0${upstream.id}`, cap);
+  if (!release) {
+    metrics.upstreamCallRefused(upstream.id);
+    deps.log.warn('upstream_call_refused', { upstream: upstream.id, tool: route.name, reason: 'calls_in_flight', cap });
+    return toolError(G.tooManyInFlight(upstream.id, cap));
+  }
   const started = Date.now();
   let outcome: UpstreamOutcome | undefined;
   try {
     const answer = await forwardWithConnection(call, gw, principal, params, (o) => (outcome = o));
     return answer;
   } finally {
+    release();
     if (outcome) audit(gw.audit, principal, upstream, route.name, outcome, Date.now() - started);
   }
 }
@@ -132,10 +145,18 @@ async function forwardWithConnection(
       if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}${call.tool}`);
       throw err;
     }
-    if (refreshed?.kind === 'ok' && refreshed.connection.tokens.accessToken !== gate.connection.tokens.accessToken)
-      outcome = await send(refreshed.connection.tokens.accessToken);
+    let refused = gate.connection.tokens.accessToken;
+    if (refreshed?.kind === 'ok' && refreshed.connection.tokens.accessToken !== gate.connection.tokens.accessToken) {
+      refused = refreshed.connection.tokens.accessToken;
+      outcome = await send(refused);
+    }
     if (outcome.kind === 'unauthorized') {
       seen(outcome);
+      // The connection serves the built-in tools, every other upstream and every service: one
+      // upstream's refusal marks it only when the provider itself refuses the token too.
+      const verdict = await upstreamRefusalVerdict(upstream, provider, refused, deps.log);
+      metrics.upstreamTokenRefusal(upstream.id, verdict);
+      if (!connectionIsDead(verdict)) return toolError(G.tokenRefusedByUpstream(upstream.id, provider.displayName));
       await deps.connections.markReauthRequired(principal, provider.id, 'upstream_401');
       const again = await requireConnection(ctx, facts, { ...deps, repeatHoldMs: 0 }, provider, purpose, upstream.scopes);
       if (!again.ok) return again.result;

@@ -19,6 +19,7 @@ import type { Store } from '../store/index.js';
 import { UpstreamAudit } from './audit.js';
 import { Catalog, type ToolDefinition } from './catalog.js';
 import { forwardToolCall, type ForwardDeps } from './forward.js';
+import { InFlightCalls } from './in-flight.js';
 import { ToolNames } from './names.js';
 import { defaultSeams, type GatewaySeams } from './seams.js';
 import { UpstreamClient } from './upstream-client.js';
@@ -88,6 +89,7 @@ export class Gateway implements GatewayHook {
       seams: { ...defaultSeams, ...options.seams },
       providerOf,
       maxResultBytes: options.maxResultBytes,
+      inFlight: new InFlightCalls(),
     };
   }
 

@@ -28,5 +28,11 @@ export const G = {
     `The upstream MCP server "${id}" asks for a confirmation or more input for this tool, which this broker cannot relay yet, so nothing was done.`,
   stillUnauthorized: (id: string) =>
     `The upstream MCP server "${id}" does not accept your connection. Reconnect your account at the connections page, then try again.`,
+  tokenRefusedByUpstream: (id: string, provider: string) =>
+    `The upstream MCP server "${id}" refused your ${provider} token, but ${provider} itself did not, so your connection is unchanged (other tools that use it keep working). This upstream's tools cannot be used with it for now; tell the operator if this goes on.`,
+  scopesNotAllowed: (id: string, scopes: string[]) =>
+    `The upstream MCP server "${id}" asked for more access (${scopes.join(', ')}) than the operator allows for it, so nothing was done and no change to your connection was asked for.`,
+  tooManyInFlight: (id: string, cap: number) =>
+    `You already have ${cap} calls in progress at the upstream MCP server "${id}", the most this broker sends it for one user at once, so this call was not sent. Wait for one to finish, then try again.`,
   upstreamError: (id: string, message: string) => `The upstream MCP server "${id}" refused the call: ${message}`,
 };

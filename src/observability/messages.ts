@@ -10,6 +10,10 @@ export const METRIC_HELP = {
   broker_token_exchanges_total: 'RFC 8693 token exchanges at /oauth/token, by service and outcome.',
   broker_upstream_calls_total: 'Calls the gateway made to upstream MCP servers, by upstream and outcome.',
   broker_upstream_call_duration_seconds: 'How long calls to upstream MCP servers took, by upstream.',
+  broker_upstream_token_refusals_total:
+    'Tokens an upstream MCP server still refused after a refresh, by upstream and what the provider said of the token (refused, accepted, unknown, not_checked).',
+  broker_upstream_calls_refused_total:
+    'Calls to an upstream MCP server refused at once because their user already had as many in flight to it as allowed, by upstream.',
   broker_store_errors_total: 'Store operations that failed because the database could not be reached or did not answer in time.',
   broker_unhandled_errors_total:
     'Errors no caller handled, by kind: rejection (a promise nobody awaited), exception (then the process exits), background (a task the broker did not wait for).',

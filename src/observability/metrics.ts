@@ -62,6 +62,12 @@ const connectFlows = outcomesBy<ConnectFlowOutcome>('provider', 'broker_connect_
 const tokenRefreshes = outcomesBy<RefreshOutcome>('provider', 'broker_token_refreshes_total');
 const tokenExchanges = outcomesBy<ExchangeOutcome>('service', 'broker_token_exchanges_total', 'exchange_outcome');
 const upstreamCalls = outcomesBy<UpstreamOutcome>('upstream', 'broker_upstream_calls_total', 'upstream_outcome');
+const upstreamTokenRefusals = new Counter({
+  ...named('broker_upstream_token_refusals_total'),
+  labelNames: ['upstream', 'provider_verdict'] as const,
+  registers,
+});
+const upstreamCallsRefused = new Counter({ ...named('broker_upstream_calls_refused_total'), labelNames: ['upstream'] as const, registers });
 const heldRepeats = new Gauge({ ...named('broker_held_repeats'), registers });
 const holdDuration = new Histogram({
   ...named('broker_hold_duration_seconds'),
@@ -129,6 +135,14 @@ export const metrics = {
   upstreamCall(upstream: string, outcome: UpstreamOutcome, seconds: number): void {
     upstreamCalls(upstream, outcome);
     upstreamDuration.observe({ upstream: bounded('upstream', upstream) }, seconds);
+  },
+  /** An upstream refused a user's token after the refresh; `verdict` is what the provider said of it. */
+  upstreamTokenRefusal(upstream: string, verdict: 'refused' | 'accepted' | 'unknown' | 'not_checked'): void {
+    upstreamTokenRefusals.inc({ upstream: bounded('upstream', upstream), provider_verdict: verdict });
+  },
+  /** A call not sent to `upstream`: its user already had the most calls in flight to it. */
+  upstreamCallRefused(upstream: string): void {
+    upstreamCallsRefused.inc({ upstream: bounded('upstream', upstream) });
   },
   storeError(): void {
     storeErrors.inc();

@@ -5,7 +5,7 @@ import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
 import { SpanKind, withSpan } from '../observability/tracing.js';
 import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
-import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from './provider.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens, type TokenVerdict } from './provider.js';
 
 export interface OAuthProviderOptions {
   definition: ProviderDefinition;
@@ -254,6 +254,54 @@ export class OAuthProvider implements Provider {
     }
   }
 
+  /**
+   * The provider's word on `accessToken`: the identity API it reads accounts from (GitHub's
+   * `GET /user`), else its OpenID userinfo endpoint; a 401 is `refused`, a success `accepted`,
+   * anything else (or no endpoint to ask) `unknown`.
+   */
+  async checkAccessToken(accessToken: string): Promise<TokenVerdict> {
+    try {
+      const identity = this.#options.definition.identity;
+      if (identity.source === 'api') {
+        let res = await this.#identityCall(identity, accessToken);
+        // A token refreshed a moment ago may not have replicated yet (the same wait as at connect).
+        if (res.status === 401 && this.freshTokenRetryMs > 0) {
+          await res.body?.cancel();
+          await sleep(this.freshTokenRetryMs);
+          res = await this.#identityCall(identity, accessToken);
+        }
+        await res.body?.cancel();
+        return res.status === 401 ? 'refused' : res.ok ? 'accepted' : 'unknown';
+      }
+      const config = await this.#configuration();
+      if (!config.serverMetadata().userinfo_endpoint) return 'unknown';
+      await this.#span('userinfo', () => oidc.fetchUserInfo(config, accessToken, oidc.skipSubjectCheck));
+      return 'accepted';
+    } catch (err) {
+      return httpStatusOf(err) === 401 ? 'refused' : 'unknown';
+    }
+  }
+
+  #identityCall(identity: Extract<ProviderDefinition['identity'], { source: 'api' }>, accessToken: string): Promise<Response> {
+    return fetchWithTimeout(
+      identity.url,
+      {
+        method: identity.method,
+        headers: {
+          accept: 'application/json',
+          'user-agent': 'mcp-connect-broker',
+          ...identity.headers,
+          authorization: `Bearer ${accessToken}`,
+          ...(identity.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(identity.body !== undefined ? { body: JSON.stringify(identity.body) } : {}),
+      },
+      this.#options.timeoutMs,
+      this.displayName,
+      `${this.id} identity`,
+    );
+  }
+
   #tokens(response: oidc.TokenEndpointResponse, requestedScopes: string[]): ProviderTokens {
     // RFC 6749 §5.1: an omitted scope means "as requested"; an empty one is treated the same (some
     // servers send "" when the access token is for another resource than the OIDC scopes).
@@ -296,24 +344,7 @@ export class OAuthProvider implements Provider {
         break;
       }
       case 'api': {
-        const call = () =>
-          fetchWithTimeout(
-            identity.url,
-            {
-              method: identity.method,
-              headers: {
-                accept: 'application/json',
-                'user-agent': 'mcp-connect-broker',
-                ...identity.headers,
-                authorization: `Bearer ${tokens.accessToken}`,
-                ...(identity.body !== undefined ? { 'content-type': 'application/json' } : {}),
-              },
-              ...(identity.body !== undefined ? { body: JSON.stringify(identity.body) } : {}),
-            },
-            this.#options.timeoutMs,
-            this.displayName,
-            `${this.id} identity`,
-          );
+        const call = () => this.#identityCall(identity, tokens.accessToken);
         let res = await call();
         // The token was minted a moment ago and may not have replicated yet.
         if (res.status === 401 && this.freshTokenRetryMs > 0) {
@@ -384,6 +415,12 @@ export class OAuthProvider implements Provider {
     const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     return new ProviderError('unavailable', `${name} did not answer properly (it may be down). Please try again in a moment.`, detail);
   }
+}
+
+/** The HTTP status an openid-client error carries (its own, or its cause's), if any. */
+function httpStatusOf(err: unknown): number | undefined {
+  const status = (err as { status?: unknown } | null)?.status ?? (err as { cause?: { status?: unknown } } | null)?.cause?.status;
+  return typeof status === 'number' ? status : undefined;
 }
 
 /** GitHub-style token endpoints answer errors as HTTP 200 + `error`; re-label them 400 so openid-client reads them as OAuth errors. */

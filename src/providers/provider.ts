@@ -50,6 +50,12 @@ export class ProviderError extends Error {
   }
 }
 
+/**
+ * What a provider says of an access token it is asked about: `refused` (it answered 401),
+ * `accepted`, or `unknown` (no way to ask, or no clear answer).
+ */
+export type TokenVerdict = 'refused' | 'accepted' | 'unknown';
+
 /** What the connect flow and the tools need from a provider. */
 export interface Provider {
   readonly id: string;
@@ -91,4 +97,9 @@ export interface Provider {
    * keep, which must not take the user's other connections down with it).
    */
   revoke(tokens: ProviderTokens, what?: 'grant' | 'token'): Promise<{ revoked: boolean }>;
+  /**
+   * Asks the provider itself whether it accepts `accessToken` (its user API or userinfo), for when
+   * a third party refused it; absent where there is no way to ask. Never throws.
+   */
+  checkAccessToken?(accessToken: string): Promise<TokenVerdict>;
 }

@@ -24,6 +24,22 @@ export function scopesToAskFor(
 }
 
 /**
+ * The scopes an upstream's challenge asks for that the operator did not allow it (`allowed`: its
+ * `scopes.required` and `scopes.allow`; a broader allowed scope covers the narrower), in the
+ * challenge's order: any of them makes the challenge a tool error, never a consent link, since the
+ * widened token would serve every other upstream and service holding that connection.
+ */
+export function scopesNotAllowed(
+  provider: Pick<Provider, 'missingScopes'>,
+  allowed: string[],
+  wwwAuthenticate: string | null | undefined,
+): string[] {
+  const challenged = bearerChallenge(wwwAuthenticate)?.scope ?? [];
+  // missingScopes skips the check for providers whose tokens carry no scopes: so does this.
+  return provider.missingScopes(allowed, challenged);
+}
+
+/**
  * What the forwarder answers when an upstream refused a call with 403 and a `WWW-Authenticate`
  * scope challenge: the incremental-scope elicitation (the built-in tools' gate, so the same link,
  * hold and decline rules) for exactly the scopes the connection lacks among `baseScopes` and the

@@ -7,7 +7,8 @@ import { toolError } from '../../mcp/results.js';
 import { vetInputRequests, vetLink, type InputRefusal, type InputRules } from './input-requests.js';
 import { M } from './messages.js';
 import { readRelayedRepeat, relayInputRequired, type RelayDeps } from './relay.js';
-import { scopeChallengeGate } from './scope-challenge.js';
+import { scopeChallengeGate, scopesNotAllowed } from './scope-challenge.js';
+import { allowedScopesOf } from '../../config/upstreams.js';
 
 /**
  * The gateway's seams (src/gateway/seams.ts) answered by the relay: nested MRTR and a 2025-11-25
@@ -33,6 +34,14 @@ export function relaySeams(relay: RelayDeps): GatewaySeams {
     async onScopeChallenge(call, wwwAuthenticate) {
       // An `auth: none` upstream has no connection whose scopes could grow.
       if (!call.provider) return toolError(G.needsMoreAccess(call.upstream.id));
+      // A provider's connection serves every upstream and service of that provider: widen it only
+      // as far as the operator allowed this upstream. An `auth: mcp` connection is the upstream's own.
+      const outside =
+        call.upstream.auth.kind === 'provider' ? scopesNotAllowed(call.provider, allowedScopesOf(call.upstream), wwwAuthenticate) : [];
+      if (outside.length > 0) {
+        call.deps.log.warn('upstream_scope_refused', { upstream: call.upstream.id, tool: call.tool, scopes: outside.join(' ') });
+        return toolError(G.scopesNotAllowed(call.upstream.id, outside));
+      }
       const gate = await scopeChallengeGate(
         call.ctx,
         call.facts,
