@@ -102,7 +102,7 @@ describe('tokens and users: one upstream cannot break a connection, widen it, sh
       assert.equal(r.json.result?.resultType ?? 'complete', 'complete', 'no reconnect link');
       assert.match(
         resultText(r.json.result),
-        /"flaky" refused your GitHub token, but GitHub itself did not, so your connection is unchanged/,
+        /"flaky" refused your GitHub token, which GitHub itself has not refused, so your connection is unchanged/,
       );
       assert.ok(
         upstreams.flaky.calls('tools/call').every((c: HostileRequest) => c.token === accessToken),

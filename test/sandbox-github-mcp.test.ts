@@ -490,7 +490,13 @@ describe('the sandbox GitHub MCP endpoint', () => {
 
   it('gives development mode its upstreams: entry, whose URL is this endpoint and whose prefix keeps clear of the built-in tools', async () => {
     const entry = sandboxGitHubUpstream(`${sb.gh.webUrl}/`);
-    assert.deepEqual(entry, { id: 'github', url: sb.gh.mcpUrl, provider: 'github', scopes: ['repo'], toolPrefix: 'github_mcp_' });
+    assert.deepEqual(entry, {
+      id: 'github',
+      url: sb.gh.mcpUrl,
+      provider: 'github',
+      scopes: { required: ['repo'], allow: ['delete_repo'] },
+      toolPrefix: 'github_mcp_',
+    });
     assert.deepEqual(parseYaml(sandboxGitHubUpstreamYaml(entry).join('\n')), { upstreams: [entry] });
     const c = await client(hubot);
     const names = (await c.listTools()).tools.map((t) => t.name);

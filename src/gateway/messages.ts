@@ -29,7 +29,7 @@ export const G = {
   stillUnauthorized: (id: string) =>
     `The upstream MCP server "${id}" does not accept your connection. Reconnect your account at the connections page, then try again.`,
   tokenRefusedByUpstream: (id: string, provider: string) =>
-    `The upstream MCP server "${id}" refused your ${provider} token, but ${provider} itself did not, so your connection is unchanged (other tools that use it keep working). This upstream's tools cannot be used with it for now; tell the operator if this goes on.`,
+    `The upstream MCP server "${id}" refused your ${provider} token, which ${provider} itself has not refused, so your connection is unchanged (other tools that use it keep working). This upstream's tools cannot be used with it for now; tell the operator if this goes on.`,
   scopesNotAllowed: (id: string, scopes: string[]) =>
     `The upstream MCP server "${id}" asked for more access (${scopes.join(', ')}) than the operator allows for it, so nothing was done and no change to your connection was asked for.`,
   tooManyInFlight: (id: string, cap: number) =>

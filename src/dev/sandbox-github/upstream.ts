@@ -13,7 +13,7 @@ export interface SandboxUpstreamEntry {
   id: 'github';
   url: string;
   provider: 'github';
-  scopes: string[];
+  scopes: { required: string[]; allow: string[] };
   toolPrefix: string;
 }
 
@@ -24,10 +24,17 @@ export const SANDBOX_UPSTREAM_TOOL_PREFIX = 'github_mcp_';
  * The entry that makes the sandbox at `sandboxBase` (e.g. http://127.0.0.1:3000/sandbox/github) the
  * `github` upstream, authenticated with each user's `github` connection. `repo` is what its
  * writes need; delete_repository also needs `delete_repo`, which the upstream asks for with a
- * scope challenge when it is called (the broker's incremental-scope elicitation).
+ * scope challenge when it is called (the broker's incremental-scope elicitation), so it is allowed
+ * to (`scopes.allow`: a challenge for anything else is refused).
  */
 export function sandboxGitHubUpstream(sandboxBase: string, toolPrefix: string = SANDBOX_UPSTREAM_TOOL_PREFIX): SandboxUpstreamEntry {
-  return { id: 'github', url: `${sandboxBase.replace(/\/+$/, '')}/mcp`, provider: 'github', scopes: ['repo'], toolPrefix };
+  return {
+    id: 'github',
+    url: `${sandboxBase.replace(/\/+$/, '')}/mcp`,
+    provider: 'github',
+    scopes: { required: ['repo'], allow: ['delete_repo'] },
+    toolPrefix,
+  };
 }
 
 /** The entry as the YAML lines of an `upstreams:` section, for a generated PROVIDERS_FILE. */
@@ -37,7 +44,7 @@ export function sandboxGitHubUpstreamYaml(entry: SandboxUpstreamEntry): string[]
     `  - id: ${entry.id}`,
     `    url: ${JSON.stringify(entry.url)}`,
     `    provider: ${entry.provider}`,
-    `    scopes: [${entry.scopes.join(', ')}]`,
+    `    scopes: { required: [${entry.scopes.required.join(', ')}], allow: [${entry.scopes.allow.join(', ')}] }`,
     `    toolPrefix: ${entry.toolPrefix}`,
   ];
 }
