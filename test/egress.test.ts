@@ -138,6 +138,29 @@ describe('EGRESS_ALLOW', () => {
   });
 });
 
+describe("an upstream's name on pages", () => {
+  test("is the operator's name: (or its old spelling displayName:), else the id; both at once stop start-up", () => {
+    const dir = makeTempDir('egress-names-');
+    try {
+      const load = (entry: Record<string, unknown>) => {
+        const file = dir.file(`providers-${Math.random().toString(36).slice(2)}.json`);
+        writeFileSync(file, JSON.stringify({ upstreams: [{ id: 'tracker', url: 'https://tracker.example/mcp', auth: 'none', ...entry }] }));
+        return loadConfig(productionEnv({ PROVIDERS_FILE: file })).upstreams[0]!.displayName;
+      };
+      assert.equal(load({ name: 'Issue tracker' }), 'Issue tracker');
+      assert.equal(load({ displayName: 'Old spelling' }), 'Old spelling');
+      assert.equal(load({}), 'tracker');
+      assert.throws(
+        () => load({ name: 'A', displayName: 'B' }),
+        (err: unknown) =>
+          err instanceof ConfigError && /upstreams\.tracker\.name: set name or its old spelling displayName, not both/.test(err.message),
+      );
+    } finally {
+      dir.close();
+    }
+  });
+});
+
 describe('the rule', () => {
   const none = new EgressRule();
   test('https to a public address only, by default', () => {

@@ -40,6 +40,10 @@ export interface ConfiguredUpstream {
   toolPrefix: string;
   tools: { include?: string[]; exclude?: string[]; declared?: DeclaredTool[] };
   timeoutMs: number;
+  /**
+   * What pages and messages call the upstream: the operator's `name:` (or its old spelling
+   * `displayName:`), else its id — never anything the upstream itself sends.
+   */
   displayName: string;
   /**
    * Origins beside its own (and, for `auth: mcp`, its authorization server's) that the upstream may
@@ -92,6 +96,8 @@ const upstreamSchema = z
     url: upstreamUrl,
     provider: z.string().min(1).optional(),
     auth: z.enum(['mcp', 'none']).optional(),
+    name: z.string().min(1).max(60).optional(),
+    /** The old spelling of `name`. */
     displayName: z.string().min(1).max(60).optional(),
     scopes: z.array(z.string().min(1)).optional(),
     toolPrefix: z
@@ -113,6 +119,10 @@ const upstreamSchema = z
   .refine((u) => (u.provider === undefined) !== (u.auth === undefined), {
     message: 'needs exactly one of provider: <id> or auth: mcp|none',
     path: ['auth'],
+  })
+  .refine((u) => u.name === undefined || u.displayName === undefined, {
+    message: 'set name or its old spelling displayName, not both',
+    path: ['name'],
   })
   .refine((u) => u.auth !== 'none' || u.scopes === undefined, {
     message: 'applies only to provider: and auth: mcp upstreams',
@@ -202,7 +212,7 @@ function readUpstreams(list: unknown, providers: KnownProviders, env: NodeJS.Pro
         ...(u.tools?.declared ? { declared: u.tools.declared as DeclaredTool[] } : {}),
       },
       timeoutMs: u.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      displayName: u.displayName ?? u.id,
+      displayName: u.name ?? u.displayName ?? u.id,
       elicitationOrigins: (u.elicitationOrigins ?? []).map((o) => new URL(o).origin),
     });
   });
