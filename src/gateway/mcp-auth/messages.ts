@@ -29,6 +29,6 @@ export const M = {
   garbled: (name: string) => `${name} did not answer properly (it may be down). Please try again in a moment.`,
   noAccountId: (name: string) => `${name} sent an account id with control or invisible characters. This account cannot be linked.`,
   revokeUnconfirmed: (name: string) => `${name} did not confirm the revocation.`,
-  /** The login shown for an account the authorization server does not name (no OpenID Connect). */
-  anonymousLogin: (host: string) => `account at ${host}`,
+  /** The login shown for an account the authorization server does not name (no OpenID Connect): the upstream's configured name, never the server's words. */
+  anonymousLogin: (name: string) => `account at ${name}`,
 };

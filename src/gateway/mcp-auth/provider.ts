@@ -329,11 +329,10 @@ export class McpAuthProvider implements Provider {
    * Who the tokens belong to: the ID token's `sub` (verified by openid-client: issuer, audience,
    * expiry) when the server speaks OpenID Connect, else what the token response itself names. An
    * access token's own claims are never read: the broker is not its audience and cannot verify it.
-   * With neither, the account is "account at <host>", marked unverified: the different-account
+   * With neither, the account is "account at <upstream name>", marked unverified: the different-account
    * and shared-account checks cannot apply to it.
    */
   #account(setup: Setup, response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): ProviderAccount {
-    const host = new URL(setup.auth.server.issuer).host;
     let id: unknown;
     let login: unknown;
     if (setup.openid) {
@@ -342,7 +341,7 @@ export class McpAuthProvider implements Provider {
       login = claims?.preferred_username ?? claims?.email ?? claims?.name;
     } else {
       const named = ['sub', 'user_id', 'username'].map((k) => response[k]).find((v) => typeof v === 'string' && v !== '');
-      if (named === undefined) return { id: setup.auth.server.issuer, login: M.anonymousLogin(host), unverified: true };
+      if (named === undefined) return { id: setup.auth.server.issuer, login: M.anonymousLogin(this.displayName), unverified: true };
       id = named;
     }
     if (typeof id !== 'string' || id === '') throw new ProviderError('unavailable', M.garbled(this.displayName), 'no sub in the ID token');
