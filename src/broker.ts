@@ -19,6 +19,7 @@ import { buildProviders } from './gateway/providers.js';
 import { relaySeams } from './gateway/relay/seams.js';
 import { GitHubApi } from './providers/github/api.js';
 import { openStore, type Store } from './store/index.js';
+import { EgressRule } from './net/egress-rule.js';
 import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
 import type { Express } from 'express';
 import { metrics } from './observability/metrics.js';
@@ -81,7 +82,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       watcher.notify(pendingId).catch(backgroundFailure('completion_wake'));
     },
   });
-  const webhooks = createWebhooks(store, config.webhooks, log, options.webhookDelivery);
+  const webhooks = createWebhooks(store, config.webhooks, log, { egress: EgressRule.from(config.egress), ...options.webhookDelivery });
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs, events: webhooks.events });
   const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.

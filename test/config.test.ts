@@ -692,7 +692,7 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     assert.deepEqual(config.services, []);
   });
 
-  it('reads webhooks beside providers and services, with an event filter and loopback http', () => {
+  it('reads webhooks beside providers and services, with an event filter and loopback http (allowed by EGRESS_ALLOW)', () => {
     const config = loadConfig(
       withFile(
         [
@@ -707,7 +707,7 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
           '  - id: local',
           '    url: http://127.0.0.1:9999/hooks',
         ].join('\n'),
-        { WEBHOOK_LOCAL_SECRET: SECRET },
+        { WEBHOOK_LOCAL_SECRET: SECRET, EGRESS_ALLOW: '127.0.0.1' },
       ),
     );
     assert.deepEqual(

@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
 import { ProviderError } from '../src/providers/provider.js';
 import { asMetadata, providerBench, staticUpstream } from './support/mcp-auth-bench.js';
+import { LOOPBACK_EGRESS } from './support/egress.js';
 
 const MEGABYTE = 1024 * 1024;
 
@@ -48,7 +49,7 @@ describe('auth: mcp authorization server answers are bounded', () => {
       const w = await world(huge);
       try {
         await assert.rejects(
-          discoverUpstreamAuthorization(new URL(`${w.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000 }),
+          discoverUpstreamAuthorization(new URL(`${w.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000, egress: LOOPBACK_EGRESS }),
           (err: unknown) => err instanceof ProviderError && err.code === 'unavailable' && detail.test(err.detail ?? ''),
         );
       } finally {
@@ -60,7 +61,7 @@ describe('auth: mcp authorization server answers are bounded', () => {
     const w = await world('token');
     const bench = providerBench();
     try {
-      const provider = bench.provider(`${w.base}/mcp`, { clientId: 'pre-registered', timeoutMs: 5_000 });
+      const provider = bench.provider(`${w.base}/mcp`, { clientId: 'pre-registered', timeoutMs: 5_000, egress: LOOPBACK_EGRESS });
       await assert.rejects(
         provider.refresh({ accessToken: 'at-old', refreshToken: 'rt-old', tokenType: 'bearer', scopes: [] }),
         (err: unknown) => err instanceof ProviderError && err.code === 'unavailable' && /over \d+ bytes/.test(err.detail ?? ''),

@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
 import { asMetadata, json, metadataChallenge, refusal, serve, staticUpstream } from './support/mcp-auth-bench.js';
 import { selfSignedCertificate } from './support/tls.js';
+import { LOOPBACK_EGRESS } from './support/egress.js';
 
 describe('auth: mcp discovery from an https upstream', () => {
   const certificate = selfSignedCertificate();
@@ -29,7 +30,9 @@ describe('auth: mcp discovery from an https upstream', () => {
     const local = await serve((base, _req, res) => json(res, { resource: 'internal-secret-value', authorization_servers: [base] }));
     const upstream = await staticUpstream(() => ({}), { challenge: () => metadataChallenge(local.base), certificate });
     try {
-      const err = await refusal(discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000 }));
+      const err = await refusal(
+        discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000, egress: LOOPBACK_EGRESS }),
+      );
       assert.equal(err.code, 'misconfigured');
       assert.match(err.message, /its resource_metadata URL is not an https URL/);
       assert.doesNotMatch(err.message, /internal-secret-value/);
@@ -54,12 +57,16 @@ describe('auth: mcp discovery from an https upstream', () => {
     );
     try {
       names = local.base;
-      const server = await refusal(discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000 }));
+      const server = await refusal(
+        discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000, egress: LOOPBACK_EGRESS }),
+      );
       assert.equal(server.code, 'misconfigured');
       assert.match(server.message, /its authorization server is not an https URL/);
 
       names = as.base;
-      const endpoint = await refusal(discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000 }));
+      const endpoint = await refusal(
+        discoverUpstreamAuthorization(new URL(`${upstream.base}/mcp`), { name: 'Tracker', timeoutMs: 5_000, egress: LOOPBACK_EGRESS }),
+      );
       assert.equal(endpoint.code, 'misconfigured');
       assert.match(endpoint.message, /its authorization endpoint is not an https URL/);
       assert.deepEqual(local.hits, [], 'nothing reached the plain-http loopback server');

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
 import { asMetadata, metadataChallenge, staticUpstream } from './support/mcp-auth-bench.js';
+import { LOOPBACK_EGRESS } from './support/egress.js';
 
 /** An upstream whose 401 names `challengeScope` (if any) and whose metadata lists `supported`. */
 async function upstream(challengeScope: string | undefined, supported: string[]) {
@@ -18,7 +19,8 @@ async function upstream(challengeScope: string | undefined, supported: string[])
     { challenge: (base) => metadataChallenge(base) + (challengeScope === undefined ? '' : `, scope="${challengeScope}"`) },
   );
   return {
-    discover: () => discoverUpstreamAuthorization(new URL(`${served.base}/mcp`), { name: 'Tracker', timeoutMs: 3_000 }),
+    discover: () =>
+      discoverUpstreamAuthorization(new URL(`${served.base}/mcp`), { name: 'Tracker', timeoutMs: 3_000, egress: LOOPBACK_EGRESS }),
     close: served.close,
   };
 }

@@ -18,6 +18,7 @@ import { createLogger } from '../src/log.js';
 import { ProviderError } from '../src/providers/provider.js';
 import { openSqliteStore } from '../src/store/index.js';
 import { scriptedProvider } from './support/scripted-provider.js';
+import { LOOPBACK_EGRESS } from './support/egress.js';
 
 function recordingLogger() {
   const lines: Array<Record<string, unknown>> = [];
@@ -79,6 +80,7 @@ describe('log lines that report an error code', () => {
         store,
         sealer: new Sealer([randomBytes(32)]),
         timeoutMs: 3_000,
+        egress: LOOPBACK_EGRESS,
         log,
       });
       await assert.rejects(provider.prepare(), (err: unknown) => err instanceof ProviderError && err.code === 'misconfigured');

@@ -32,6 +32,7 @@ import { writeYamlLines } from './support/config-file.js';
 import { closeInOrder, useStack, useSuite } from './support/suite.js';
 import { makeTempDir, useTempDir } from './support/temp-dir.js';
 import { postTokenExchange } from './support/token-exchange.js';
+import { LOOPBACK_EGRESS } from './support/egress.js';
 
 const HOUR = 3_600_000;
 /** Anything that looks like a token the GitHub stand-in issues (gho_, ghu_, ghr_ …). */
@@ -199,7 +200,8 @@ async function outboxWith(endpoints: ConfiguredWebhook[], options: DeliveryOptio
     store,
     endpoints,
     createLogger('debug', (l) => logs.push(l)),
-    options,
+    // The receivers listen on loopback over plain http: allowed as EGRESS_ALLOW would (test/egress checks the rule).
+    { egress: LOOPBACK_EGRESS, ...options },
   );
   delivery.start();
   const emit = (subject: string) =>
@@ -582,7 +584,10 @@ describe('webhook delivery: retries, give-up, redirects, timeouts, concurrency',
       assert.ok(!first.logs.some((l) => l.includes('"event":"webhook_attempt_failed"')), 'not logged as a failed attempt');
 
       receiver.mode = 'ok';
-      const next = createWebhooks(first.store, [endpoint('restarting', receiver)], createLogger('error'), timings).delivery;
+      const next = createWebhooks(first.store, [endpoint('restarting', receiver)], createLogger('error'), {
+        egress: LOOPBACK_EGRESS,
+        ...timings,
+      }).delivery;
       next.start();
       try {
         const delivered = await eventually('the next instance delivers it', () => receiver.events[0], { timeoutMs: 3_000 });

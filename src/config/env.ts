@@ -7,6 +7,8 @@ import { loadServices, type ConfiguredService } from './services.js';
 import { loadProviders, type ConfiguredProvider } from './providers.js';
 import { loadGateway, type ConfiguredUpstream } from './upstreams.js';
 import { loadWebhooks, type ConfiguredWebhook } from './webhooks.js';
+import { checkWebhookAddresses, parseEgressAllow } from './egress.js';
+import { EgressRule, type EgressAllowList } from '../net/egress-rule.js';
 import { otlpEndpoint, sdkDisabled, traceExporters, tracingSettings } from './tracing.js';
 import type { TracingSettings } from '../observability/tracing.js';
 
@@ -42,6 +44,11 @@ export interface Config {
   services: ConfiguredService[];
   /** Receivers of the broker's signed events (PROVIDERS_FILE `webhooks:`). */
   webhooks: ConfiguredWebhook[];
+  /**
+   * Where addresses the configuration does not name may lead (upstream documents, webhooks): the
+   * hosts and networks EGRESS_ALLOW adds to the public internet, and loopback in development mode.
+   */
+  egress: { allow: EgressAllowList; loopback: boolean };
   /** Token exchanges per minute and service; 0 = off. */
   serviceRateLimitPerMinute: number;
   /** Remote MCP servers behind the broker (PROVIDERS_FILE `upstreams:`). */
@@ -145,6 +152,7 @@ const OPTIONAL = {
   github: ['GITHUB_WEB_URL', 'GITHUB_API_URL', 'GITHUB_APP_TYPE'],
   tokenKeys: ['TOKEN_ENCRYPTION_KEY', 'TOKEN_ENCRYPTION_KEYS'],
   providersFile: ['PROVIDERS_FILE', 'UPSTREAM_MAX_RESULT_BYTES', 'SERVICE_RATE_LIMIT_PER_MINUTE', 'SHARED_ACCOUNT_POLICY', 'ADMIN_ACTOR'],
+  egress: ['EGRESS_ALLOW'],
   connectFlow: ['REPEAT_HOLD_SECONDS', 'PROVIDER_TIMEOUT_SECONDS', 'CONNECT_LINK_TTL_SECONDS', 'PENDING_CONNECTIONS_PER_USER'],
   pages: ['PRODUCT_NAME', 'LOGO_URL'],
   metrics: ['METRICS_TOKEN', 'METRICS_PORT'],
@@ -315,7 +323,7 @@ function parseTrustProxy(value: string | undefined): boolean | number | string {
  * Reads and validates the service configuration.
  * @throws {ConfigError} naming every variable that is missing or malformed, one line each.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { developmentMode?: boolean } = {}): Config {
   const problems = new ConfigProblems();
   const take = <T>(parse: () => T): T => problems.take(parse);
   const e = readRaw(env, problems);
@@ -365,6 +373,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   );
   const services = take(() => loadServices(env, providerScopes, audience));
   const gateway = take(() => loadGateway(env, providerScopes));
+  const egress = { allow: take(() => parseEgressAllow(e.EGRESS_ALLOW)), loopback: options.developmentMode ?? false };
+  const webhooks = take(() => loadWebhooks(env));
+  take(() => webhooks && egress.allow && checkWebhookAddresses(webhooks, EgressRule.from(egress)));
 
   const config: Config = {
     port,
@@ -397,7 +408,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamMaxResultBytes: take(() =>
       integer('UPSTREAM_MAX_RESULT_BYTES', e.UPSTREAM_MAX_RESULT_BYTES, 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     ),
-    webhooks: take(() => loadWebhooks(env)),
+    webhooks,
+    egress,
     serviceRateLimitPerMinute: take(() => integer('SERVICE_RATE_LIMIT_PER_MINUTE', e.SERVICE_RATE_LIMIT_PER_MINUTE, 600, 0, 1_000_000)),
     sharedAccountPolicy: take(() => oneOf('SHARED_ACCOUNT_POLICY', e.SHARED_ACCOUNT_POLICY, ['refuse', 'allow'] as const, 'refuse')),
     adminActor: take(() => adminActor(e.ADMIN_ACTOR)),

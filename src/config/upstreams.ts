@@ -51,6 +51,10 @@ export interface ConfiguredUpstream {
   timeoutMs: number;
   /** Calls one principal may have in flight to this upstream at once (default {@link DEFAULT_CALLS_IN_FLIGHT_PER_USER}). */
   callsInFlightPerUser?: number;
+  /**
+   * What pages and messages call the upstream: the operator's `name:` (or its old spelling
+   * `displayName:`), else its id — never anything the upstream itself sends.
+   */
   displayName: string;
   /**
    * Origins beside its own (and, for `auth: mcp`, its authorization server's) that the upstream may
@@ -106,6 +110,8 @@ const upstreamSchema = z
     url: upstreamUrl,
     provider: z.string().min(1).optional(),
     auth: z.enum(['mcp', 'none']).optional(),
+    name: z.string().min(1).max(60).optional(),
+    /** The old spelling of `name`. */
     displayName: z.string().min(1).max(60).optional(),
     scopes: z
       .union([z.array(scopeName), z.object({ required: z.array(scopeName).default([]), allow: z.array(scopeName).default([]) }).strict()])
@@ -131,6 +137,10 @@ const upstreamSchema = z
   .refine((u) => (u.provider === undefined) !== (u.auth === undefined), {
     message: 'needs exactly one of provider: <id> or auth: mcp|none',
     path: ['auth'],
+  })
+  .refine((u) => u.name === undefined || u.displayName === undefined, {
+    message: 'set name or its old spelling displayName, not both',
+    path: ['name'],
   })
   .refine((u) => u.auth !== 'none' || u.scopes === undefined, {
     message: 'applies only to provider: and auth: mcp upstreams',
@@ -237,7 +247,7 @@ function readUpstreams(list: unknown, providers: KnownProviders, env: NodeJS.Pro
       },
       timeoutMs: u.timeoutMs ?? DEFAULT_TIMEOUT_MS,
       callsInFlightPerUser: u.callsInFlightPerUser ?? DEFAULT_CALLS_IN_FLIGHT_PER_USER,
-      displayName: u.displayName ?? u.id,
+      displayName: u.name ?? u.displayName ?? u.id,
       elicitationOrigins: (u.elicitationOrigins ?? []).map((o) => new URL(o).origin),
     });
   });

@@ -110,30 +110,34 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     exampleEnv.SERVICE_ISSUE_SERVICE_SECRET = secrets.exampleServiceSecret;
   }
 
-  const config = loadConfig({
-    ...env,
-    PORT: port,
-    HOST: host,
-    PUBLIC_URL: publicUrl,
-    DATABASE_PATH: databasePath,
-    OIDC_ISSUER: issuer,
-    OIDC_CLIENT_ID: DEV_PAGES_CLIENT_ID,
-    OIDC_CLIENT_SECRET: secrets.pagesClientSecret,
-    OIDC_CLIENT_AUTH_METHOD: 'client_secret_basic',
-    // The embedded IdP issues the `mcp` scope for the /mcp resource; clients learn it from the metadata.
-    MCP_SCOPES: env.MCP_SCOPES ?? 'mcp',
-    BROKER_SECRET: env.BROKER_SECRET ?? secrets.brokerSecret,
-    TOKEN_ENCRYPTION_KEY: env.TOKEN_ENCRYPTION_KEY ?? secrets.tokenEncryptionKey,
-    ...exampleEnv,
-    ...(realGitHub
-      ? {}
-      : {
-          GITHUB_CLIENT_ID: SANDBOX_GITHUB_CLIENT_ID,
-          GITHUB_CLIENT_SECRET: secrets.sandboxGitHubClientSecret,
-          GITHUB_WEB_URL: sandboxBase,
-          GITHUB_API_URL: `${sandboxBase}/api/v3`,
-        }),
-  });
+  const config = loadConfig(
+    {
+      ...env,
+      PORT: port,
+      HOST: host,
+      PUBLIC_URL: publicUrl,
+      DATABASE_PATH: databasePath,
+      OIDC_ISSUER: issuer,
+      OIDC_CLIENT_ID: DEV_PAGES_CLIENT_ID,
+      OIDC_CLIENT_SECRET: secrets.pagesClientSecret,
+      OIDC_CLIENT_AUTH_METHOD: 'client_secret_basic',
+      // The embedded IdP issues the `mcp` scope for the /mcp resource; clients learn it from the metadata.
+      MCP_SCOPES: env.MCP_SCOPES ?? 'mcp',
+      BROKER_SECRET: env.BROKER_SECRET ?? secrets.brokerSecret,
+      TOKEN_ENCRYPTION_KEY: env.TOKEN_ENCRYPTION_KEY ?? secrets.tokenEncryptionKey,
+      ...exampleEnv,
+      ...(realGitHub
+        ? {}
+        : {
+            GITHUB_CLIENT_ID: SANDBOX_GITHUB_CLIENT_ID,
+            GITHUB_CLIENT_SECRET: secrets.sandboxGitHubClientSecret,
+            GITHUB_WEB_URL: sandboxBase,
+            GITHUB_API_URL: `${sandboxBase}/api/v3`,
+          }),
+    },
+    // Upstreams, their authorization servers and webhook receivers run on this machine in development.
+    { developmentMode: true },
+  );
 
   const running = await startBroker(config, log, {
     sandboxGitHub: !realGitHub,

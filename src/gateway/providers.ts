@@ -4,6 +4,7 @@
 import type { Config } from '../config/env.js';
 import type { Sealer } from '../crypto/index.js';
 import type { Logger } from '../log.js';
+import { EgressRule } from '../net/egress-rule.js';
 import { OAuthProvider } from '../providers/oauth-provider.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
@@ -44,6 +45,7 @@ export function buildProviders(config: Config, deps: ProviderSetDeps): ProviderS
   // An `auth: mcp` upstream is a provider of its own, under the upstream's id (its /connect page, its
   // connections), whose authorization server is discovered from the upstream.
   const mcpAuthProviders: McpAuthProvider[] = [];
+  const egress = EgressRule.from(config.egress);
   for (const upstream of config.upstreams) {
     if (upstream.auth.kind !== 'mcp') continue;
     const { clientId, clientSecret } = upstream.auth;
@@ -57,6 +59,7 @@ export function buildProviders(config: Config, deps: ProviderSetDeps): ProviderS
       sealer: deps.sealer,
       clientName: config.productName,
       timeoutMs: config.providerTimeoutMs,
+      egress,
       log: deps.log,
       ...(clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {}),
     });

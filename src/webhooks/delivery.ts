@@ -4,6 +4,8 @@ import type { Logger } from '../log.js';
 import type { OutboxRow, Store } from '../store/index.js';
 import { webhookSignature } from './signature.js';
 import { backgroundFailure } from '../observability/process-guards.js';
+import { EgressRefused, egressFetch, ResponseTooLarge, type EgressFetch } from '../net/egress-fetch.js';
+import { EgressRule } from '../net/egress-rule.js';
 
 export interface DeliveryOptions {
   /** How often the outbox is looked at besides the nudges after a local commit. */
@@ -22,6 +24,8 @@ export interface DeliveryOptions {
   /** How long settled rows are kept (delivered, failed) before they are deleted. */
   keepDeliveredMs?: number;
   keepFailedMs?: number;
+  /** Where receivers may be (the broker's EGRESS_ALLOW); by default public https addresses only. */
+  egress?: EgressRule;
 }
 
 const DEFAULTS: Required<DeliveryOptions> = {
@@ -34,7 +38,11 @@ const DEFAULTS: Required<DeliveryOptions> = {
   giveUpAfterMs: 24 * 3_600_000,
   keepDeliveredMs: 24 * 3_600_000,
   keepFailedMs: 30 * 24 * 3_600_000,
+  egress: new EgressRule(),
 };
+
+/** The most of a receiver's answer read before it is dropped: only its status matters. */
+const MAX_RECEIVER_ANSWER_BYTES = 64 * 1024;
 
 const PRUNE_EVERY_MS = 10 * 60_000;
 
@@ -51,6 +59,9 @@ export function nextAttemptAt(row: Pick<OutboxRow, 'attempts' | 'created_at'>, n
 /** Why an attempt failed, as a short code fit for a log line and the outbox (never a body or a URL). */
 function failureOf(err: unknown): string {
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return 'timeout';
+  if (err instanceof EgressRefused) return `egress_refused_${err.reason}`;
+  // A long answer is still an answer: the attempt failed on it only because its status was never read.
+  if (err instanceof ResponseTooLarge) return 'answer_too_large';
   const cause = err instanceof Error ? (err.cause as { code?: unknown } | undefined) : undefined;
   return typeof cause?.code === 'string' ? cause.code : 'network_error';
 }
@@ -75,6 +86,7 @@ export class WebhookDelivery {
   #closed = false;
   /** Cuts the attempts in flight at `close`: their rows are released for a retry instead of holding shutdown. */
   readonly #closing = new AbortController();
+  readonly #send: EgressFetch;
 
   constructor(
     private readonly store: Store,
@@ -86,6 +98,7 @@ export class WebhookDelivery {
     // An attempt must end (or be cut) before its claim lapses, or a second instance could send it meanwhile.
     if (this.#options.attemptTimeoutMs >= this.#options.leaseMs) throw new RangeError('the webhook lease must outlast an attempt');
     this.#endpoints = new Map(endpoints.map((e) => [e.id, e]));
+    this.#send = egressFetch(this.#options.egress, { maxBytes: MAX_RECEIVER_ANSWER_BYTES, timeoutMs: this.#options.attemptTimeoutMs });
   }
 
   /** Starts polling (and delivers whatever an earlier run left). Does nothing without endpoints. */
@@ -158,7 +171,8 @@ export class WebhookDelivery {
     let cutByShutdown = false;
     try {
       const timestamp = Math.floor(Date.now() / 1000);
-      const res = await fetch(endpoint.url, {
+      // Under the egress rule: https to a public address unless the operator allowed the receiver's host or network.
+      const res = await this.#send(endpoint.url, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
@@ -168,11 +182,9 @@ export class WebhookDelivery {
           'webhook-signature': webhookSignature(endpoint.secret, row.id, timestamp, row.payload),
         },
         body: row.payload,
-        // A receiver's redirect is a failed attempt: the signed event never goes where the operator did not send it.
-        redirect: 'manual',
+        // A receiver's redirect is a failed attempt (never followed): the signed event never goes where the operator did not send it.
         signal: AbortSignal.any([AbortSignal.timeout(this.#options.attemptTimeoutMs), this.#closing.signal]),
       });
-      await res.body?.cancel().catch(() => undefined);
       if (res.status < 200 || res.status > 299) failure = `http_${res.status}`;
     } catch (err) {
       cutByShutdown = this.#closing.signal.aborted;

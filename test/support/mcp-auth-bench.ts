@@ -19,6 +19,7 @@ import { openSqliteStore, type Store } from '../../src/store/index.js';
 import { Browser, formSubmission, type Page } from './browser.js';
 import type { ProtectedUpstream, UpstreamOptions } from './mcp-auth-upstream.js';
 import { startProtectedUpstream } from './mcp-auth-upstream.js';
+import { LOOPBACK_EGRESS } from './egress.js';
 
 const quiet = createLogger('error');
 
@@ -52,6 +53,7 @@ export function providerBench(): ProviderBench {
         store: stores[0] ?? bench.store(),
         sealer,
         timeoutMs: 3_000,
+        egress: LOOPBACK_EGRESS,
         log: quiet,
         ...extra,
       });

@@ -11,6 +11,7 @@ import type { Browser, Page } from './browser.js';
 import { eventually } from './eventually.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
 import { freePort, startIdp, type IdpClient, type StartedIdp } from './idp.js';
+import { LOOPBACK_EGRESS_ALLOW } from './egress.js';
 
 export const BROKER_CLIENT = { id: 'connect-broker', secret: 'broker-client-secret-for-tests' };
 
@@ -91,6 +92,9 @@ export function testBrokerEnv(o: {
     MCP_RATE_LIMIT_PER_MINUTE: '0',
     // Most tests link the stand-in's octocat to many users; test/providers checks the default (refuse).
     SHARED_ACCOUNT_POLICY: 'allow',
+    // Upstreams, their authorization servers and webhook receivers all listen on loopback here;
+    // test/gateway-mcp-auth-egress and test/egress check the rule without it.
+    EGRESS_ALLOW: LOOPBACK_EGRESS_ALLOW,
   };
 }
 

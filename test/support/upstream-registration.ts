@@ -8,6 +8,7 @@ import { becomeClient, type UpstreamClient } from '../../src/gateway/mcp-auth/re
 import { createLogger } from '../../src/log.js';
 import { openStore } from '../../src/store/index.js';
 import type { ProtectedUpstream } from './mcp-auth-upstream.js';
+import { LOOPBACK_EGRESS } from './egress.js';
 
 /**
  * Becomes `upstream`'s client as the broker does for its `tracker` upstream: the registration stored
@@ -17,7 +18,7 @@ export async function upstreamRegistration(env: Record<string, string>, upstream
   const config = loadConfig(env);
   const store = await openStore(config.database);
   try {
-    const auth = await discoverUpstreamAuthorization(new URL(upstream.url), { name: 'Tracker', timeoutMs: 5_000 });
+    const auth = await discoverUpstreamAuthorization(new URL(upstream.url), { name: 'Tracker', timeoutMs: 5_000, egress: LOOPBACK_EGRESS });
     return await becomeClient(auth, {
       name: 'Tracker',
       variablePrefix: 'TRACKER',
@@ -27,6 +28,7 @@ export async function upstreamRegistration(env: Record<string, string>, upstream
       store,
       sealer: new Sealer(config.tokenKeys),
       timeoutMs: 5_000,
+      egress: LOOPBACK_EGRESS,
       log: createLogger('error'),
     });
   } finally {

@@ -1,5 +1,8 @@
-import { readBounded } from '../../http/bounded-read.js';
 import type * as oidc from 'openid-client';
+import { egressFetch, type EgressRequestInit } from '../../net/egress-fetch.js';
+import type { EgressRule } from '../../net/egress-rule.js';
+
+export { ResponseTooLarge } from '../../net/egress-fetch.js';
 
 /**
  * The largest answer the broker reads from an upstream's authorization server (metadata, JWKS,
@@ -8,27 +11,22 @@ import type * as oidc from 'openid-client';
  */
 export const MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES = 256 * 1024;
 
-/** Thrown (through openid-client) when an authorization server's answer is over the bound. */
-export class ResponseTooLarge extends Error {
-  override name = 'ResponseTooLarge';
-}
-
 /**
- * openid-client's `customFetch` for `auth: mcp` authorization servers: the same request, with its
- * body read into memory only up to {@link MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES} (openid-client
- * itself would read any length until its timeout).
+ * openid-client's `customFetch` for an `auth: mcp` upstream's authorization server: every request
+ * (metadata, registration, token, revocation, JWKS) under the egress rule — https, a public
+ * address unless the operator allowed it, no redirect followed — with its answer read only up to
+ * {@link MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES} (openid-client itself would read any length until its timeout).
  */
-export async function boundedFetch(url: string, init: oidc.CustomFetchOptions): Promise<Response> {
-  const response = await fetch(url, init as RequestInit);
-  const tooLarge = () => new ResponseTooLarge(`the authorization server's answer is over ${MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES} bytes`);
-  if (Number(response.headers.get('content-length')) > MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES) {
-    await response.body?.cancel().catch(() => undefined);
-    throw tooLarge();
-  }
-  if (!response.body) return response;
-  const body = await readBounded(response, MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES);
-  if (!body) throw tooLarge();
-  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+export function authorizationServerFetch(
+  rule: EgressRule,
+  timeoutMs: number,
+): (url: string, init: oidc.CustomFetchOptions) => Promise<Response> {
+  const send = egressFetch(rule, { maxBytes: MAX_AUTHORIZATION_SERVER_RESPONSE_BYTES, timeoutMs });
+  return (url, init) => {
+    // openid-client sends strings and form bodies; a stream would be ours to buffer, so none is accepted.
+    if (init.body instanceof ReadableStream) return Promise.reject(new TypeError('a streamed request body is not supported'));
+    return send(url, init as EgressRequestInit);
+  };
 }
 
 /** An error as a log detail, with the cause openid-client wraps ours in ("something went wrong" alone says nothing). */

@@ -4,7 +4,9 @@ import { fetchWithTimeout } from '../../providers/http.js';
 import { ProviderError } from '../../providers/provider.js';
 import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
 import { readBounded } from '../../http/bounded-read.js';
-import { boundedFetch, errorDetail } from './bounded-fetch.js';
+import { egressFetch, egressRefusalIn, ResponseTooLarge } from '../../net/egress-fetch.js';
+import type { EgressRule } from '../../net/egress-rule.js';
+import { authorizationServerFetch, errorDetail } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -78,13 +80,16 @@ function wellKnownMetadataUrls(resource: URL): string[] {
  * its 401 challenge (RFC 9728 §5.1), its protected resource metadata (whose `resource` must be the
  * upstream URL, §3.3), then the authorization server it names first (RFC 8414 with path insertion,
  * else OpenID discovery; its `issuer` must be that URL). Only the upstream URL and what these
- * documents name are fetched, each only if https (or loopback http), each within `timeoutMs`.
+ * documents name are fetched, each only if https (or loopback http), each within `timeoutMs`, and
+ * every one but the configured URL itself under the `egress` rule (its origin is the operator's own choice, so
+ * it stays reachable whatever its address).
  */
 export async function discoverUpstreamAuthorization(
   upstreamUrl: URL,
-  opts: { name: string; timeoutMs: number },
+  opts: { name: string; timeoutMs: number; egress: EgressRule },
 ): Promise<UpstreamAuthorization> {
   const { name, timeoutMs } = opts;
+  const egress = opts.egress.withOrigin(upstreamUrl.origin);
   const resource = upstreamUrl.href;
   // Plain http (loopback) only where the configured upstream is itself plain http on loopback.
   const allowed = (value: unknown): value is string => isAllowedUrl(value, { plainHttp: upstreamUrl.protocol === 'http:' });
@@ -113,13 +118,14 @@ export async function discoverUpstreamAuthorization(
     candidates = wellKnownMetadataUrls(upstreamUrl);
   }
   let prm: Record<string, unknown> | undefined;
+  const fetchMetadata = egressFetch(egress, { maxBytes: MAX_METADATA_BYTES, timeoutMs });
   for (const url of candidates) {
-    const response = await fetchWithTimeout(
-      url,
-      { headers: { accept: 'application/json', 'user-agent': 'mcp-connect-broker' } },
-      timeoutMs,
-      name,
-    );
+    let response: Response;
+    try {
+      response = await fetchMetadata(url, { headers: { accept: 'application/json', 'user-agent': 'mcp-connect-broker' } });
+    } catch (err) {
+      throw fetchFailure(err, name, 'protected resource metadata');
+    }
     if (response.status === 200) {
       prm = await readMetadata(response, name);
       break;
@@ -134,19 +140,15 @@ export async function discoverUpstreamAuthorization(
       M.noAuthorization(name),
       `no resource_metadata challenge (HTTP ${probe.status}) and no well-known metadata`,
     );
+  // What the document says is never repeated: a page shows the operator's words, not the upstream's.
   if (typeof prm.resource !== 'string' || !sameUrl(prm.resource, resource))
-    throw new ProviderError(
-      'misconfigured',
-      M.wrongResource(name, String(prm.resource ?? 'nothing'), resource),
-      'RFC 9728 §3.3 resource mismatch',
-    );
+    throw new ProviderError('misconfigured', M.wrongResource(name, resource), 'RFC 9728 §3.3 resource mismatch');
   const issuer = strings(prm.authorization_servers)[0];
   if (!issuer) throw new ProviderError('misconfigured', M.noAuthorizationServer(name));
   if (!allowed(issuer)) throw new ProviderError('misconfigured', M.insecureUrl(name, 'authorization server'));
 
-  const { server, algorithm } = await authorizationServerMetadata(new URL(issuer), name, timeoutMs);
-  if (!sameUrl(server.issuer, issuer))
-    throw new ProviderError('misconfigured', M.wrongIssuer(name, server.issuer, issuer), 'RFC 8414 §3.3 issuer mismatch');
+  const { server, algorithm } = await authorizationServerMetadata(new URL(issuer), name, timeoutMs, egress);
+  if (!sameUrl(server.issuer, issuer)) throw new ProviderError('misconfigured', M.wrongIssuer(name), 'RFC 8414 §3.3 issuer mismatch');
   for (const field of [
     'authorization_endpoint',
     'token_endpoint',
@@ -170,6 +172,7 @@ async function authorizationServerMetadata(
   issuer: URL,
   name: string,
   timeoutMs: number,
+  egress: EgressRule,
 ): Promise<{ server: oidc.ServerMetadata; algorithm: 'oauth2' | 'oidc' }> {
   const timeout = Math.max(1, Math.ceil(timeoutMs / 1000));
   const execute = isLoopbackHttp(issuer.href) ? [oidc.allowInsecureRequests] : [];
@@ -181,18 +184,30 @@ async function authorizationServerMetadata(
         algorithm,
         timeout,
         execute,
-        [oidc.customFetch]: boundedFetch,
+        [oidc.customFetch]: authorizationServerFetch(egress, timeoutMs),
       });
       return { server: config.serverMetadata(), algorithm };
     } catch (err) {
+      if (egressRefusalIn(err)) throw fetchFailure(err, name, 'authorization server metadata');
       first ??= err;
       // An issuer mismatch is an answer, not an absence: never fall back past it.
       if (err instanceof oidc.ClientError && err.code === 'OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED') {
-        const said = (err.cause as { body?: { issuer?: unknown } } | undefined)?.body?.issuer;
-        throw new ProviderError('misconfigured', M.wrongIssuer(name, String(said ?? 'another issuer'), issuer.href), err.message);
+        throw new ProviderError('misconfigured', M.wrongIssuer(name), err.message);
       }
     }
   }
   const detail = errorDetail(first);
   throw new ProviderError('unavailable', M.unreachable(name), `authorization server metadata: ${detail}`);
+}
+
+/**
+ * A fetch of something a document named that did not happen: refused by the egress rule
+ * (`misconfigured`, the log detail says why) or unreachable. The message names the upstream only.
+ */
+export function fetchFailure(err: unknown, name: string, what: string): ProviderError {
+  const refused = egressRefusalIn(err);
+  if (refused) return new ProviderError('misconfigured', M.refusedAddress(name), `${what}: ${refused.message}`);
+  if (err instanceof ProviderError) return err;
+  if (err instanceof ResponseTooLarge) return new ProviderError('unavailable', M.garbled(name), `${what} ${err.message}`);
+  return new ProviderError('unavailable', M.unreachable(name), `${what}: ${errorDetail(err)}`);
 }

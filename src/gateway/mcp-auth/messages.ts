@@ -3,14 +3,16 @@ export const M = {
   unreachable: (name: string) => `${name} cannot be reached right now. Please try again in a moment.`,
   noAuthorization: (name: string) =>
     `${name} did not say where to sign in: it answered without a resource_metadata challenge and publishes no OAuth protected resource metadata. Tell the operator.`,
-  wrongResource: (name: string, said: string, expected: string) =>
-    `${name} is not set up correctly: its protected resource metadata is for ${said}, not for ${expected}. Nothing was sent to it. Tell the operator.`,
+  wrongResource: (name: string, expected: string) =>
+    `${name} is not set up correctly: its protected resource metadata is not for ${expected}. Nothing was sent to it. Tell the operator.`,
+  refusedAddress: (name: string) =>
+    `${name} is not set up correctly: it sends this service to an address it does not connect to (not https, not public, or a redirect). Nothing was sent there. Tell the operator.`,
   noAuthorizationServer: (name: string) =>
     `${name} is not set up correctly: its protected resource metadata names no authorization server. Tell the operator.`,
   insecureUrl: (name: string, what: string) =>
     `${name} is not set up correctly: its ${what} is not an https URL (plain http is allowed only on this machine, for an upstream itself served over plain http there). Nothing was sent there. Tell the operator.`,
-  wrongIssuer: (name: string, said: string, expected: string) =>
-    `${name} is not set up correctly: its authorization server calls itself ${said}, not ${expected}. Nothing was sent to it. Tell the operator.`,
+  wrongIssuer: (name: string) =>
+    `${name} is not set up correctly: its authorization server's metadata names another issuer. Nothing was sent to it. Tell the operator.`,
   noPkce: (name: string) =>
     `${name}'s authorization server does not support PKCE with S256, which this service requires. Tell the operator.`,
   noMetadata: (name: string) => `${name}'s authorization server publishes no OAuth authorization server metadata. Tell the operator.`,
@@ -27,6 +29,6 @@ export const M = {
   garbled: (name: string) => `${name} did not answer properly (it may be down). Please try again in a moment.`,
   noAccountId: (name: string) => `${name} sent an account id with control or invisible characters. This account cannot be linked.`,
   revokeUnconfirmed: (name: string) => `${name} did not confirm the revocation.`,
-  /** The login shown for an account the authorization server does not name (no OpenID Connect). */
-  anonymousLogin: (host: string) => `account at ${host}`,
+  /** The login shown for an account the authorization server does not name (no OpenID Connect): the upstream's configured name, never the server's words. */
+  anonymousLogin: (name: string) => `account at ${name}`,
 };

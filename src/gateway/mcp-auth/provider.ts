@@ -4,8 +4,10 @@ import { displayText, hasInvisibleCharacters } from '../../http/display-text.js'
 import type { Logger } from '../../log.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../../providers/provider.js';
 import type { Store } from '../../store/index.js';
-import { boundedFetch, errorDetail } from './bounded-fetch.js';
-import { discoverUpstreamAuthorization, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
+import type { EgressRule } from '../../net/egress-rule.js';
+import { authorizationServerFetch, errorDetail } from './bounded-fetch.js';
+import { egressRefusalIn } from '../../net/egress-fetch.js';
+import { discoverUpstreamAuthorization, fetchFailure, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
 
@@ -27,6 +29,8 @@ export interface McpAuthProviderOptions {
   /** The name the broker registers under (its PRODUCT_NAME). */
   clientName?: string;
   timeoutMs: number;
+  /** Where what the upstream's documents name may be fetched (the upstream's own origin is added to it). */
+  egress: EgressRule;
   log: Logger;
   /** Refresh this long before an access token expires (default 60 s). */
   refreshSkewMs?: number;
@@ -86,6 +90,8 @@ export class McpAuthProvider implements Provider {
   readonly documentUrl: string | undefined;
   readonly redirectUri: string;
   readonly #options: McpAuthProviderOptions;
+  /** The operator's egress rule, and the upstream's own origin (its URL is configuration). */
+  readonly #egress: EgressRule;
   #discovery: Promise<UpstreamAuthorization> | undefined;
   #discovered: UpstreamAuthorization | undefined;
   #setup: Promise<Setup> | undefined;
@@ -94,6 +100,7 @@ export class McpAuthProvider implements Provider {
     this.#options = options;
     this.id = options.id;
     this.upstreamUrl = new URL(options.upstreamUrl);
+    this.#egress = options.egress.withOrigin(this.upstreamUrl.origin);
     this.refreshSkewMs = options.refreshSkewMs ?? 60_000;
     this.displayName = options.displayName ?? options.id;
     this.redirectUri = new URL(`/connect/${options.id}/callback`, options.publicUrl).href;
@@ -137,6 +144,7 @@ export class McpAuthProvider implements Provider {
     this.#discovery ??= discoverUpstreamAuthorization(this.upstreamUrl, {
       name: this.displayName,
       timeoutMs: this.#options.timeoutMs,
+      egress: this.#options.egress,
     }).then(
       (d) => (this.#discovered = d),
       (err: unknown) => {
@@ -162,6 +170,7 @@ export class McpAuthProvider implements Provider {
       store: o.store,
       sealer: o.sealer,
       timeoutMs: o.timeoutMs,
+      egress: this.#egress,
       log: o.log,
     };
   }
@@ -192,8 +201,8 @@ export class McpAuthProvider implements Provider {
       )
         oidc.allowInsecureRequests(config);
       config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
-      // Token, revocation and JWKS answers are read only up to a bound, like the metadata.
-      config[oidc.customFetch] = boundedFetch;
+      // Token, revocation and JWKS requests go under the egress rule, their answers read only up to a bound.
+      config[oidc.customFetch] = authorizationServerFetch(this.#egress, this.#options.timeoutMs);
       const listed = strings(server.scopes_supported);
       const openid = listed.includes('openid');
       const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
@@ -320,11 +329,10 @@ export class McpAuthProvider implements Provider {
    * Who the tokens belong to: the ID token's `sub` (verified by openid-client: issuer, audience,
    * expiry) when the server speaks OpenID Connect, else what the token response itself names. An
    * access token's own claims are never read: the broker is not its audience and cannot verify it.
-   * With neither, the account is "account at <host>", marked unverified: the different-account
+   * With neither, the account is "account at <upstream name>", marked unverified: the different-account
    * and shared-account checks cannot apply to it.
    */
   #account(setup: Setup, response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): ProviderAccount {
-    const host = new URL(setup.auth.server.issuer).host;
     let id: unknown;
     let login: unknown;
     if (setup.openid) {
@@ -333,7 +341,7 @@ export class McpAuthProvider implements Provider {
       login = claims?.preferred_username ?? claims?.email ?? claims?.name;
     } else {
       const named = ['sub', 'user_id', 'username'].map((k) => response[k]).find((v) => typeof v === 'string' && v !== '');
-      if (named === undefined) return { id: setup.auth.server.issuer, login: M.anonymousLogin(host), unverified: true };
+      if (named === undefined) return { id: setup.auth.server.issuer, login: M.anonymousLogin(this.displayName), unverified: true };
       id = named;
     }
     if (typeof id !== 'string' || id === '') throw new ProviderError('unavailable', M.garbled(this.displayName), 'no sub in the ID token');
@@ -345,6 +353,7 @@ export class McpAuthProvider implements Provider {
   async #grantError(err: unknown, grant: 'code' | 'refresh', setup: Setup): Promise<ProviderError> {
     const name = this.displayName;
     if (err instanceof ProviderError) return err;
+    if (egressRefusalIn(err)) return fetchFailure(err, name, grant);
     const oauth = oauthError(err);
     if (oauth) {
       const detail = `${oauth.error}: ${oauth.description ?? ''}`;

@@ -3,7 +3,10 @@ import { SealError, type Sealer } from '../../crypto/index.js';
 import type { Logger } from '../../log.js';
 import { ProviderError } from '../../providers/provider.js';
 import type { Store, UpstreamClientRow } from '../../store/index.js';
-import { boundedFetch } from './bounded-fetch.js';
+import type { EgressRule } from '../../net/egress-rule.js';
+import { authorizationServerFetch } from './bounded-fetch.js';
+import { fetchFailure } from './discovery.js';
+import { egressRefusalIn } from '../../net/egress-fetch.js';
 import { isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 
@@ -31,6 +34,8 @@ export interface RegistrationContext {
   store: Store;
   sealer: Sealer;
   timeoutMs: number;
+  /** Where the registration endpoint may be: the operator's egress rule and the upstream's origin. */
+  egress: EgressRule;
   log: Logger;
 }
 
@@ -107,11 +112,12 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
         algorithm: auth.algorithm,
         timeout: Math.max(1, Math.ceil(ctx.timeoutMs / 1000)),
         execute: isLoopbackHttp(issuer) ? [oidc.allowInsecureRequests] : [],
-        [oidc.customFetch]: boundedFetch,
+        [oidc.customFetch]: authorizationServerFetch(ctx.egress, ctx.timeoutMs),
       },
     );
     response = config.clientMetadata();
   } catch (err) {
+    if (egressRefusalIn(err)) throw fetchFailure(err, ctx.name, 'registration');
     const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     const refused = err instanceof oidc.ResponseBodyError;
     throw new ProviderError(
