@@ -152,6 +152,8 @@ describe('auth: mcp upstreams through the connect flow', () => {
       const registered = JSON.parse(registrations[0]!.raw) as Record<string, unknown>;
       assert.deepEqual(registered.redirect_uris, [`${w.stack.publicUrl}/connect/tracker/callback`]);
       assert.deepEqual(registered.grant_types, ['authorization_code', 'refresh_token']);
+      // The scopes the authorization request asks for are the ones registered (an AS may refuse any other).
+      assert.deepEqual(String(registered.scope).split(' ').sort(), (q.get('scope') ?? '').split(' ').sort());
       const stored = await w.stack.broker.broker.store.upstreamClients.find(
         w.upstream.issuer,
         `${w.stack.publicUrl}/connect/tracker/callback`,

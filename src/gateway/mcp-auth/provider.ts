@@ -150,10 +150,11 @@ export class McpAuthProvider implements Provider {
     return this.#discovery;
   }
 
-  #registration(): RegistrationContext {
+  #registration(scopes: string[] = []): RegistrationContext {
     const o = this.#options;
     return {
       name: this.displayName,
+      scopes,
       variablePrefix: variablePrefix(o.id),
       redirectUri: this.redirectUri,
       documentUrl: this.documentUrl,
@@ -169,8 +170,10 @@ export class McpAuthProvider implements Provider {
   #ready(): Promise<Setup> {
     this.#setup ??= (async () => {
       const auth = await this.#discover();
-      const client = await becomeClient(auth, this.#registration());
       const { server } = auth;
+      const extraScopes = identityScopes(server);
+      // Registered with the scopes it will ask for: an AS that checks them (the Python SDK's) refuses any other.
+      const client = await becomeClient(auth, this.#registration([...new Set([...this.defaultScopes, ...extraScopes])]));
       const secret = client.clientSecret ?? '';
       const clientAuth =
         client.authMethod === 'client_secret_basic'
@@ -194,14 +197,7 @@ export class McpAuthProvider implements Provider {
       config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
       // Token, revocation and JWKS answers are read only up to a bound, like the metadata.
       config[oidc.customFetch] = boundedFetch;
-      const listed = strings(server.scopes_supported);
-      const openid = listed.includes('openid');
-      const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
-      const extraScopes = [
-        ...(openid ? ['openid'] : []),
-        ...(openid && listed.includes('profile') ? ['profile'] : []),
-        ...(refreshes && listed.includes('offline_access') ? ['offline_access'] : []),
-      ];
+      const openid = strings(server.scopes_supported).includes('openid');
       this.#options.log.info('upstream_client_ready', { upstream: this.id, issuer: server.issuer, via: client.via, openid });
       return { auth, client, config, openid, extraScopes };
     })().catch((err: unknown) => {
@@ -385,6 +381,18 @@ function describe(err: unknown): { code?: string; detail: string } {
 
 function asProviderError(err: unknown, name: string): ProviderError {
   return err instanceof ProviderError ? err : new ProviderError('unavailable', M.unreachable(name), describe(err).detail);
+}
+
+/** The identity and refresh scopes `server` lists, added to every authorization request. */
+function identityScopes(server: oidc.ServerMetadata): string[] {
+  const listed = strings(server.scopes_supported);
+  const openid = listed.includes('openid');
+  const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
+  return [
+    ...(openid ? ['openid'] : []),
+    ...(openid && listed.includes('profile') ? ['profile'] : []),
+    ...(refreshes && listed.includes('offline_access') ? ['offline_access'] : []),
+  ];
 }
 
 export function createMcpAuthProvider(options: McpAuthProviderOptions): McpAuthProvider {
