@@ -245,6 +245,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const pending = await loadPending(flow);
     const codeVerifier = await unsealVerifier(flow, pending, provider);
     const principal = await requireSamePrincipal(res, pending, provider);
+    provider.authorizationReturned?.();
     if (await handleProviderError(req, res, pending, provider)) return;
     const { existing, account, tokens, outcome } = await exchangeCode(req, { provider, pending, principal, state: state!, codeVerifier });
     refuseAccountChange(outcome, { provider, pending, existing, account, tokens });

@@ -358,6 +358,8 @@ export interface UpstreamClientRepository {
   find(issuer: string, clientKey: string): Promise<UpstreamClientRow | undefined>;
   /** Forgets a registration the server no longer knows, only if it is still `clientId` (a newer one stays). */
   delete(issuer: string, clientKey: string, clientId: string): Promise<boolean>;
+  /** Forgets every registration made for `clientKey` (one upstream's callback), at any issuer; how many went. */
+  deleteForClientKey(clientKey: string): Promise<number>;
   /**
    * For key rotation: the next `limit` registrations with a sealed secret under any key but `keyId`
    * (or under none), in byte order of (issuer, client_key) after the cursor `after` (undefined = from

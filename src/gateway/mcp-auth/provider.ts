@@ -8,6 +8,7 @@ import { boundedFetch, errorDetail } from './bounded-fetch.js';
 import { discoverUpstreamAuthorization, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
+import { RegistrationWatch, type LostRegistrationRule } from './registration-watch.js';
 
 export interface McpAuthProviderOptions {
   /** The upstream's id: the provider id, the `/connect/<id>` path and the `<ID>_CLIENT_ID` prefix. */
@@ -30,6 +31,10 @@ export interface McpAuthProviderOptions {
   log: Logger;
   /** Refresh this long before an access token expires (default 60 s). */
   refreshSkewMs?: number;
+  /** When a dynamic registration's flows that never came back mean the server lost it (default: 2 flows, 60 s each). */
+  lostRegistration?: LostRegistrationRule;
+  /** The clock of that rule (tests). */
+  now?: () => number;
 }
 
 /** Scopes the broker adds for itself (who the account is, refresh tokens): not the upstream's, never shown as its. */
@@ -63,6 +68,11 @@ export function preRegisteredClient(
   return clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {};
 }
 
+/** The broker's callback for upstream `id`: the redirect URI it registers, and the key its registrations are kept under. */
+export function upstreamCallback(config: { publicUrl: URL }, id: string): string {
+  return new URL(`/connect/${id}/callback`, config.publicUrl).href;
+}
+
 /** The path of the client ID metadata document the broker serves for an upstream. */
 export function clientDocumentPath(id: string): string {
   return `/oauth/clients/${encodeURIComponent(id)}.json`;
@@ -89,14 +99,18 @@ export class McpAuthProvider implements Provider {
   #discovery: Promise<UpstreamAuthorization> | undefined;
   #discovered: UpstreamAuthorization | undefined;
   #setup: Promise<Setup> | undefined;
+  /** What #setup resolved to, so it can be dropped at once when it turns out stale. */
+  #resolved: Setup | undefined;
+  readonly #watch: RegistrationWatch;
 
   constructor(options: McpAuthProviderOptions) {
     this.#options = options;
+    this.#watch = new RegistrationWatch(options.lostRegistration, options.now);
     this.id = options.id;
     this.upstreamUrl = new URL(options.upstreamUrl);
     this.refreshSkewMs = options.refreshSkewMs ?? 60_000;
     this.displayName = options.displayName ?? options.id;
-    this.redirectUri = new URL(`/connect/${options.id}/callback`, options.publicUrl).href;
+    this.redirectUri = upstreamCallback(options, options.id);
     this.documentUrl =
       options.publicUrl.protocol === 'https:' ? new URL(clientDocumentPath(options.id), options.publicUrl).href : undefined;
   }
@@ -199,7 +213,7 @@ export class McpAuthProvider implements Provider {
       config[oidc.customFetch] = boundedFetch;
       const openid = strings(server.scopes_supported).includes('openid');
       this.#options.log.info('upstream_client_ready', { upstream: this.id, issuer: server.issuer, via: client.via, openid });
-      return { auth, client, config, openid, extraScopes };
+      return (this.#resolved = { auth, client, config, openid, extraScopes });
     })().catch((err: unknown) => {
       this.#setup = undefined;
       throw asProviderError(err, this.displayName);
@@ -223,8 +237,42 @@ export class McpAuthProvider implements Provider {
     return [...new Set([...granted, ...asked])];
   }
 
+  authorizationReturned(): void {
+    this.#watch.returned();
+  }
+
+  /**
+   * The setup to start a flow with. A dynamic registration must still be the stored one (an
+   * operator's `upstreams reset-registration`, or another instance, may have forgotten it), and
+   * must not look lost: flows started with it that never came back (see RegistrationWatch).
+   */
+  async #setupForNewFlow(): Promise<Setup> {
+    let setup = await this.#ready();
+    if (setup.client.via !== 'dynamic-registration') return setup;
+    const stored = await this.#options.store.upstreamClients.find(setup.auth.server.issuer, this.redirectUri);
+    if (stored?.client_id !== setup.client.clientId) {
+      this.#forgetSetup(setup);
+      setup = await this.#ready();
+    }
+    if (setup.client.via === 'dynamic-registration' && this.#watch.started(setup.client.clientId)) {
+      this.#options.log.warn('upstream_client_lost', { upstream: this.id, issuer: setup.auth.server.issuer });
+      await forgetRegistration(setup.auth, this.#registration(), setup.client.clientId);
+      this.#forgetSetup(setup);
+      setup = await this.#ready();
+      if (setup.client.via === 'dynamic-registration') this.#watch.started(setup.client.clientId);
+    }
+    return setup;
+  }
+
+  /** Drops the cached setup if it is still `setup` (a concurrent caller may have replaced it already). */
+  #forgetSetup(setup: Setup): void {
+    if (this.#resolved !== setup) return;
+    this.#setup = undefined;
+    this.#resolved = undefined;
+  }
+
   async buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
-    const setup = await this.#ready();
+    const setup = await this.#setupForNewFlow();
     const scopes = params.scopes.length ? params.scopes : this.defaultScopes;
     const scope = [...new Set([...scopes, ...setup.extraScopes])].join(' ');
     return oidc.buildAuthorizationUrl(setup.config, {
