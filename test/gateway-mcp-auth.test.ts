@@ -165,6 +165,8 @@ describe('auth: mcp upstreams through the connect flow', () => {
       const codeExchange = w.upstream.asRequests.find((r) => r.path === '/token' && r.body.get('grant_type') === 'authorization_code');
       assert.equal(codeExchange?.body.get('resource'), w.upstream.url);
       assert.ok(codeExchange?.body.get('code_verifier'));
+      // Basic authentication, and the client_id in the body as well (the Python SDK's AS looks the client up there).
+      assert.equal(codeExchange?.body.get('client_id'), stored.client_id);
 
       // The connection: the account from the AS's ID token, shown on /connections.
       assert.deepEqual(connectionRows(w.stack.broker.broker.store), [

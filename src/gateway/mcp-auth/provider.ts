@@ -191,7 +191,7 @@ export class McpAuthProvider implements Provider {
       const secret = client.clientSecret ?? '';
       const clientAuth =
         client.authMethod === 'client_secret_basic'
-          ? oidc.ClientSecretBasic(secret)
+          ? basicWithClientId(secret)
           : client.authMethod === 'client_secret_post'
             ? oidc.ClientSecretPost(secret)
             : oidc.None();
@@ -429,6 +429,20 @@ function describe(err: unknown): { code?: string; detail: string } {
 
 function asProviderError(err: unknown, name: string): ProviderError {
   return err instanceof ProviderError ? err : new ProviderError('unavailable', M.unreachable(name), describe(err).detail);
+}
+
+/**
+ * client_secret_basic, with the client_id in the body as well: the Python SDK's authorization
+ * server (FastMCP's) looks the client up by the body's client_id before reading the header, and
+ * refuses a request without it. RFC 6749 §2.3.1 does not forbid sending it, and servers that do
+ * not need it compare it with the header's.
+ */
+function basicWithClientId(secret: string): oidc.ClientAuth {
+  const basic = oidc.ClientSecretBasic(secret);
+  return (as, client, body, headers) => {
+    basic(as, client, body, headers);
+    body.set('client_id', client.client_id);
+  };
 }
 
 /** The identity and refresh scopes `server` lists, added to every authorization request. */
