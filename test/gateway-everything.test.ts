@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { eventually } from './support/eventually.js';
+import { startEverything, type EverythingServer } from './support/everything.js';
 import { comparable, providersFile } from './support/gateway.js';
-import { freePort } from './support/idp.js';
 import { legacyClient, modernClient, resultText } from './support/mcp.js';
 import { startStack, type Stack } from './support/stack.js';
 
@@ -26,24 +25,15 @@ const CALLS: Array<[string, Record<string, unknown>]> = [
 ];
 
 describe('gateway: @modelcontextprotocol/server-everything (2025-11-25, Streamable HTTP) as an auth: none upstream', () => {
-  let child: ChildProcess;
+  let everything: EverythingServer;
   let url: string;
   let stack: Stack;
   let file: { path: string; remove(): void };
   let direct: Client;
 
   before(async () => {
-    const port = await freePort();
-    url = `http://127.0.0.1:${port}/mcp`;
-    child = spawn(process.execPath, ['node_modules/@modelcontextprotocol/server-everything/dist/index.js', 'streamableHttp'], {
-      env: { PATH: process.env.PATH ?? '', PORT: String(port) },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let output = '';
-    child.stderr!.on('data', (d) => (output += d));
-    await eventually('server-everything listening', () => output.includes(`listening on port ${port}`), {
-      timeoutMs: 15_000,
-    });
+    everything = await startEverything();
+    url = everything.url;
     file = providersFile({ upstreams: [{ id: 'everything', url, auth: 'none' }] });
     stack = await startStack({ env: { PROVIDERS_FILE: file.path } });
     // Declaring what the broker declares to a 2025-11-25 upstream (elicitation, always declined):
@@ -56,7 +46,7 @@ describe('gateway: @modelcontextprotocol/server-everything (2025-11-25, Streamab
     await direct?.close();
     await stack?.close();
     file?.remove();
-    child?.kill();
+    await everything?.close();
   });
 
   it('lists its tools through the broker, prefixed, each definition as the server lists it', async () => {
@@ -95,6 +85,8 @@ describe('gateway: @modelcontextprotocol/server-everything (2025-11-25, Streamab
       try {
         for (const [name, args] of CALLS) {
           const expected = await direct.callTool({ name, arguments: args });
+          // Its resources carry the time of day they were made: let the clock tick past a second, every time.
+          if (name === 'get-resource-reference') await sleep(1100);
           const got = await client.callTool({ name: `everything_${name}`, arguments: args });
           assert.deepEqual(sessionless(got), sessionless(expected), `${name} (${client.getProtocolEra()} client)`);
         }
@@ -106,17 +98,10 @@ describe('gateway: @modelcontextprotocol/server-everything (2025-11-25, Streamab
 
 describe('gateway: server-everything asking for input mid-call', () => {
   it('is answered by the broker with decline, and the client gets a clear tool error naming the upstream', async () => {
-    const port = await freePort();
-    const child = spawn(process.execPath, ['node_modules/@modelcontextprotocol/server-everything/dist/index.js', 'streamableHttp'], {
-      env: { PATH: process.env.PATH ?? '', PORT: String(port) },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let output = '';
-    child.stderr!.on('data', (d) => (output += d));
-    const file = providersFile({ upstreams: [{ id: 'everything', url: `http://127.0.0.1:${port}/mcp`, auth: 'none' }] });
+    const everything = await startEverything();
+    const file = providersFile({ upstreams: [{ id: 'everything', url: everything.url, auth: 'none' }] });
     let stack: Stack | undefined;
     try {
-      await eventually('server-everything listening', () => output.includes(`listening on port ${port}`), { timeoutMs: 15_000 });
       stack = await startStack({ env: { PROVIDERS_FILE: file.path } });
       const client = await modernClient({ url: stack.mcpUrl, token: await stack.token('ev-ask') });
       try {
@@ -129,13 +114,33 @@ describe('gateway: server-everything asking for input mid-call', () => {
     } finally {
       await stack?.close();
       file.remove();
-      child.kill();
+      await everything.close();
     }
   });
 });
 
-/** The result compared: protocol `_meta` aside, and the upstream session id that the two toggles name (each path has its own session). */
+/**
+ * The result compared: protocol `_meta` aside, the upstream session id that the two toggles name
+ * (each path has its own session), and the time of day server-everything writes into the resources
+ * it makes on each call ("… created at 7:41:02 AM", in text and in base64 blobs): the direct call and
+ * the one through the broker are made one after the other, so a second can tick between them.
+ */
 function sessionless(result: unknown): unknown {
   const text = JSON.stringify(comparable(result as Record<string, unknown>));
-  return JSON.parse(text.replace(/session [0-9a-f-]{36}/g, 'session <id>'));
+  return untimed(JSON.parse(text.replace(/session [0-9a-f-]{36}/g, 'session <id>')));
+}
+
+const CREATED_AT = / created at [^"]*$/;
+
+function untimed(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(untimed);
+  if (!value || typeof value !== 'object') return typeof value === 'string' ? value.replace(CREATED_AT, ' created at <time>') : value;
+  const entries = Object.entries(value).map(([key, v]) => {
+    if (key === 'blob' && typeof v === 'string') {
+      const decoded = Buffer.from(v, 'base64').toString('utf8');
+      if (CREATED_AT.test(decoded)) return [key, decoded.replace(CREATED_AT, ' created at <time>')];
+    }
+    return [key, untimed(v)];
+  });
+  return Object.fromEntries(entries);
 }

@@ -152,6 +152,8 @@ describe('auth: mcp upstreams through the connect flow', () => {
       const registered = JSON.parse(registrations[0]!.raw) as Record<string, unknown>;
       assert.deepEqual(registered.redirect_uris, [`${w.stack.publicUrl}/connect/tracker/callback`]);
       assert.deepEqual(registered.grant_types, ['authorization_code', 'refresh_token']);
+      // The scopes the authorization request asks for are the ones registered (an AS may refuse any other).
+      assert.deepEqual(String(registered.scope).split(' ').sort(), (q.get('scope') ?? '').split(' ').sort());
       const stored = await w.stack.broker.broker.store.upstreamClients.find(
         w.upstream.issuer,
         `${w.stack.publicUrl}/connect/tracker/callback`,
@@ -163,6 +165,8 @@ describe('auth: mcp upstreams through the connect flow', () => {
       const codeExchange = w.upstream.asRequests.find((r) => r.path === '/token' && r.body.get('grant_type') === 'authorization_code');
       assert.equal(codeExchange?.body.get('resource'), w.upstream.url);
       assert.ok(codeExchange?.body.get('code_verifier'));
+      // Basic authentication, and the client_id in the body as well (the Python SDK's AS looks the client up there).
+      assert.equal(codeExchange?.body.get('client_id'), stored.client_id);
 
       // The connection: the account from the AS's ID token, shown on /connections.
       assert.deepEqual(connectionRows(w.stack.broker.broker.store), [

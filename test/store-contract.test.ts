@@ -488,6 +488,39 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal(await b.pending.latestInFlight(BOB, 'atlassian'), undefined);
       });
 
+      test('takeUntoldFailure hands the newest row, settled failed since then, to one of 10 concurrent takers, once', async () => {
+        const provider = 'notion';
+        const before = Date.now();
+        const failed = pendingRow(BOB, { provider });
+        await a.pending.create(failed);
+        assert.equal(await b.pending.takeUntoldFailure(BOB, provider, before), undefined, 'an open row has not failed');
+        assert.equal(await a.pending.settle(failed.id, 'failed', 'provider_error:invalid_scope'), true);
+        assert.equal(await b.pending.takeUntoldFailure(BOB, provider, Date.now() + 1000), undefined, 'settled before `since`');
+        assert.equal(await b.pending.takeUntoldFailure(ALICE, provider, before), undefined, 'another owner’s row is not mine');
+
+        const takers = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).pending.takeUntoldFailure(BOB, provider, before)),
+        );
+        const taken = takers.filter((t) => t !== undefined);
+        assert.equal(taken.length, 1, 'one taker is told');
+        assert.equal(taken[0]!.id, failed.id);
+        assert.equal(taken[0]!.outcome_reason, 'provider_error:invalid_scope', 'the reason as it was');
+        assert.equal((await a.pending.byId(failed.id))?.outcome_reason, 'told:provider_error:invalid_scope');
+        assert.equal(await b.pending.takeUntoldFailure(BOB, provider, before), undefined, 'told once');
+
+        const reasonless = pendingRow(BOB, { provider });
+        await sleep(3);
+        await a.pending.create(reasonless);
+        assert.equal(await a.pending.settle(reasonless.id, 'failed'), true);
+        assert.equal((await b.pending.takeUntoldFailure(BOB, provider, before))?.id, reasonless.id, 'a failure without a reason too');
+        const older = pendingRow(BOB, { provider: 'asana' });
+        await a.pending.create(older);
+        assert.equal(await a.pending.settle(older.id, 'failed'), true);
+        await sleep(3);
+        await a.pending.create(pendingRow(BOB, { provider: 'asana' }));
+        assert.equal(await b.pending.takeUntoldFailure(BOB, 'asana', before), undefined, 'a newer link replaces an older failure');
+      });
+
       test('claim moves an open link to authorizing exactly once among 20 concurrent claims from two instances', async () => {
         const row = pendingRow(ALICE);
         await a.pending.create(row);

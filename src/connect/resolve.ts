@@ -21,8 +21,8 @@ export type Resolution =
    * missing ones); `pending` is a link to show again (open, unexpired), if the caller held on one.
    */
   | { kind: 'ask'; reason: AskReason; scopes: string[]; usable: Usable; pending?: PendingConnection }
-  /** The flow held on ended without a connection: cancelled or denied, with the stored reason. */
-  | { kind: 'settled'; status: 'cancelled' | 'denied'; outcomeReason: string | null }
+  /** The flow held on ended without a connection: cancelled, denied or failed, with the stored reason. */
+  | { kind: 'settled'; status: 'cancelled' | 'denied' | 'failed'; outcomeReason: string | null }
   | { kind: 'aborted' };
 
 export interface ResolveDeps {
@@ -78,7 +78,9 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
       ({ usable, missing } = await check());
       if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
     }
-    if (outcome === 'cancelled' || outcome === 'denied')
+    // A failed flow is told, not answered with a fresh link: a client that repeats at once would
+    // otherwise send the person to a provider that refuses again, round after round.
+    if (outcome === 'cancelled' || outcome === 'denied' || outcome === 'failed')
       return { kind: 'settled', status: outcome, outcomeReason: current?.outcome_reason ?? null };
     if (outcome === 'aborted') return { kind: 'aborted' };
     if (outcome !== 'completed' && current?.status === 'completed') {
@@ -88,7 +90,7 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
     }
     // Not opened yet: ask again with the same link. A link already used to start an authorization
     // cannot be opened again, so a user who gave up at the provider gets a fresh one (the old flow
-    // may still finish, and the next repeat then finds the connection); settled or expired: fresh.
+    // may still finish, and the next repeat then finds the connection); expired: fresh.
     pending = current && current.status === 'open' && current.expires_at > Date.now() ? current : undefined;
   }
 

@@ -19,6 +19,7 @@ import {
 import type { CompletionWatcher } from './completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from '../connections/index.js';
 import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
+import { CODE_EXCHANGE_FAILED, providerErrorReason } from './failure-reasons.js';
 import { M } from './messages.js';
 import { metrics } from '../observability/metrics.js';
 import { backgroundFailure } from '../observability/process-guards.js';
@@ -82,8 +83,12 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     return provider;
   }
 
-  async function settle(pending: PendingConnection, status: 'completed' | 'cancelled' | 'denied' | 'failed'): Promise<void> {
-    if (await store.pending.settle(pending.id, status)) watcher.notify(pending.id).catch(backgroundFailure('completion_wake'));
+  async function settle(
+    pending: PendingConnection,
+    status: 'completed' | 'cancelled' | 'denied' | 'failed',
+    reason?: string,
+  ): Promise<void> {
+    if (await store.pending.settle(pending.id, status, reason)) watcher.notify(pending.id).catch(backgroundFailure('completion_wake'));
   }
 
   /** Loads the pending connection behind a link and refuses anything but a live link for `provider`. */
@@ -240,6 +245,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const pending = await loadPending(flow);
     const codeVerifier = await unsealVerifier(flow, pending, provider);
     const principal = await requireSamePrincipal(res, pending, provider);
+    provider.authorizationReturned?.();
     if (await handleProviderError(req, res, pending, provider)) return;
     const { existing, account, tokens, outcome } = await exchangeCode(req, { provider, pending, principal, state: state!, codeVerifier });
     refuseAccountChange(outcome, { provider, pending, existing, account, tokens });
@@ -315,7 +321,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     const error = single(req.query.error);
     if (!error) return false;
     const denied = error === 'access_denied';
-    await settle(pending, denied ? 'denied' : 'failed');
+    // The provider's code is kept (bounded) so the call held on this link can say what it answered.
+    await settle(pending, denied ? 'denied' : 'failed', denied ? undefined : providerErrorReason(error));
     log.info('connect_refused_at_provider', { provider: provider.id, pending: pending.id, error: error.slice(0, 64) });
     metrics.connectFlow(provider.id, denied ? 'denied' : 'failed');
     if (!denied) {
@@ -358,7 +365,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       return { existing, account, tokens, outcome };
     } catch (err) {
       metrics.connectFlow(provider.id, 'failed');
-      await settle(pending, 'failed').catch(() => undefined);
+      await settle(pending, 'failed', CODE_EXCHANGE_FAILED).catch(() => undefined);
       if (err instanceof StoreUnavailableError && exchanged) {
         // The code is spent and the flow consumed: this link cannot be retried. Nothing was stored,
         // so let the provider forget the token it just issued rather than leave it orphaned.

@@ -6,6 +6,7 @@ import { samePrincipal } from '../auth/principal.js';
 import { lastUsedIsDue, type OpenConnection } from '../connections/index.js';
 import { resolveConnection } from '../connect/resolve.js';
 import { DECLINED_IN_CLIENT } from '../connect/links.js';
+import { FAILURE_TOLD_WITHIN_MS, failureReason } from '../connect/failure-reasons.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';
 import { clientCapabilities, clientName, principalOf, supportsUrlElicitation, type RequestFacts, type ToolDeps } from './context.js';
@@ -73,12 +74,15 @@ export async function requireConnection(
     provider,
     requiredScopes,
     baseScopes: provider.defaultScopes,
-    // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one.
-    pending: pending ?? (facts.era === 'legacy' ? () => deps.store.pending.latestInFlight(principal, provider.id) : undefined),
+    // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one,
+    // else be told (once) of one that just failed.
+    pending: pending ?? (facts.era === 'legacy' ? () => legacyRepeatsFlow(deps, principal, provider) : undefined),
     holdMs: deps.repeatHoldMs,
     signal: ctx.mcpReq.signal,
   });
   if (resolution.kind === 'ok') return { ok: true, principal, connection: resolution.connection };
+  if (resolution.kind === 'settled' && resolution.status === 'failed')
+    return { ok: false, result: failedLink(provider, resolution.outcomeReason) };
   if (resolution.kind === 'settled') {
     const known = resolution.outcomeReason ? SETTLED_REASONS[resolution.outcomeReason]?.(provider) : undefined;
     const why =
@@ -86,7 +90,7 @@ export async function requireConnection(
     const code = known?.code ?? resolution.status;
     return {
       ok: false,
-      result: nothingDone(`${provider.displayName} was not connected (${why}), so nothing was done.`, {
+      result: nothingDone(M.notConnected(provider.displayName, why), {
         status: 'not_connected',
         reason: code,
       }),
@@ -190,6 +194,26 @@ async function actTolerantOfReplicationLag<T>(
 }
 
 const FRESH_TOKEN_MS = 60_000;
+
+/** A 2025-11-25 call's flow: the caller's one under way, else the one that failed last, unless a call was told of it. */
+async function legacyRepeatsFlow(deps: ToolDeps, principal: Principal, provider: Provider): Promise<PendingConnection | undefined> {
+  return (
+    (await deps.store.pending.latestInFlight(principal, provider.id)) ??
+    (await deps.store.pending.takeUntoldFailure(principal, provider.id, Date.now() - FAILURE_TOLD_WITHIN_MS))
+  );
+}
+
+/** What a call held on a failed link answers: what the provider said (its bounded code), and no new link. */
+function failedLink(provider: Provider, outcomeReason: string | null): CallToolResult {
+  const reason = failureReason(outcomeReason);
+  const message =
+    reason.kind === 'provider_error' ? M.failedAtProvider(provider.displayName, reason.code) : M.failedToComplete(provider.displayName);
+  return nothingDone(message, {
+    status: 'not_connected',
+    reason: reason.kind === 'provider_error' ? 'provider_error' : 'failed',
+    ...(reason.kind === 'provider_error' ? { providerError: reason.code } : {}),
+  });
+}
 
 async function ownPending(deps: ToolDeps, id: string, principal: Principal, provider: Provider): Promise<PendingConnection | undefined> {
   const row = await deps.store.pending.byId(id);

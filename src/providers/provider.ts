@@ -72,6 +72,8 @@ export interface Provider {
   readonly authorizationOrigin: string;
   /** Discovers the provider if needed (so pages can name its authorization origin in their CSP). */
   prepare(): Promise<void>;
+  /** Told when a browser came back to the callback from the provider, whatever it answered (the client it knows works). */
+  authorizationReturned?(): void;
   /** Refresh this long before a token expires. */
   readonly refreshSkewMs: number;
   /** How long to wait before one retry of a fresh token the provider refused with 401; 0 = no retry. */

@@ -7,7 +7,7 @@ import type { Store } from './types.js';
 
 export type * from './types.js';
 export { StoreUnavailableError } from './errors.js';
-export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS } from './types.js';
+export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, TOLD_PREFIX } from './types.js';
 export { extendSqliteSchema, openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
 export type { Db as SqliteDb } from './sqlite/database.js';
 

@@ -34,6 +34,9 @@ export interface OAuthFlow {
   expires_at: number;
 }
 
+/** Put before a failed pending connection's `outcome_reason` once a call was told how it failed. */
+export const TOLD_PREFIX = 'told:';
+
 export type PendingStatus = 'open' | 'authorizing' | 'completed' | 'cancelled' | 'denied' | 'failed';
 export type SettledStatus = Exclude<PendingStatus, 'open' | 'authorizing'>;
 
@@ -165,6 +168,12 @@ export interface PendingConnectionRepository {
   openOrCreate(row: NewPendingConnection, maxOpen: number, now?: number): Promise<{ pending: PendingConnection; cancelled: string[] }>;
   /** The newest unexpired, unsettled pending connection of `owner` for `provider`. */
   latestInFlight(owner: Owner, provider: string, now?: number): Promise<PendingConnection | undefined>;
+  /**
+   * The owner's newest pending connection for `provider` when it settled `failed` at or after
+   * `since` and no call was told of it yet; marks it told ({@link TOLD_PREFIX} before its reason),
+   * once: of concurrent takers only one gets the row. For a repeat that carries no link of its own.
+   */
+  takeUntoldFailure(owner: Owner, provider: string, since: number): Promise<PendingConnection | undefined>;
   /** How many pending connections, of every owner, are unexpired and open or authorizing (the metrics gauge). */
   countInFlight(now?: number): Promise<number>;
   /**
@@ -349,6 +358,8 @@ export interface UpstreamClientRepository {
   find(issuer: string, clientKey: string): Promise<UpstreamClientRow | undefined>;
   /** Forgets a registration the server no longer knows, only if it is still `clientId` (a newer one stays). */
   delete(issuer: string, clientKey: string, clientId: string): Promise<boolean>;
+  /** Forgets every registration made for `clientKey` (one upstream's callback), at any issuer; how many went. */
+  deleteForClientKey(clientKey: string): Promise<number>;
   /**
    * For key rotation: the next `limit` registrations with a sealed secret under any key but `keyId`
    * (or under none), in byte order of (issuer, client_key) after the cursor `after` (undefined = from

@@ -14,7 +14,7 @@ const ENTRY = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/se
 const KEEP_CHARS = 16_000;
 
 /** Runs in the child before the server: a listen(port[, cb]) without a host binds 127.0.0.1. */
-const LOOPBACK_ONLY = `
+export const LOOPBACK_ONLY = `
 import net from 'node:net';
 const listen = net.Server.prototype.listen;
 net.Server.prototype.listen = function (...args) {

@@ -23,6 +23,7 @@ export async function upstreamRegistration(env: Record<string, string>, upstream
       name: 'Tracker',
       variablePrefix: 'TRACKER',
       redirectUri: `${env.PUBLIC_URL}/connect/tracker/callback`,
+      scopes: ['mcp', 'openid', 'profile', 'offline_access'],
       documentUrl: undefined,
       clientName: 'MCP Connect Broker',
       store,

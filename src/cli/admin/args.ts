@@ -9,6 +9,7 @@ export type AdminCommand =
   | { kind: 'audit export'; owner?: Owner; since?: number }
   | { kind: 'audit prune'; olderThanDays?: number; json: boolean }
   | { kind: 'pending prune'; json: boolean }
+  | { kind: 'upstreams reset-registration'; upstream: string; json: boolean }
   | { kind: 'stats'; json: boolean };
 
 /** Bad usage: exit 2 with this one line. */
@@ -18,7 +19,12 @@ export class UsageError extends Error {
 
 type OptionSpec = Record<string, { type: 'string' | 'boolean' }>;
 
-const GROUPS: Record<string, readonly string[]> = { connections: ['list', 'revoke'], audit: ['export', 'prune'], pending: ['prune'] };
+const GROUPS: Record<string, readonly string[]> = {
+  connections: ['list', 'revoke'],
+  audit: ['export', 'prune'],
+  pending: ['prune'],
+  upstreams: ['reset-registration'],
+};
 const JSON_FLAG: OptionSpec = { json: { type: 'boolean' } };
 const USER: OptionSpec = { user: { type: 'string' } };
 const DURATION = /^(\d{1,9})(s|m|h|d|w)$/;
@@ -81,6 +87,11 @@ export function parseAdminArgs(argv: readonly string[], now = Date.now()): Admin
       const days = a.strings['older-than-days'];
       return { kind: name, ...(days !== undefined ? { olderThanDays: retentionDays(days) } : {}), json: a.json };
     }
+    case 'upstreams reset-registration': {
+      const a = parse(name, rest, JSON_FLAG, ['<id>']);
+      if (a.help) return { kind: 'help', topic: name };
+      return { kind: name, upstream: nonEmpty('<id>', a.positionals[0]!), json: a.json };
+    }
     default: {
       const a = parse(name, rest, JSON_FLAG, []);
       if (a.help) return { kind: 'help', topic: 'pending prune' };
@@ -106,6 +117,8 @@ function isTopic(value: string): value is HelpTopic {
     'audit prune',
     'pending',
     'pending prune',
+    'upstreams',
+    'upstreams reset-registration',
     'stats',
   ].includes(value);
 }

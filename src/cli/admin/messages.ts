@@ -18,6 +18,9 @@ Commands:
   audit prune [--older-than-days <n>] [--json]
                                     delete audit rows older than the retention (AUDIT_RETENTION_DAYS) now
   pending prune [--json]            remove settled and expired pending connections now
+  upstreams reset-registration <id> [--json]
+                                    forget the broker's registration at an auth: mcp upstream's
+                                    authorization server; the next connect registers anew
   stats [--json]                    connections by provider and status, open links, refresh failures
 
 Run "${RUN} <command> --help" for one command.
@@ -82,6 +85,19 @@ Export first what you mean to keep: ${RUN} audit export > audit.jsonl
 Removes now what the service prunes every minute: pending connections settled or expired more than
 five minutes ago, and expired OAuth flows, sign-ins, sessions and rate-limit windows. Prints how many rows went.
 `,
+  upstreams: `Usage: ${RUN} upstreams reset-registration <id> [--json]
+`,
+  'upstreams reset-registration': `Usage: ${RUN} upstreams reset-registration <id> [--json]
+
+Forgets the client registration the broker made (RFC 7591) at the authorization server of the
+auth: mcp upstream <id>, for when that server lost it and its page says invalid_client. Running
+brokers notice on the next connect, which registers anew. Connections already made keep working
+while the server still accepts their tokens. Exits 1 when <id> is not an auth: mcp upstream here.
+
+  --json   {"upstream": id, "forgotten": n}
+
+Example: ${RUN} upstreams reset-registration tracker
+`,
   stats: `Usage: ${RUN} stats [--json]
 
 Connections by provider and status, pending connections still open, and refresh failures
@@ -130,6 +146,11 @@ export const OUT = {
     `Refresh failures in the last 24 hours: ${total}${byProvider ? ` (${byProvider})` : ''}`,
   statsWebhooks: (endpoint: string, pending: number, delivered: number, failed: number) =>
     `Webhook ${endpoint}: ${pending} waiting, ${delivered} delivered, ${failed} failed (retries given up)`,
+  notMcpUpstream: (id: string) => `"${id}" is not an auth: mcp upstream in this configuration: nothing was changed.`,
+  registrationReset: (id: string, n: number) =>
+    n === 0
+      ? `${id} had no stored registration: the next connect registers as it would anyway.`
+      : `Forgot ${n} registration(s) of ${id}: the next connect registers anew.`,
   failed: (message: string) => `admin: ${message}`,
   noDatabase: (path: string) =>
     `there is no database at DATABASE_PATH (${path}): run this with the service's environment, from its working directory`,

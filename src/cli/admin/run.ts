@@ -9,6 +9,7 @@ import type { EventSink } from '../../events/index.js';
 import { createWebhooks } from '../../webhooks/index.js';
 import type { Logger } from '../../log.js';
 import { buildProviders } from '../../gateway/providers.js';
+import { upstreamCallback } from '../../gateway/mcp-auth/index.js';
 import { pruneAuditTrail, retentionCutoff } from '../../audit/retention.js';
 import { openStore, StoreUnavailableError, type AuditCursor, type Store } from '../../store/index.js';
 import { parseAdminArgs, UsageError, type AdminCommand } from './args.js';
@@ -143,6 +144,19 @@ async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Co
     case 'pending prune': {
       const n = await store.pending.prune();
       await write(command.json ? JSON.stringify({ pruned: n }) + '\n' : OUT.pruned(n) + '\n');
+      return EXIT.ok;
+    }
+    case 'upstreams reset-registration': {
+      const upstream = ctx.config.upstreams.find((u) => u.id === command.upstream && u.auth.kind === 'mcp');
+      if (!upstream) {
+        ctx.io.stderr.write(OUT.notMcpUpstream(command.upstream) + '\n');
+        return EXIT.notFound;
+      }
+      // Registrations are kept per issuer and callback; the callback is this upstream's alone.
+      const forgotten = await store.upstreamClients.deleteForClientKey(upstreamCallback(ctx.config, upstream.id));
+      await write(
+        command.json ? JSON.stringify({ upstream: upstream.id, forgotten }) + '\n' : OUT.registrationReset(upstream.id, forgotten) + '\n',
+      );
       return EXIT.ok;
     }
     case 'stats': {

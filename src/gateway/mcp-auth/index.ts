@@ -5,6 +5,7 @@ export {
   variablePrefix,
   preRegisteredClient,
   clientDocumentPath,
+  upstreamCallback,
   type McpAuthProviderOptions,
 } from './provider.js';
 export { clientDocumentRoutes } from './client-documents.js';

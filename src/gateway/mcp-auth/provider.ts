@@ -10,6 +10,7 @@ import { egressRefusalIn } from '../../net/egress-fetch.js';
 import { discoverUpstreamAuthorization, fetchFailure, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
+import { RegistrationWatch, type LostRegistrationRule } from './registration-watch.js';
 
 export interface McpAuthProviderOptions {
   /** The upstream's id: the provider id, the `/connect/<id>` path and the `<ID>_CLIENT_ID` prefix. */
@@ -34,6 +35,10 @@ export interface McpAuthProviderOptions {
   log: Logger;
   /** Refresh this long before an access token expires (default 60 s). */
   refreshSkewMs?: number;
+  /** When a dynamic registration's flows that never came back mean the server lost it (default: 2 flows, 60 s each). */
+  lostRegistration?: LostRegistrationRule;
+  /** The clock of that rule (tests). */
+  now?: () => number;
 }
 
 /** Scopes the broker adds for itself (who the account is, refresh tokens): not the upstream's, never shown as its. */
@@ -67,6 +72,11 @@ export function preRegisteredClient(
   return clientId ? { clientId, ...(clientSecret ? { clientSecret } : {}) } : {};
 }
 
+/** The broker's callback for upstream `id`: the redirect URI it registers, and the key its registrations are kept under. */
+export function upstreamCallback(config: { publicUrl: URL }, id: string): string {
+  return new URL(`/connect/${id}/callback`, config.publicUrl).href;
+}
+
 /** The path of the client ID metadata document the broker serves for an upstream. */
 export function clientDocumentPath(id: string): string {
   return `/oauth/clients/${encodeURIComponent(id)}.json`;
@@ -95,15 +105,19 @@ export class McpAuthProvider implements Provider {
   #discovery: Promise<UpstreamAuthorization> | undefined;
   #discovered: UpstreamAuthorization | undefined;
   #setup: Promise<Setup> | undefined;
+  /** What #setup resolved to, so it can be dropped at once when it turns out stale. */
+  #resolved: Setup | undefined;
+  readonly #watch: RegistrationWatch;
 
   constructor(options: McpAuthProviderOptions) {
     this.#options = options;
+    this.#watch = new RegistrationWatch(options.lostRegistration, options.now);
     this.id = options.id;
     this.upstreamUrl = new URL(options.upstreamUrl);
     this.#egress = options.egress.withOrigin(this.upstreamUrl.origin);
     this.refreshSkewMs = options.refreshSkewMs ?? 60_000;
     this.displayName = options.displayName ?? options.id;
-    this.redirectUri = new URL(`/connect/${options.id}/callback`, options.publicUrl).href;
+    this.redirectUri = upstreamCallback(options, options.id);
     this.documentUrl =
       options.publicUrl.protocol === 'https:' ? new URL(clientDocumentPath(options.id), options.publicUrl).href : undefined;
   }
@@ -158,10 +172,11 @@ export class McpAuthProvider implements Provider {
     return this.#discovery;
   }
 
-  #registration(): RegistrationContext {
+  #registration(scopes: string[] = []): RegistrationContext {
     const o = this.#options;
     return {
       name: this.displayName,
+      scopes,
       variablePrefix: variablePrefix(o.id),
       redirectUri: this.redirectUri,
       documentUrl: this.documentUrl,
@@ -178,12 +193,14 @@ export class McpAuthProvider implements Provider {
   #ready(): Promise<Setup> {
     this.#setup ??= (async () => {
       const auth = await this.#discover();
-      const client = await becomeClient(auth, this.#registration());
       const { server } = auth;
+      const extraScopes = identityScopes(server);
+      // Registered with the scopes it will ask for: an AS that checks them (the Python SDK's) refuses any other.
+      const client = await becomeClient(auth, this.#registration([...new Set([...this.defaultScopes, ...extraScopes])]));
       const secret = client.clientSecret ?? '';
       const clientAuth =
         client.authMethod === 'client_secret_basic'
-          ? oidc.ClientSecretBasic(secret)
+          ? basicWithClientId(secret)
           : client.authMethod === 'client_secret_post'
             ? oidc.ClientSecretPost(secret)
             : oidc.None();
@@ -203,16 +220,9 @@ export class McpAuthProvider implements Provider {
       config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
       // Token, revocation and JWKS requests go under the egress rule, their answers read only up to a bound.
       config[oidc.customFetch] = authorizationServerFetch(this.#egress, this.#options.timeoutMs);
-      const listed = strings(server.scopes_supported);
-      const openid = listed.includes('openid');
-      const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
-      const extraScopes = [
-        ...(openid ? ['openid'] : []),
-        ...(openid && listed.includes('profile') ? ['profile'] : []),
-        ...(refreshes && listed.includes('offline_access') ? ['offline_access'] : []),
-      ];
+      const openid = strings(server.scopes_supported).includes('openid');
       this.#options.log.info('upstream_client_ready', { upstream: this.id, issuer: server.issuer, via: client.via, openid });
-      return { auth, client, config, openid, extraScopes };
+      return (this.#resolved = { auth, client, config, openid, extraScopes });
     })().catch((err: unknown) => {
       this.#setup = undefined;
       throw asProviderError(err, this.displayName);
@@ -236,8 +246,42 @@ export class McpAuthProvider implements Provider {
     return [...new Set([...granted, ...asked])];
   }
 
+  authorizationReturned(): void {
+    this.#watch.returned();
+  }
+
+  /**
+   * The setup to start a flow with. A dynamic registration must still be the stored one (an
+   * operator's `upstreams reset-registration`, or another instance, may have forgotten it), and
+   * must not look lost: flows started with it that never came back (see RegistrationWatch).
+   */
+  async #setupForNewFlow(): Promise<Setup> {
+    let setup = await this.#ready();
+    if (setup.client.via !== 'dynamic-registration') return setup;
+    const stored = await this.#options.store.upstreamClients.find(setup.auth.server.issuer, this.redirectUri);
+    if (stored?.client_id !== setup.client.clientId) {
+      this.#forgetSetup(setup);
+      setup = await this.#ready();
+    }
+    if (setup.client.via === 'dynamic-registration' && this.#watch.started(setup.client.clientId)) {
+      this.#options.log.warn('upstream_client_lost', { upstream: this.id, issuer: setup.auth.server.issuer });
+      await forgetRegistration(setup.auth, this.#registration(), setup.client.clientId);
+      this.#forgetSetup(setup);
+      setup = await this.#ready();
+      if (setup.client.via === 'dynamic-registration') this.#watch.started(setup.client.clientId);
+    }
+    return setup;
+  }
+
+  /** Drops the cached setup if it is still `setup` (a concurrent caller may have replaced it already). */
+  #forgetSetup(setup: Setup): void {
+    if (this.#resolved !== setup) return;
+    this.#setup = undefined;
+    this.#resolved = undefined;
+  }
+
   async buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
-    const setup = await this.#ready();
+    const setup = await this.#setupForNewFlow();
     const scopes = params.scopes.length ? params.scopes : this.defaultScopes;
     const scope = [...new Set([...scopes, ...setup.extraScopes])].join(' ');
     return oidc.buildAuthorizationUrl(setup.config, {
@@ -394,6 +438,32 @@ function describe(err: unknown): { code?: string; detail: string } {
 
 function asProviderError(err: unknown, name: string): ProviderError {
   return err instanceof ProviderError ? err : new ProviderError('unavailable', M.unreachable(name), describe(err).detail);
+}
+
+/**
+ * client_secret_basic, with the client_id in the body as well: the Python SDK's authorization
+ * server (FastMCP's) looks the client up by the body's client_id before reading the header, and
+ * refuses a request without it. RFC 6749 §2.3.1 does not forbid sending it, and servers that do
+ * not need it compare it with the header's.
+ */
+function basicWithClientId(secret: string): oidc.ClientAuth {
+  const basic = oidc.ClientSecretBasic(secret);
+  return (as, client, body, headers) => {
+    basic(as, client, body, headers);
+    body.set('client_id', client.client_id);
+  };
+}
+
+/** The identity and refresh scopes `server` lists, added to every authorization request. */
+function identityScopes(server: oidc.ServerMetadata): string[] {
+  const listed = strings(server.scopes_supported);
+  const openid = listed.includes('openid');
+  const refreshes = !server.grant_types_supported || server.grant_types_supported.includes('refresh_token');
+  return [
+    ...(openid ? ['openid'] : []),
+    ...(openid && listed.includes('profile') ? ['profile'] : []),
+    ...(refreshes && listed.includes('offline_access') ? ['offline_access'] : []),
+  ];
 }
 
 export function createMcpAuthProvider(options: McpAuthProviderOptions): McpAuthProvider {

@@ -27,6 +27,8 @@ export interface RegistrationContext {
   variablePrefix: string;
   /** The broker's callback for this upstream: the only redirect URI it registers. */
   redirectUri: string;
+  /** The scopes its authorization requests will ask for, registered as the client's `scope` (RFC 7591 §2). */
+  scopes: string[];
   /** Where the broker serves its client ID metadata document for this upstream, when PUBLIC_URL is https. */
   documentUrl: string | undefined;
   clientName: string;
@@ -106,6 +108,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
         response_types: ['code'],
         token_endpoint_auth_method: authMethod,
         application_type: 'web',
+        ...(ctx.scopes.length ? { scope: ctx.scopes.join(' ') } : {}),
       },
       undefined,
       {
@@ -159,6 +162,11 @@ function fromRow(row: UpstreamClientRow, ctx: RegistrationContext): UpstreamClie
     metadata = JSON.parse(row.metadata_json) as Record<string, unknown>;
   } catch {
     return undefined;
+  }
+  // Registered for fewer scopes than are asked for now (the operator changed them, or it predates registering them).
+  if (typeof metadata.scope === 'string') {
+    const registered = metadata.scope.split(' ');
+    if (ctx.scopes.some((s) => !registered.includes(s))) return undefined;
   }
   const expiresAt = typeof metadata.client_secret_expires_at === 'number' ? metadata.client_secret_expires_at : 0;
   if (expiresAt > 0 && expiresAt * 1000 <= Date.now() + 60_000) return undefined;

@@ -1,6 +1,7 @@
 import {
   OAUTH_FLOW_TTL_MS,
   PENDING_PRUNE_GRACE_MS,
+  TOLD_PREFIX,
   type NewPendingConnection,
   type Owner,
   type PendingConnection,
@@ -87,6 +88,24 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
        WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status IN ('open', 'authorizing') AND expires_at > $4
        ORDER BY created_at DESC LIMIT 1`,
       [owner.issuer, owner.subject, provider, now],
+    );
+    return r.rows[0];
+  }
+
+  async takeUntoldFailure(owner: Owner, provider: string, since: number): Promise<PendingConnection | undefined> {
+    // The row as it was before the mark (`old`), so the caller reads the reason itself.
+    const r = await this.q.query<PendingConnection>(
+      `WITH newest AS (
+         SELECT * FROM pending_connections WHERE issuer = $1 AND subject = $2 AND provider = $3
+         ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+       ), told AS (
+         UPDATE pending_connections p SET outcome_reason = $5 || COALESCE(p.outcome_reason, '')
+         FROM newest WHERE p.id = newest.id AND newest.status = 'failed' AND newest.updated_at >= $4
+           AND (newest.outcome_reason IS NULL OR newest.outcome_reason NOT LIKE $5 || '%')
+         RETURNING p.id
+       )
+       SELECT newest.* FROM newest JOIN told ON told.id = newest.id`,
+      [owner.issuer, owner.subject, provider, since, TOLD_PREFIX],
     );
     return r.rows[0];
   }

@@ -32,6 +32,11 @@ export class PgUpstreamClientRepository implements UpstreamClientRepository {
     return r.rowCount === 1;
   }
 
+  async deleteForClientKey(clientKey: string): Promise<number> {
+    const r = await this.q.query('DELETE FROM upstream_clients WHERE client_key = $1', [clientKey]);
+    return r.rowCount ?? 0;
+  }
+
   async sealedUnderOtherKeys(keyId: string, after: UpstreamClientCursor | undefined, limit: number): Promise<UpstreamClientRow[]> {
     // Byte order (COLLATE "C"), as SQLite's: a database's language collation must not reorder the
     // keyset, or a page could skip a row. The table is a row per upstream and callback: no index needed.

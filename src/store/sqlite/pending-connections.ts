@@ -1,6 +1,7 @@
 import {
   OAUTH_FLOW_TTL_MS,
   PENDING_PRUNE_GRACE_MS,
+  TOLD_PREFIX,
   type NewPendingConnection,
   type Owner,
   type PendingConnection,
@@ -89,6 +90,20 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
           )
           .get(owner.issuer, owner.subject, provider, now) as PendingConnection | undefined,
     );
+  }
+
+  takeUntoldFailure(owner: Owner, provider: string, since: number): Promise<PendingConnection | undefined> {
+    return this.gate.run(() => {
+      const newest = this.db
+        .prepare(`SELECT * FROM pending_connections WHERE issuer = ? AND subject = ? AND provider = ? ORDER BY created_at DESC LIMIT 1`)
+        .get(owner.issuer, owner.subject, provider) as PendingConnection | undefined;
+      if (!newest || newest.status !== 'failed' || newest.updated_at < since || newest.outcome_reason?.startsWith(TOLD_PREFIX))
+        return undefined;
+      const told = this.db
+        .prepare(`UPDATE pending_connections SET outcome_reason = ? WHERE id = ? AND outcome_reason IS ?`)
+        .run(TOLD_PREFIX + (newest.outcome_reason ?? ''), newest.id, newest.outcome_reason).changes;
+      return told === 1 ? newest : undefined;
+    });
   }
 
   countInFlight(now = Date.now()): Promise<number> {

@@ -39,6 +39,10 @@ export class SqliteUpstreamClientRepository implements UpstreamClientRepository 
     );
   }
 
+  deleteForClientKey(clientKey: string): Promise<number> {
+    return this.gate.run(() => this.db.prepare('DELETE FROM upstream_clients WHERE client_key = ?').run(clientKey).changes);
+  }
+
   sealedUnderOtherKeys(keyId: string, after: UpstreamClientCursor | undefined, limit: number): Promise<UpstreamClientRow[]> {
     // TEXT compares by bytes here (BINARY), the order the PostgreSQL twin asks for with COLLATE "C".
     return this.gate.run(
