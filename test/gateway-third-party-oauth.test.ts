@@ -30,7 +30,7 @@ const FASTMCP_SERVER = fileURLToPath(new URL('./fixtures/fastmcp-oauth-server.py
 async function brokerFor(id: string, displayName: string, url: string): Promise<{ stack: Stack; close(): Promise<void> }> {
   const file = providersFile({ upstreams: [{ id, url, auth: 'mcp', displayName }] });
   try {
-    const stack = await startStack({ env: { PROVIDERS_FILE: file.path, EGRESS_ALLOW: '127.0.0.1,::1' } });
+    const stack = await startStack({ env: { PROVIDERS_FILE: file.path, EGRESS_ALLOW: '127.0.0.1,::1,localhost' } });
     return {
       stack,
       close: async () => {
