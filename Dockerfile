@@ -1,5 +1,5 @@
 # The broker's image: `docker build -t mcp-connect-broker .`, then run it with the environment the
-# README's configuration table describes (compose.yaml runs two of them on PostgreSQL behind Caddy).
+# docs/configuration.md describes (compose.yaml runs two of them on PostgreSQL behind Caddy).
 #
 # Three stages on one Debian release (bookworm) and one Node major, so the better-sqlite3 addon
 # compiled in the full image loads in the slim one (same glibc, same Node ABI):

@@ -4,7 +4,7 @@
 // health check the next one waits on; the proxy routes to both instances and takes the unready
 // one out; and the brokers' environment, made from .env.example filled in, is one the broker's
 // own configuration loader accepts. Not validated against the Compose specification's JSON schema:
-// no dependency of the project ships it (README, "Deploy with Docker").
+// no dependency of the project ships it (docs/operations.md, "Deploy with Docker").
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -680,7 +680,7 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     assert.deepEqual(
       config.webhooks.map((w) => [w.id, w.url.href, w.events]),
       [
-        // Every event, as the README's webhook table lists them (test/readme-config.test.ts).
+        // Every event, as docs/operations.md's webhook table lists them (test/readme-config.test.ts).
         ['audit-sink', 'https://hooks.example.com/broker', [...WEBHOOK_EVENT_TYPES]],
       ],
     );

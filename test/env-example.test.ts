@@ -1,5 +1,5 @@
 // .env.example names exactly the variables the broker reads (the rule test/readme-config.test.ts
-// holds for the README's table: test/support/config-variables.ts), sets every required one, and
+// holds for docs/configuration.md's table: test/support/config-variables.ts), sets every required one, and
 // ships no secret: each placeholder is one the broker (or compose) refuses until it is replaced.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';

@@ -16,13 +16,15 @@ import {
 
 const ROOT = join(import.meta.dirname, '..');
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
-const TABLE = "README.md's configuration table";
+const CONFIGURATION = readFileSync(join(ROOT, 'docs', 'configuration.md'), 'utf8');
+const OPERATIONS = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
+const TABLE = "docs/configuration.md's table";
 
-/** The backticked names in the first column of the table under `## Configuration`. */
+/** The backticked names in the first column of the table under `## Environment variables`. */
 function configurationTable(markdown: string): DocumentedNames {
   const lines = markdown.split('\n');
-  const start = lines.indexOf('## Configuration');
-  assert.ok(start >= 0, 'README.md has no "## Configuration" section');
+  const start = lines.indexOf('## Environment variables');
+  assert.ok(start >= 0, 'docs/configuration.md has no "## Environment variables" section');
   const end = lines.findIndex((line, i) => i > start && line.startsWith('#'));
   const rows = lines.slice(start + 1, end < 0 ? undefined : end).filter((line) => line.startsWith('|'));
   const table: DocumentedNames = { names: [], patternSuffixes: [] };
@@ -31,16 +33,16 @@ function configurationTable(markdown: string): DocumentedNames {
     const firstCell = row.split('|')[1] ?? '';
     for (const [, name] of firstCell.matchAll(/`([^`]+)`/g)) addDocumentedName(table, name!);
   }
-  assert.ok(table.names.length > 0, 'the table under "## Configuration" lists no variables');
+  assert.ok(table.names.length > 0, 'the table under "## Environment variables" lists no variables');
   return table;
 }
 
-/** The backticked names in the first column of the `| event | when |` table under `### Webhooks`, in order. */
+/** The backticked names in the first column of the `| event | when |` table under `## Webhooks`, in order. */
 function webhookEventTable(markdown: string): string[] {
-  const section = markdown.slice(markdown.indexOf('### Webhooks'));
+  const section = markdown.slice(markdown.indexOf('## Webhooks'));
   const lines = section.split('\n');
   const header = lines.indexOf('| event | when |');
-  assert.ok(header >= 0, 'README.md has no "| event | when |" table under "### Webhooks"');
+  assert.ok(header >= 0, 'docs/operations.md has no "| event | when |" table under "## Webhooks"');
   const rows: string[] = [];
   // The row after the header is the |---| separator; the table ends at the first line that is not a row.
   for (const row of lines.slice(header + 2)) {
@@ -50,15 +52,15 @@ function webhookEventTable(markdown: string): string[] {
   return rows;
 }
 
-describe("README.md's webhook events", () => {
+describe("docs/operations.md's webhook events", () => {
   it('lists every event an endpoint can receive (the default of every endpoint), in the order the configuration keeps them, and no other', () => {
-    assert.deepEqual(webhookEventTable(README), [...WEBHOOK_EVENT_TYPES]);
+    assert.deepEqual(webhookEventTable(OPERATIONS), [...WEBHOOK_EVENT_TYPES]);
   });
 });
 
-describe('README.md configuration table', () => {
+describe('docs/configuration.md, the configuration reference', () => {
   it('lists every variable the configuration reads, and no variable that nothing reads', () => {
-    assertNoDrift(compare(configurationTable(README), variablesTheBrokerReads()), TABLE);
+    assertNoDrift(compare(configurationTable(CONFIGURATION), variablesTheBrokerReads()), TABLE);
   });
 
   it('mentions the development-only variables elsewhere in the README', () => {
@@ -73,7 +75,9 @@ describe('README.md configuration table', () => {
 
   it('names the variable on either kind of drift', () => {
     const table = (rows: string[]) =>
-      configurationTable(['## Configuration', '', '| variable | required | meaning |', '|---|---|---|', ...rows, '', '## Next'].join('\n'));
+      configurationTable(
+        ['## Environment variables', '', '| variable | required | meaning |', '|---|---|---|', ...rows, '', '## Next'].join('\n'),
+      );
     const read = { variables: ['PUBLIC_URL', 'PORT'], suffixes: ['CLIENT_ID'], providerIds: ['github'] };
 
     assert.deepEqual(compare(table(['| `PUBLIC_URL`, `PORT` | yes | |', '| `<ID>_CLIENT_ID` | no | |']), read), {
@@ -91,10 +95,7 @@ describe('README.md configuration table', () => {
         unread: ['<ID>_SCOPES', 'STALE_VARIABLE'],
       },
     );
-    assert.throws(
-      () => assertNoDrift({ undocumented: ['PORT'], unread: [] }, TABLE),
-      /missing from README\.md's configuration table: PORT/,
-    );
+    assert.throws(() => assertNoDrift({ undocumented: ['PORT'], unread: [] }, TABLE), /missing from docs\/configuration\.md's table: PORT/);
     assert.throws(() => assertNoDrift({ undocumented: [], unread: ['STALE_VARIABLE'] }, TABLE), /read by no code: STALE_VARIABLE/);
   });
 });

@@ -635,11 +635,11 @@ describe('webhook signatures and schedule', () => {
     );
   });
 
-  it("the README's verification sample accepts the broker's signature and refuses an altered body or an old timestamp", async () => {
-    const readme = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Webhooks'));
+  it("docs/operations.md's verification sample accepts the broker's signature and refuses an altered body or an old timestamp", async () => {
+    const operations = readFileSync(join(import.meta.dirname, '..', 'docs', 'operations.md'), 'utf8');
+    const section = operations.slice(operations.indexOf('## Webhooks'));
     const sample = /```js\n([\s\S]*?)```/.exec(section)?.[1];
-    assert.ok(sample?.includes('function verifyWebhook'), 'the README shows verifyWebhook');
+    assert.ok(sample?.includes('function verifyWebhook'), 'docs/operations.md shows verifyWebhook');
     const dir = makeTempDir('webhooks-readme-');
     try {
       const file = dir.file('verify.mjs');

@@ -169,12 +169,12 @@ function optionalStrings<N extends string>(groups: Record<string, readonly N[]>)
 }
 
 /**
- * Every variable, as a string (or absent): the README's configuration table is checked against this
+ * Every variable, as a string (or absent): docs/configuration.md's table is checked against this
  * list both ways (test/readme-config.test.ts), so it stays the one place that names them all.
  */
 const rawSchema = z.object({ ...REQUIRED, ...optionalStrings(OPTIONAL) });
 
-/** Every variable the schema reads (the README's configuration table is checked against it). */
+/** Every variable the schema reads (docs/configuration.md's table is checked against it). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(rawSchema.shape);
 
 /** A parse step for a number that `is` (whole, finite) and lies from `min` to `max`; unset or empty gives `fallback`. */

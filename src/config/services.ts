@@ -47,7 +47,7 @@ const serviceSchema = z
     path: ['jwksUri'],
   });
 
-/** Where a service's client secret comes from, as the README's configuration table names it. */
+/** Where a service's client secret comes from, as docs/configuration.md's table names it. */
 export const SERVICE_SECRET_VARIABLE = 'SERVICE_<ID>_SECRET';
 
 /** `issue-bot` → `SERVICE_ISSUE_BOT_SECRET`. */

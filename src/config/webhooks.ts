@@ -25,7 +25,7 @@ export interface ConfiguredWebhook {
   secret: Buffer;
 }
 
-/** Where an endpoint's signing secret comes from, as the README's configuration table names it. */
+/** Where an endpoint's signing secret comes from, as docs/configuration.md's table names it. */
 export const WEBHOOK_SECRET_VARIABLE = 'WEBHOOK_<ID>_SECRET';
 
 /** `audit-sink` → `WEBHOOK_AUDIT_SINK_SECRET`. */

@@ -1,5 +1,5 @@
 // The help text of each of the broker's metrics, as Prometheus and a dashboard show it to an
-// operator, keyed by the metric's name (the fixed names of issue 14, the README's metrics table).
+// operator, keyed by the metric's name (the fixed names of issue 14, docs/operations.md's metrics table).
 export const METRIC_HELP = {
   broker_http_requests_total: 'HTTP requests answered, by Express route pattern and status code.',
   broker_mcp_tool_calls_total: 'MCP tools/call requests, by tool and outcome (complete, input_required, error, declined).',

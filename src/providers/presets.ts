@@ -12,7 +12,7 @@ const join = (base: URL, path: string) => new URL(path, base.href.endsWith('/') 
 /**
  * Built-in providers. GitHub is exercised by the test suite against a stand-in in both modes; the
  * others were checked against each provider's published OAuth documentation and metadata (see the
- * README's presets table for what each was checked against) and are not exercised here (status
+ * docs/configuration.md's presets table for what each was checked against) and are not exercised here (status
  * 'untested').
  */
 export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[] {

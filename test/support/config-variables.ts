@@ -1,5 +1,5 @@
 // The one rule for "which variables does the broker read", shared by every document that must list
-// them: the README's configuration table (test/readme-config.test.ts) and .env.example
+// them: docs/configuration.md's table (test/readme-config.test.ts) and .env.example
 // (test/env-example.test.ts). Each document is reduced to names and `<ID>_…` pattern suffixes, then
 // compared with what the schema and the source read.
 import assert from 'node:assert/strict';
@@ -80,7 +80,7 @@ export function compare(documented: DocumentedNames, read: ReadVariables): Drift
   return { undocumented: undocumented.sort(), unread: unread.sort() };
 }
 
-/** Fails naming each variable on either side; `where` names the document, e.g. "README.md's configuration table". */
+/** Fails naming each variable on either side; `where` names the document, e.g. "docs/configuration.md's table". */
 export function assertNoDrift(drift: Drift, where: string): void {
   const problems = [
     ...(drift.undocumented.length ? [`read by the code but missing from ${where}: ${drift.undocumented.join(', ')}`] : []),
