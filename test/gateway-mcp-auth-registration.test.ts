@@ -11,7 +11,6 @@ import { providersFile } from './support/gateway.js';
 import { authorizeAt, onBench } from './support/mcp-auth-bench.js';
 import { connectUpstream } from './support/mcp-auth-connect.js';
 import { startProtectedUpstream } from './support/mcp-auth-upstream.js';
-import { freePort } from './support/idp.js';
 import { startStack } from './support/stack.js';
 
 const CALLBACK = 'http://127.0.0.1:9/connect/tracker/callback';
@@ -111,12 +110,14 @@ describe('a registration the authorization server lost', () => {
     }));
 
   test('npm run admin -- upstreams reset-registration forgets it, and the running broker registers anew on the next connect', async () => {
-    const mcpPort = await freePort();
-    const file = providersFile({
-      upstreams: [{ id: 'tracker', url: `http://127.0.0.1:${mcpPort}/mcp`, auth: 'mcp', displayName: 'Tracker' }],
+    // The upstream first, on a port of its own (it needs nothing of the broker's beforehand).
+    const upstream = await startProtectedUpstream();
+    const file = providersFile({ upstreams: [{ id: 'tracker', url: upstream.url, auth: 'mcp', displayName: 'Tracker' }] });
+    const stack = await startStack({ env: { PROVIDERS_FILE: file.path, EGRESS_ALLOW: '127.0.0.1,::1' } }).catch(async (err: unknown) => {
+      await upstream.close();
+      file.remove();
+      throw err;
     });
-    const stack = await startStack({ env: { PROVIDERS_FILE: file.path, EGRESS_ALLOW: '127.0.0.1,::1' } });
-    const upstream = await startProtectedUpstream({ mcpPort });
     try {
       const done = await connectUpstream(new Browser(), stack, upstream.issuer, 'alice', 'alice-at-tracker');
       assert.match(done.html, /Connected as @alice-at-tracker/);

@@ -4,7 +4,8 @@ import { TOLD_PREFIX } from '../store/index.js';
  * Why a connect link settled `failed`, as kept in its `outcome_reason`: the provider's own error
  * code from the callback (RFC 6749 §4.1.2.1), or the broker's word for a code exchange it could
  * not complete. Only a bounded code is kept, never the provider's free text: the reason is repeated
- * to the assistant in the broker's voice.
+ * to the assistant in the broker's voice. Only a provider's error is told to the held call; other
+ * failures (transient, most often) are retried with a fresh link.
  */
 const PROVIDER_ERROR = 'provider_error:';
 export const CODE_EXCHANGE_FAILED = 'code_exchange_failed';

@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import type { ConnectionService, OpenConnection, Usable } from '../connections/index.js';
 import { metrics } from '../observability/metrics.js';
+import { failureReason } from './failure-reasons.js';
 
 /** Why a usable token cannot be handed out: what the connect link will fix. */
 export type AskReason = 'not_connected' | 'reauth_required' | 'insufficient_scope';
@@ -21,7 +22,7 @@ export type Resolution =
    * missing ones); `pending` is a link to show again (open, unexpired), if the caller held on one.
    */
   | { kind: 'ask'; reason: AskReason; scopes: string[]; usable: Usable; pending?: PendingConnection }
-  /** The flow held on ended without a connection: cancelled, denied or failed, with the stored reason. */
+  /** The flow held on ended without a connection: cancelled, denied, or failed with the provider's error; with the stored reason. */
   | { kind: 'settled'; status: 'cancelled' | 'denied' | 'failed'; outcomeReason: string | null }
   | { kind: 'aborted' };
 
@@ -78,9 +79,11 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
       ({ usable, missing } = await check());
       if (usable.kind === 'ok' && missing.length === 0) return { kind: 'ok', connection: usable.connection };
     }
-    // A failed flow is told, not answered with a fresh link: a client that repeats at once would
-    // otherwise send the person to a provider that refuses again, round after round.
-    if (outcome === 'cancelled' || outcome === 'denied' || outcome === 'failed')
+    // A flow the provider refused with an error is told, not answered with a fresh link: a client
+    // that repeats at once would otherwise send the person to a provider that refuses again, round
+    // after round. Other failures (a code exchange that timed out, say) are retried with a fresh link.
+    const refusedByProvider = outcome === 'failed' && failureReason(current?.outcome_reason ?? null).kind === 'provider_error';
+    if (outcome === 'cancelled' || outcome === 'denied' || refusedByProvider)
       return { kind: 'settled', status: outcome, outcomeReason: current?.outcome_reason ?? null };
     if (outcome === 'aborted') return { kind: 'aborted' };
     if (outcome !== 'completed' && current?.status === 'completed') {

@@ -46,7 +46,7 @@ export const M = {
     cancelled: 'The user cancelled connecting the account.',
     denied: 'The user or the provider refused the authorization.',
     account_linked_elsewhere: 'That provider account is already linked to another user of this broker.',
-    failed: 'The authorization did not complete (the provider answered with an error); ask the user before requesting a new link.',
+    failed: 'The provider answered the authorization with an error; ask the user before requesting a new link.',
   },
   internal: 'Something went wrong on the broker; try again.',
 } as const;

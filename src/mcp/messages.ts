@@ -11,8 +11,6 @@ export const M = {
   notConnected: (provider: string, why: string) => `${provider} was not connected (${why}), so nothing was done.`,
   failedAtProvider: (provider: string, code: string) =>
     `${provider} was not connected: it answered the authorization with the error "${code}", so nothing was done. Tell the person; call again only if they want to retry, and that call gives a new link.`,
-  failedToComplete: (provider: string) =>
-    `${provider} was not connected: the connection could not be completed after ${provider} answered, so nothing was done. Tell the person; call again only if they want to retry, and that call gives a new link.`,
   declinedLink: (provider: string) => `${provider} was not connected (you chose not to open the link), so nothing was done.`,
   cannotOpenLinks: (provider: string, state: string, connectionsUrl: string) =>
     `${provider} ${state}, and this client cannot open links. Link it at ${connectionsUrl}, then try again.`,

@@ -75,7 +75,7 @@ export async function requireConnection(
     requiredScopes,
     baseScopes: provider.defaultScopes,
     // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one,
-    // else be told (once) of one that just failed.
+    // else be told (once) of one the provider just refused.
     pending: pending ?? (facts.era === 'legacy' ? () => legacyRepeatsFlow(deps, principal, provider) : undefined),
     holdMs: deps.repeatHoldMs,
     signal: ctx.mcpReq.signal,
@@ -203,15 +203,14 @@ async function legacyRepeatsFlow(deps: ToolDeps, principal: Principal, provider:
   );
 }
 
-/** What a call held on a failed link answers: what the provider said (its bounded code), and no new link. */
+/** What a call held on a link the provider refused answers: what the provider said (its bounded code), and no new link. */
 function failedLink(provider: Provider, outcomeReason: string | null): CallToolResult {
   const reason = failureReason(outcomeReason);
-  const message =
-    reason.kind === 'provider_error' ? M.failedAtProvider(provider.displayName, reason.code) : M.failedToComplete(provider.displayName);
-  return nothingDone(message, {
+  const code = reason.kind === 'provider_error' ? reason.code : 'unrecognised';
+  return nothingDone(M.failedAtProvider(provider.displayName, code), {
     status: 'not_connected',
-    reason: reason.kind === 'provider_error' ? 'provider_error' : 'failed',
-    ...(reason.kind === 'provider_error' ? { providerError: reason.code } : {}),
+    reason: 'provider_error',
+    providerError: code,
   });
 }
 
