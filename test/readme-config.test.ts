@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { PROVIDER_VARIABLE_SUFFIXES } from '../src/config/providers.js';
+import { UPSTREAM_KEYS } from '../src/config/upstreams.js';
 import { WEBHOOK_EVENT_TYPES } from '../src/config/webhooks.js';
 import {
   addDocumentedName,
@@ -97,5 +98,20 @@ describe('docs/configuration.md, the configuration reference', () => {
     );
     assert.throws(() => assertNoDrift({ undocumented: ['PORT'], unread: [] }, TABLE), /missing from docs\/configuration\.md's table: PORT/);
     assert.throws(() => assertNoDrift({ undocumented: [], unread: ['STALE_VARIABLE'] }, TABLE), /read by no code: STALE_VARIABLE/);
+  });
+});
+
+describe("docs/configuration.md's upstream settings", () => {
+  it('lists every key an upstreams: entry may have, in the order the schema reads them, and no other', () => {
+    const section = CONFIGURATION.slice(CONFIGURATION.indexOf('## Upstream settings'));
+    const lines = section.split('\n');
+    const header = lines.findIndex((line) => line.startsWith('| key |'));
+    assert.ok(header >= 0, 'docs/configuration.md has no "| key |" table under "## Upstream settings"');
+    const keys: string[] = [];
+    for (const row of lines.slice(header + 2)) {
+      if (!row.startsWith('|')) break;
+      keys.push(/^\| `([^`]+)` \|/.exec(row)?.[1] ?? row);
+    }
+    assert.deepEqual(keys, [...UPSTREAM_KEYS]);
   });
 });

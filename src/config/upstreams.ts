@@ -147,6 +147,9 @@ const upstreamSchema = z
     path: ['scopes'],
   });
 
+/** Every key an `upstreams:` entry may have (docs/configuration.md's table is checked against it). */
+export const UPSTREAM_KEYS: readonly string[] = Object.keys(upstreamSchema.shape);
+
 /** `my-tracker` → `my_tracker_`. */
 export function defaultToolPrefix(id: string): string {
   return `${id.replace(/-/g, '_')}_`;
