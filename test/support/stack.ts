@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -167,47 +166,6 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   };
   return stack;
-}
-
-/** A broker in its own process (same code, `node --import tsx src/main.ts`), for multi-process tests. */
-export async function spawnBroker(
-  env: Record<string, string>,
-): Promise<{ url: string; child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`broker did not start:\n${output}`)), 20_000);
-    const check = () => {
-      const m = /"event":"listening","url":"([^"]+)"/.exec(output);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    };
-    // The broker logs on stdout; start-up failures go to stderr.
-    child.stdout!.on('data', check);
-    child.stderr!.on('data', check);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`broker exited with ${code}:\n${output}`));
-    });
-  });
-  return {
-    url,
-    child,
-    output: () => output,
-    stop: (signal = 'SIGTERM') =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
-        child.once('exit', (code) => resolve(code));
-        child.kill(signal);
-      }),
-  };
 }
 
 /**

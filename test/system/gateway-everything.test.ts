@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { eventually } from './support/eventually.js';
-import { comparable, providersFile } from './support/gateway.js';
-import { freePort } from './support/idp.js';
-import { legacyClient, modernClient, resultText } from './support/mcp.js';
-import { startStack, type Stack } from './support/stack.js';
+import { eventually } from '../support/eventually.js';
+import { comparable, providersFile } from '../support/gateway.js';
+import { freePort } from '../support/idp.js';
+import { legacyClient, modernClient, resultText } from '../support/mcp.js';
+import { startStack, type Stack } from '../support/stack.js';
 
 /** server-everything's tools that need no client feature (sampling, elicitation, roots), with arguments. */
 const CALLS: Array<[string, Record<string, unknown>]> = [
