@@ -3,6 +3,7 @@
 // "pinned" to one process the way a load balancer in front of PUBLIC_URL would route it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { freePort } from '../../src/dev/free-port.js';
 import { Browser } from './browser.js';
 import type { GitHubStandIn, StandInOptions } from './github-standin.js';
 import type { StartedIdp } from './idp.js';
@@ -81,7 +82,7 @@ export async function startMultiStack(options: MultiStackOptions = {}): Promise<
     publicUrl,
     github,
     idp,
-  } = await startBrokerSurroundings('broker-multi-', options.standIn, (url) => ({ clients: [brokerIdpClient(url)] }));
+  } = await startBrokerSurroundings('broker-multi-', await freePort(), options.standIn, (url) => ({ clients: [brokerIdpClient(url)] }));
   const base: Record<string, string> = {
     ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
     ...options.env,
