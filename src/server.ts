@@ -19,14 +19,25 @@ export interface RunningBroker {
 
 const FIRST_IDP_CHECK_WAIT_MS = 5_000;
 
-/** Starts the broker on HOST:PORT and returns once it is listening. */
-export async function startBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<RunningBroker> {
-  const broker = await createBroker(config, log, options);
-  const server = broker.app.listen(config.port, config.host);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
+export interface StartOptions extends BrokerOptions {
+  /**
+   * A server already listening, to serve on instead of binding HOST:PORT (tests bind port 0 first and
+   * build PUBLIC_URL from the port they got, so no other process can take it in between).
+   */
+  listening?: Server;
+}
+
+/** Starts the broker on HOST:PORT (or on `options.listening`) and returns once it is listening. */
+export async function startBroker(config: Config, log: Logger, options: StartOptions = {}): Promise<RunningBroker> {
+  const { listening, ...brokerOptions } = options;
+  const broker = await createBroker(config, log, brokerOptions);
+  const server = listening ?? broker.app.listen(config.port, config.host);
+  if (listening) listening.on('request', broker.app);
+  else
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
   // Requests Node's HTTP parser refuses (oversized or malformed headers) still get a JSON body.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     if (!socket.writable) {

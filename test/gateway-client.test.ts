@@ -5,7 +5,7 @@ import { UpstreamClient } from '../src/gateway/upstream-client.js';
 import { createLogger } from '../src/log.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 
-function clientFor(server: UpstreamServer, timeoutMs = 2000): UpstreamClient {
+function clientFor(server: UpstreamServer, timeoutMs = 10_000): UpstreamClient {
   const upstream: ConfiguredUpstream = {
     id: 'unit',
     url: new URL(server.url),

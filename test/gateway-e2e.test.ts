@@ -4,9 +4,7 @@
 // Real parts: the test IdP, the GitHub stand-in, the SDK-built upstream fixture (2026-07-28) and the
 // official 2026-07-28 client.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { inputRequired } from '@modelcontextprotocol/server';
@@ -14,7 +12,6 @@ import { Browser } from './support/browser.js';
 import { askedBy, connectGitHub, providersFile, useGateway } from './support/gateway.js';
 import { closing, envelope, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
 import { clientAs } from './support/suite.js';
-import { pythonMcpClient, runPythonMcpClient } from './support/python-mcp.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { freePort } from './support/idp.js';
@@ -175,33 +172,6 @@ describe('gateway end to end: relayed input_required and scope challenges throug
     for (const r of [...github.requests, ...legacy.requests])
       for (const v of Object.values(r.headers)) assert.ok(!v.includes(mcp.kim) && !v.includes(mcp.lou), 'no MCP access token upstream');
   });
-
-  it(
-    'serves the Python mcp 2.3.0 client an upstream tool: the connect elicitation, then the forwarded call',
-    { timeout: 180_000 },
-    async (t) => {
-      const dir = mkdtempSync(join(tmpdir(), 'gateway-python-'));
-      try {
-        const py = pythonMcpClient(dir);
-        if ('skip' in py) return t.skip(py.skip);
-        const browser = new Browser();
-        const { code, err, links, result } = await runPythonMcpClient(py.python, {
-          url: stack.mcpUrl,
-          token: await stack.token('pyu'),
-          tool: 'github_echo',
-          args: { text: 'from python' },
-          onLink: (link) => completeConnect(browser, link, 'pyu', { githubLogin: 'py-gh' }),
-        });
-        assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
-        assert.equal(links.length, 1, 'one URL elicitation');
-        assert.match(links[0]!, /\/connect\/github\?req=/);
-        assert.deepEqual((result() as { structuredContent?: unknown }).structuredContent, { text: 'from python', who: 'py-gh' });
-        assert.equal(github.calls('echo').at(-1)!.who, 'py-gh');
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  );
 
   it("relays the sandbox GitHub MCP endpoint's delete_repository form confirmation as GitHub's own server would ask it", async () => {
     // The stand-in's /mcp (the sandbox's stand-in for GitHub's remote server) as a second upstream.

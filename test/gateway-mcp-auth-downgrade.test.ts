@@ -2,7 +2,7 @@
 // https send the broker to plain http: not its 401's resource_metadata, not the authorization
 // server its metadata names, not an endpoint of that server — least of all to a service on the
 // broker's own loopback (a METRICS_PORT listener, a sidecar's admin port). Real parts: an https
-// upstream on 127.0.0.1 with a self-signed certificate (openssl), and plain-http loopback servers
+// upstream on 127.0.0.1 with a self-signed certificate (test/fixtures/tls), and plain-http loopback servers
 // that record every request reaching them.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -13,7 +13,6 @@ import { LOOPBACK_EGRESS } from './support/egress.js';
 
 describe('auth: mcp discovery from an https upstream', () => {
   const certificate = selfSignedCertificate();
-  const skip = certificate ? false : 'openssl is not available to make a certificate';
   let previous: string | undefined;
   before(() => {
     // The self-signed certificate of the test upstream: this process only, restored after.
@@ -25,7 +24,7 @@ describe('auth: mcp discovery from an https upstream', () => {
     else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
   });
 
-  test('refuses a resource_metadata URL on plain http loopback, and fetches nothing there', { skip }, async () => {
+  test('refuses a resource_metadata URL on plain http loopback, and fetches nothing there', async () => {
     // What a local service would answer: its JSON must never be fetched, let alone echoed in an error.
     const local = await serve((base, _req, res) => json(res, { resource: 'internal-secret-value', authorization_servers: [base] }));
     const upstream = await staticUpstream(() => ({}), { challenge: () => metadataChallenge(local.base), certificate });
@@ -42,7 +41,7 @@ describe('auth: mcp discovery from an https upstream', () => {
     }
   });
 
-  test('refuses an authorization server, or its endpoints, on plain http loopback, and sends nothing there', { skip }, async () => {
+  test('refuses an authorization server, or its endpoints, on plain http loopback, and sends nothing there', async () => {
     const local = await serve((base, _req, res) => json(res, asMetadata(base)));
     // Case 1: the upstream's own (https) metadata names a plain-http authorization server.
     // Case 2: an https authorization server whose token endpoint is plain http on loopback.

@@ -440,57 +440,53 @@ describe('auth: mcp discovery and registration', () => {
 describe('auth: mcp client ID metadata documents', () => {
   const certificate = selfSignedCertificate();
 
-  test(
-    'with an https PUBLIC_URL the broker serves its client ID metadata document and the AS signs in with it, registering nothing',
-    { skip: certificate ? false : 'openssl is not available to make a certificate' },
-    () =>
-      onBench(async (b, upstream) => {
-        const app = express();
-        const fetched: string[] = [];
-        const https = createHttpsServer(certificate!, app);
-        await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
-        const publicUrl = new URL(`https://127.0.0.1:${(https.address() as AddressInfo).port}`);
-        const provider = b.provider(upstream.url, { publicUrl });
-        app.use((req, _res, next) => {
-          fetched.push(req.path);
-          next();
+  test('with an https PUBLIC_URL the broker serves its client ID metadata document and the AS signs in with it, registering nothing', () =>
+    onBench(async (b, upstream) => {
+      const app = express();
+      const fetched: string[] = [];
+      const https = createHttpsServer(certificate, app);
+      await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', resolve));
+      const publicUrl = new URL(`https://127.0.0.1:${(https.address() as AddressInfo).port}`);
+      const provider = b.provider(upstream.url, { publicUrl });
+      app.use((req, _res, next) => {
+        fetched.push(req.path);
+        next();
+      });
+      app.use(clientDocumentRoutes([provider]));
+      try {
+        assert.equal(provider.documentUrl, `${publicUrl.origin}/oauth/clients/tracker.json`);
+        const { callbackUrl, state, codeVerifier, authorizationUrl } = await authorizeAt(provider, 'grace');
+        assert.equal(authorizationUrl.searchParams.get('client_id'), provider.documentUrl);
+        assert.ok(fetched.includes('/oauth/clients/tracker.json'), 'the AS fetched the document from the broker');
+        assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, 0, 'no dynamic registration');
+        const { tokens, account } = await provider.completeAuthorization({
+          callbackUrl,
+          expectedState: state,
+          codeVerifier,
+          requestedScopes: [],
         });
-        app.use(clientDocumentRoutes([provider]));
-        try {
-          assert.equal(provider.documentUrl, `${publicUrl.origin}/oauth/clients/tracker.json`);
-          const { callbackUrl, state, codeVerifier, authorizationUrl } = await authorizeAt(provider, 'grace');
-          assert.equal(authorizationUrl.searchParams.get('client_id'), provider.documentUrl);
-          assert.ok(fetched.includes('/oauth/clients/tracker.json'), 'the AS fetched the document from the broker');
-          assert.equal(upstream.asRequests.filter((r) => r.path === '/reg').length, 0, 'no dynamic registration');
-          const { tokens, account } = await provider.completeAuthorization({
-            callbackUrl,
-            expectedState: state,
-            codeVerifier,
-            requestedScopes: [],
-          });
-          assert.deepEqual(account, { id: 'grace', login: 'grace' });
-          assert.equal(decodeJwt(tokens.accessToken).aud, upstream.url);
-          assert.equal(await callUpstream(upstream.url, tokens.accessToken), 'you are grace');
-          // The document itself: the fields an AS needs, nothing secret.
-          const doc = provider.clientMetadataDocument()!;
-          assert.deepEqual(doc, {
-            client_id: provider.documentUrl,
-            client_name: 'MCP Connect Broker',
-            client_uri: `${publicUrl.origin}/`,
-            redirect_uris: [`${publicUrl.origin}/connect/tracker/callback`],
-            grant_types: ['authorization_code', 'refresh_token'],
-            response_types: ['code'],
-            token_endpoint_auth_method: 'none',
-            application_type: 'web',
-          });
-          // An http PUBLIC_URL serves none (a client_id must be an https URL) and falls back to registration.
-          assert.equal(b.provider(upstream.url).clientMetadataDocument(), undefined);
-        } finally {
-          https.closeAllConnections();
-          await new Promise<void>((resolve) => https.close(() => resolve()));
-        }
-      }),
-  );
+        assert.deepEqual(account, { id: 'grace', login: 'grace' });
+        assert.equal(decodeJwt(tokens.accessToken).aud, upstream.url);
+        assert.equal(await callUpstream(upstream.url, tokens.accessToken), 'you are grace');
+        // The document itself: the fields an AS needs, nothing secret.
+        const doc = provider.clientMetadataDocument()!;
+        assert.deepEqual(doc, {
+          client_id: provider.documentUrl,
+          client_name: 'MCP Connect Broker',
+          client_uri: `${publicUrl.origin}/`,
+          redirect_uris: [`${publicUrl.origin}/connect/tracker/callback`],
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          token_endpoint_auth_method: 'none',
+          application_type: 'web',
+        });
+        // An http PUBLIC_URL serves none (a client_id must be an https URL) and falls back to registration.
+        assert.equal(b.provider(upstream.url).clientMetadataDocument(), undefined);
+      } finally {
+        https.closeAllConnections();
+        await new Promise<void>((resolve) => https.close(() => resolve()));
+      }
+    }));
 });
 
 describe('auth: mcp pre-registered credentials', () => {

@@ -30,7 +30,8 @@ import { readBody, sendWebResponse, toWebRequest } from '../src/http/web-adapter
 import { createLogger } from '../src/log.js';
 import { mcpEndpoint } from '../src/mcp/endpoint.js';
 import { createToolStateCodec } from '../src/mcp/request-state.js';
-import { freePort, startIdp, type StartedIdp } from './support/idp.js';
+import { startIdp, type StartedIdp } from './support/idp.js';
+import { bindLoopback, portOf } from './support/listen.js';
 
 /** What the upstream asks before deleting: a form with unusual but valid parts, to compare byte for byte. */
 const CONFIRM_REQUESTS = {
@@ -203,8 +204,8 @@ describe('relaying an upstream input_required', () => {
   before(async () => {
     upstream = await startUpstream();
     upstreamClientInstance = await upstreamClient(upstream.url);
-    const port = await freePort();
-    const publicUrl = `http://127.0.0.1:${port}`;
+    brokerServer = await bindLoopback();
+    const publicUrl = `http://127.0.0.1:${portOf(brokerServer)}`;
     mcpUrl = `${publicUrl}/mcp`;
     idp = await startIdp({ clients: [], resource: mcpUrl });
     const verifier = new AccessTokenVerifier(
@@ -247,9 +248,7 @@ describe('relaying an upstream input_required', () => {
     );
     const app = express();
     app.all('/mcp', ...endpoint);
-    brokerServer = await new Promise<Server>((resolve) => {
-      const s = app.listen(port, '127.0.0.1', () => resolve(s));
-    });
+    brokerServer.on('request', app);
   });
 
   after(async () => {

@@ -586,36 +586,27 @@ describe('development identity provider: client ID metadata documents offline', 
   const resource = 'http://127.0.0.1:9/mcp';
   const redirectUri = 'http://127.0.0.1:9/callback';
 
-  test(
-    'a loopback https metadata URL works when loopbackMetadataDocuments is on (dev mode), and only then',
-    { skip: certificate ? false : 'openssl is not available to make a certificate' },
-    async () => {
-      const documents = await serveClientMetadata(certificate!, 'Metadata document assistant', redirectUri);
-      const clientId = documents.clientId;
-      const dev = await rawIdp({ resource, clients: [], loopbackMetadataDocuments: true });
-      const plain = await rawIdp({ resource, clients: [] });
-      try {
-        const jar = new CookieJar();
-        const login = await browse(jar, authorizationUrl(dev.issuer, clientId, redirectUri, resource), redirectUri);
-        assert.ok(!(login instanceof URL));
-        assert.equal(login.status, 200, login.html);
-        assert.match(login.html, /<strong>Metadata document assistant<\/strong>/);
-        const done = await browse(
-          jar,
-          new URL(formAction(login.html), login.url).href,
-          redirectUri,
-          new URLSearchParams({ login: 'xena' }),
-        );
-        assert.ok(done instanceof URL && done.searchParams.get('code'), 'a code for the metadata-document client');
+  test('a loopback https metadata URL works when loopbackMetadataDocuments is on (dev mode), and only then', async () => {
+    const documents = await serveClientMetadata(certificate, 'Metadata document assistant', redirectUri);
+    const clientId = documents.clientId;
+    const dev = await rawIdp({ resource, clients: [], loopbackMetadataDocuments: true });
+    const plain = await rawIdp({ resource, clients: [] });
+    try {
+      const jar = new CookieJar();
+      const login = await browse(jar, authorizationUrl(dev.issuer, clientId, redirectUri, resource), redirectUri);
+      assert.ok(!(login instanceof URL));
+      assert.equal(login.status, 200, login.html);
+      assert.match(login.html, /<strong>Metadata document assistant<\/strong>/);
+      const done = await browse(jar, new URL(formAction(login.html), login.url).href, redirectUri, new URLSearchParams({ login: 'xena' }));
+      assert.ok(done instanceof URL && done.searchParams.get('code'), 'a code for the metadata-document client');
 
-        const refused = await browse(new CookieJar(), authorizationUrl(plain.issuer, clientId, redirectUri, resource), redirectUri);
-        assert.ok(!(refused instanceof URL));
-        assert.equal(refused.status, 400, 'without the dev-mode switch oidc-provider refuses to fetch from loopback');
-      } finally {
-        await dev.close();
-        await plain.close();
-        await documents.close();
-      }
-    },
-  );
+      const refused = await browse(new CookieJar(), authorizationUrl(plain.issuer, clientId, redirectUri, resource), redirectUri);
+      assert.ok(!(refused instanceof URL));
+      assert.equal(refused.status, 400, 'without the dev-mode switch oidc-provider refuses to fetch from loopback');
+    } finally {
+      await dev.close();
+      await plain.close();
+      await documents.close();
+    }
+  });
 });

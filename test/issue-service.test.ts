@@ -14,7 +14,6 @@ import { Browser } from './support/browser.js';
 import { readConnection } from './support/seed.js';
 import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
-import { pythonMcpClient, runPythonMcpClient } from './support/python-mcp.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
 import { writeYamlLines } from './support/config-file.js';
 
@@ -179,28 +178,6 @@ describe('the example issue service against the real broker, end to end', () => 
     assert.equal(result.isError, undefined, resultText(result));
     assert.equal(stack.github.issues.length, issues + 1);
     assert.equal(stack.github.issues.at(-1)!.author, 'octocat');
-    await assertNoTokenReached();
-  });
-
-  it('the Python mcp 2.3.0 client (2026-07-28), where pip can install it', { timeout: 180_000 }, async (t) => {
-    const py = pythonMcpClient(dir);
-    if ('skip' in py) return t.skip(py.skip);
-
-    const issues = stack.github.issues.length;
-    const browser = new Browser();
-    const { code, out, err, links, result } = await runPythonMcpClient(py.python, {
-      url: audience,
-      token: await stack.token('pia', { aud: audience }),
-      args: ARGS,
-      onLink: (link) => completeConnect(browser, link, 'pia', { githubLogin: 'pia-gh' }),
-    });
-    received.push(out);
-    assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
-    assert.equal(links.length, 1, 'one URL elicitation');
-    assert.equal(new URL(links[0]!).origin, stack.publicUrl);
-    assert.match(resultText(result()), /Created octo-org\/hello#\d+ as pia-gh/);
-    assert.equal(stack.github.issues.length, issues + 1);
-    assert.equal(stack.github.issues.at(-1)!.author, 'pia-gh');
     await assertNoTokenReached();
   });
 });

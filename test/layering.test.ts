@@ -430,8 +430,9 @@ describe('layering invariants of src/', () => {
     assert.deepEqual(elsewhere.flatMap(cipherApiUses), []);
   });
 
-  it('uses no console.* under src/ except src/main.ts (logging goes through src/log.ts)', () => {
-    const offenders = sources.filter((s) => s.path !== 'src/main.ts' && !(s.path in KNOWN.console)).flatMap(consoleUses);
+  it("uses no console.* under src/ except src/main.ts and src/dev/oidc-provider.ts, which filters a library's notes (logging goes through src/log.ts)", () => {
+    const allowed = new Set(['src/main.ts', 'src/dev/oidc-provider.ts']);
+    const offenders = sources.filter((s) => !allowed.has(s.path) && !(s.path in KNOWN.console)).flatMap(consoleUses);
     assert.deepEqual(offenders, []);
   });
 

@@ -1,7 +1,6 @@
 // The logs (issue 14): pino JSON lines on stdout, one access line per request without its query,
 // a request id on every line of its request and in X-Request-Id, and no secret in any line.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createLogger, REDACTED_FIELDS, REDACTED_HEADERS } from '../src/log.js';
@@ -219,31 +218,5 @@ describe('the logger', () => {
     const headers = (JSON.parse(lines.at(-1)!) as { headers: Record<string, string> }).headers;
     for (const h of REDACTED_HEADERS) assert.equal(headers[h], '[redacted]', `headers.${h} is censored`);
     assert.equal(headers.accept, 'text/html');
-  });
-
-  it('writes one JSON line per event on stdout, at LOG_LEVEL, with the event first among its fields', () => {
-    const script = [
-      "import { createLogger } from './src/log.ts';",
-      'const log = createLogger();',
-      "log.debug('hidden', {});",
-      "log.info('listening', { url: 'http://127.0.0.1:1' });",
-      "log.error('failed', { message: 'x' });",
-    ].join('\n');
-    const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      env: { ...process.env, LOG_LEVEL: 'info' },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
-    assert.equal(run.status, 0, run.stderr);
-    assert.equal(run.stderr, '');
-    const lines = run.stdout.trimEnd().split('\n');
-    assert.deepEqual(
-      parsed(lines).map((l) => [l.level, l.event]),
-      [
-        ['info', 'listening'],
-        ['error', 'failed'],
-      ],
-    );
-    assert.match(lines[0]!, /"event":"listening","url":"http:\/\/127\.0\.0\.1:1"/);
   });
 });

@@ -14,7 +14,6 @@ import { Browser } from './support/browser.js';
 import { GITHUB_APP, seedExpired } from './support/expiring-tokens.js';
 import { freePort } from './support/idp.js';
 import { listenLoopback } from './support/listen.js';
-import { runNode } from './support/node-process.js';
 import { envelope, modernClient, rawCall } from './support/mcp.js';
 import { completeConnect, heldCalls, startStack } from './support/stack.js';
 import { startUpstreamServer } from './support/upstream-server.js';
@@ -332,21 +331,6 @@ describe('/metrics off, or on its own port', () => {
     } finally {
       await stack.close();
     }
-  });
-
-  it('runs no process collectors (event-loop monitor, GC observer) until /metrics is served', async () => {
-    // A fresh process: the registry is one per process.
-    const metricsModule = new URL('../src/observability/metrics.ts', import.meta.url).href;
-    const endpointModule = new URL('../src/observability/endpoint.ts', import.meta.url).href;
-    const code = [
-      `const { registry } = await import(${JSON.stringify(metricsModule)});`,
-      `const { metricsHandler } = await import(${JSON.stringify(endpointModule)});`,
-      `const has = () => registry.getSingleMetric('nodejs_eventloop_lag_seconds') !== undefined;`,
-      `const before = has(); metricsHandler('a-metrics-token-for-tests'); console.log(JSON.stringify({ before, after: has() }));`,
-    ].join(' ');
-    const run = await runNode(['--import', 'tsx', '--input-type=module', '-e', code], { PATH: process.env.PATH ?? '' });
-    assert.equal(run.code, 0, run.stderr);
-    assert.deepEqual(JSON.parse(run.stdout.trim()), { before: false, after: true });
   });
 
   it('serves /metrics on METRICS_PORT bound to 127.0.0.1 only, and not on the main port', async () => {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config/env.js';
 import { keyIdFor } from '../src/crypto/index.js';
+import { runRotateKeys } from '../src/cli/rotate-keys.js';
 import { openSqliteStore } from '../src/store/index.js';
 import { Browser, textOf } from './support/browser.js';
 import { startIdp, type StartedIdp } from './support/idp.js';
@@ -179,9 +179,12 @@ describe('encryption key rotation', () => {
   const stack = useStack();
   // An `auth: mcp` upstream behind its own authorization server, where the broker registers by RFC 7591.
   const upstream = useSuite('a protected upstream', () => startProtectedUpstream());
-  /** `npm run rotate-keys` against the database and key ring `env` names. */
-  const rotateKeys = (env: Record<string, string>) =>
-    spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/rotate-keys.ts'], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  /** `npm run rotate-keys`'s function, in this process, against the database and key ring `env` names. */
+  const rotateKeys = async (env: Record<string, string>) => {
+    let stdout = '';
+    const status = await runRotateKeys(loadConfig(env), { write: (text: string) => (stdout += text) });
+    return { status, stdout, stderr: '' };
+  };
   /** A GitHub connection of `sub` sealed under `env`'s ring: only its seal is looked at, its token is never sent. */
   const sealedConnection = (env: Record<string, string>, sub: string, accountId: string, accessToken: string) =>
     seedConnection(env, sub, 'github', { id: accountId, login: `${sub}-gh` }, { accessToken, tokenType: 'bearer', scopes: [] });
@@ -215,7 +218,7 @@ describe('encryption key rotation', () => {
     assert.match(await whoami('rita'), /@octocat/);
     await seedGitHubConnection(stack, 'tess', 'monalisa');
 
-    const run = rotateKeys(stack.env);
+    const run = await rotateKeys(stack.env);
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stdout, /Re-encrypted 2 connection\(s\) under key "k2026"/);
     assert.match(run.stdout, /Re-encrypted 1 upstream client secret\(s\) .*under key "k2026"/);
@@ -255,7 +258,7 @@ describe('encryption key rotation', () => {
     const orphan = randomBytes(32).toString('base64');
     const env = { ...stack.env, TOKEN_ENCRYPTION_KEYS: `orphan:${orphan}` };
     await sealedConnection(env, 'uma', '77', 'gho_orphaned');
-    const run = rotateKeys(stack.env);
+    const run = await rotateKeys(stack.env);
     assert.equal(run.status, 1);
     assert.match(run.stdout, /1 connection\(s\) sealed under a key no longer in TOKEN_ENCRYPTION_KEYS/);
   });
@@ -278,7 +281,7 @@ describe('encryption key rotation', () => {
     assert.equal(registrations(upstream), registeredBefore + 1);
 
     const rotate = (ring: string) => rotateKeys({ ...env, TOKEN_ENCRYPTION_KEYS: ring });
-    const run = rotate(current);
+    const run = await rotate(current);
     assert.equal(run.status, 1, run.stdout + run.stderr);
     assert.match(run.stdout, /Re-encrypted 0 connection\(s\)/);
     assert.ok(
@@ -298,7 +301,7 @@ describe('encryption key rotation', () => {
     }
 
     // With the lost key back (last in the ring), the next run re-seals it, and only then says older keys can go.
-    const back = rotate(`${current},${lostKey}`);
+    const back = await rotate(`${current},${lostKey}`);
     assert.equal(back.status, 0, back.stdout + back.stderr);
     assert.match(back.stdout, /Re-encrypted 1 upstream client secret\(s\)/);
     assert.match(back.stdout, /Every row uses the current key: older keys can be removed/);

@@ -13,6 +13,7 @@ import { startBroker, type RunningBroker } from '../src/server.js';
 import { startGitHubStandIn } from './support/github-standin.js';
 import { freePort, startIdp, type StartedIdp } from './support/idp.js';
 import { envelope, rawCall } from './support/mcp.js';
+import { bindLoopback, portOf } from './support/listen.js';
 import { brokerIdpClient, testBrokerEnv } from './support/stack.js';
 import { closeInOrder, useSuite } from './support/suite.js';
 import { makeTempDir } from './support/temp-dir.js';
@@ -40,13 +41,15 @@ function useBrokerWithIdp(issuer: () => Promise<string>): BrokerWithIdp {
   return useSuite('the broker', async () => {
     const dir = makeTempDir('broker-readiness-');
     const github = await startGitHubStandIn();
-    const port = await freePort();
+    const listening = await bindLoopback();
+    const port = portOf(listening);
     const publicUrl = `http://127.0.0.1:${port}`;
     const env = { PORT: String(port), ...testBrokerEnv({ publicUrl, dir: dir.path, github, idp: { issuer: await issuer() } }) };
     const logs: string[] = [];
     const broker = await startBroker(
       loadConfig(env),
       createLogger('debug', (line) => logs.push(line)),
+      { listening },
     );
     return { broker, publicUrl, logs, close: () => closeInOrder(broker, github, dir) };
   });

@@ -9,20 +9,24 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const text = readFileSync(`${ROOT}SECURITY.md`, 'utf8');
 const guarantees = text.slice(text.indexOf('## Guarantees'), text.indexOf('## Out of scope'));
 
-/** Each `(\`test/x.test.ts\`: "name…", "name")` citation, whatever the line breaks. */
+/** Each `(\`test/x.test.ts\`: "name…", "name")` citation (or test/system/x.test.ts), whatever the line breaks. */
 function citations(section: string): Array<{ file: string; name: string }> {
   const flat = section.replace(/\s*\n\s*/g, ' ');
   const out: Array<{ file: string; name: string }> = [];
-  for (const group of flat.matchAll(/`(test\/[\w-]+\.test\.ts)`:\s*((?:"[^"]+"(?:\s*(?:,|and|and the other tests there)?\s*)?)+)/g)) {
+  for (const group of flat.matchAll(
+    /`(test\/(?:system\/)?[\w-]+\.test\.ts)`:\s*((?:"[^"]+"(?:\s*(?:,|and|and the other tests there)?\s*)?)+)/g,
+  )) {
     for (const name of group[2]!.matchAll(/"([^"]+)"/g)) out.push({ file: group[1]!, name: name[1]!.replace(/…$/, '').trim() });
   }
   return out;
 }
 
-/** Test names as written in the file, with template-literal parts and escapes left as they are. */
+/** Test names as written in the file (by it, test, describe or a suite's own `…Test` helper), with template-literal parts and escapes left as they are. */
 function testNames(file: string): string[] {
   const source = readFileSync(`${ROOT}${file}`, 'utf8');
-  return [...source.matchAll(/\b(?:it|test|describe)\(\s*(['"`])((?:\\.|(?!\1).)*)\1/gs)].map((m) => m[2]!.replace(/\\(['"`])/g, '$1'));
+  return [...source.matchAll(/\b(?:it|test|describe|\w+Test)\(\s*(['"`])((?:\\.|(?!\1).)*)\1/gs)].map((m) =>
+    m[2]!.replace(/\\(['"`])/g, '$1'),
+  );
 }
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -1,9 +1,9 @@
 // The split between the inner loop and the whole run: `npm run test:quick` runs test/*.test.ts,
-// in-process only; suites that start Chromium, PostgreSQL clusters, broker processes or `npm ci`
-// live in test/system/ and run only in `npm test`.
+// in-process only; suites that start Chromium, PostgreSQL clusters, broker processes, `npm ci` or
+// any other process live in test/system/ and run only in `npm test`.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
@@ -20,6 +20,39 @@ const HEAVY_IMPORTS: Record<string, string> = {
 const quickSuites = () => readdirSync(TEST).filter((name) => name.endsWith('.test.ts'));
 const importsOf = (text: string) =>
   [...text.matchAll(/^import\b([^;]*?)\bfrom\s+'([^']+)'/gms)].map((m) => ({ names: m[1]!, specifier: m[2]! }));
+/** Imports that bring code in (not `import type`): what runs when the suite loads. */
+const valueImportsOf = (text: string) => importsOf(text).filter(({ names }) => !/^\s*type\b/.test(names));
+
+/** The child_process calls a suite could start a process with, called by name. */
+const SPAWNING_CALL = /\b(?:spawn|spawnSync|exec|execSync|execFile|execFileSync|fork|runNode|spawnAdmin|spawnBroker)\(/;
+
+/** The test/support modules that can start a process: they import node:child_process, or such a module, themselves. */
+function spawningSupportModules(): Map<string, string> {
+  const SUPPORT = join(TEST, 'support');
+  const imports = new Map<string, string[]>();
+  for (const name of readdirSync(SUPPORT).filter((n) => n.endsWith('.ts'))) {
+    const path = join(SUPPORT, name);
+    imports.set(
+      path,
+      valueImportsOf(readFileSync(path, 'utf8')).map(({ specifier }) =>
+        specifier.startsWith('.') ? resolve(dirname(path), specifier).replace(/\.js$/, '.ts') : specifier,
+      ),
+    );
+  }
+  const spawning = new Map<string, string>();
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [path, specifiers] of imports) {
+      if (spawning.has(path)) continue;
+      const why = specifiers.find((s) => s === 'node:child_process' || spawning.has(s));
+      if (why) {
+        spawning.set(path, why === 'node:child_process' ? why : `test/${why.slice(TEST.length + 1)}`);
+        grew = true;
+      }
+    }
+  }
+  return spawning;
+}
 
 describe('the quick suites (test/*.test.ts)', () => {
   it('start no Chromium, no broker process and no PostgreSQL cluster (those suites live in test/system/)', () => {
@@ -35,6 +68,28 @@ describe('the quick suites (test/*.test.ts)', () => {
       }
     }
     assert.deepEqual(heavy, []);
+  });
+
+  it('start no process at all: no node:child_process, no support module that spawns, no spawning call (those suites live in test/system/)', () => {
+    const spawning = spawningSupportModules();
+    assert.ok(spawning.has(join(TEST, 'support', 'node-process.ts')), 'the scan sees the support modules that spawn');
+    const found: string[] = [];
+    for (const name of quickSuites()) {
+      const path = join(TEST, name);
+      const text = readFileSync(path, 'utf8');
+      for (const { specifier } of valueImportsOf(text)) {
+        const target = specifier.startsWith('.') ? resolve(TEST, specifier).replace(/\.js$/, '.ts') : specifier;
+        if (target === 'node:child_process') found.push(`test/${name} imports node:child_process`);
+        const via = spawning.get(target);
+        // A suite with a PostgreSQL half may stay quick when postgresSkipReason() (TEST_QUICK=1) skips it.
+        if (via && !(specifier === './support/postgres.js' && /\bpostgresSkipReason\(\)/.test(text)))
+          found.push(`test/${name} imports ${specifier}, which can start a process (through ${via})`);
+      }
+      if (/import\(\s*'node:child_process'\s*\)/.test(text)) found.push(`test/${name} imports node:child_process dynamically`);
+      const call = SPAWNING_CALL.exec(text.replace(/\.exec\(/g, '.'));
+      if (call) found.push(`test/${name} calls ${call[0]}`);
+    }
+    assert.deepEqual(found, []);
   });
 
   it('are exactly what npm run test:quick runs, with TEST_QUICK=1; npm test runs them and test/system/', () => {

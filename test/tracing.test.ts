@@ -3,9 +3,6 @@
 // the test IdP, the GitHub stand-in, the official MCP clients of both eras.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { SpanKind } from '@opentelemetry/api';
@@ -14,7 +11,6 @@ import { parentFrom, startTracing, traceContextMeta, tracedFetch, withSpan, type
 import { sqliteHandle } from '../src/store/index.js';
 import { acmeProvider } from './support/acme-provider.js';
 import { modernClient, resultText } from './support/mcp.js';
-import { runNode } from './support/node-process.js';
 import { providersFile } from './support/gateway.js';
 import { listenLoopback } from './support/listen.js';
 import { seedConnection } from './support/seed.js';
@@ -22,7 +18,6 @@ import { startStack, type Stack } from './support/stack.js';
 import { tracingSettingsFor } from './support/tracing.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 
-const ROOT = join(import.meta.dirname, '..');
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 /** A client's W3C traceparent: a fresh trace id and the id of the client's own (sampled) span. */
@@ -395,60 +390,5 @@ describe('traces', () => {
       const text = JSON.stringify([span.name, span.attributes, span.events, span.resource.attributes]);
       for (const secret of secrets) assert.ok(!text.includes(secret), `${span.name} carries ${secret.slice(0, 12)}…`);
     }
-  });
-});
-
-describe('traces, off', () => {
-  /** Runs test/fixtures/tracing/tool-call.ts in its own process with `env`; returns its report and the OTel modules it resolved. */
-  async function toolCallIn(env: Record<string, string>): Promise<{ report: Record<string, unknown>; modules: string[] }> {
-    const dir = mkdtempSync(join(tmpdir(), 'otel-imports-'));
-    const log = join(dir, 'imports.log');
-    try {
-      const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('OTEL_')));
-      const {
-        code,
-        stdout: out,
-        stderr: err,
-      } = await runNode(
-        ['--import', 'tsx', '--import', './test/fixtures/tracing/import-log.mjs', 'test/fixtures/tracing/tool-call.ts'],
-        { ...clean, ...env, OTEL_IMPORT_LOG: log },
-        { cwd: ROOT },
-      );
-      assert.equal(code, 0, err);
-      const modules = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
-      return { report: JSON.parse(out.trim().split('\n').at(-1)!) as Record<string, unknown>, modules };
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }
-
-  const SDK = /\/@opentelemetry\/(?!api\/)/;
-
-  it('records no span and loads no module of the SDK or the exporter, and sends GitHub no traceparent', async () => {
-    const { report, modules } = await toolCallIn({});
-    assert.deepEqual(report, { ok: true, tracing: false, delegate: 'NoopTracerProvider', githubTraceparents: 0 });
-    assert.ok(
-      modules.some((m) => m.includes('/@opentelemetry/api/')),
-      'the hooks saw the API load (so they would see the SDK)',
-    );
-    assert.deepEqual(
-      modules.filter((m) => SDK.test(m)),
-      [],
-    );
-  });
-
-  it('loads them, by the same path, once OTEL_TRACES_EXPORTER names an exporter (the check above can fail)', async () => {
-    const { report, modules } = await toolCallIn({
-      OTEL_TRACES_EXPORTER: 'otlp',
-      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces',
-    });
-    assert.equal(report.ok, true);
-    assert.equal(report.tracing, true);
-    assert.equal(report.githubTraceparents, 0, 'GitHub gets no traceparent with traces on either');
-    for (const pkg of ['sdk-trace-node', 'sdk-trace-base', 'exporter-trace-otlp-http'])
-      assert.ok(
-        modules.some((m) => m.includes(`/@opentelemetry/${pkg}/`)),
-        pkg,
-      );
   });
 });

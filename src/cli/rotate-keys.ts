@@ -1,4 +1,4 @@
-import { loadConfigOrExit } from '../config/env.js';
+import { loadConfigOrExit, type Config } from '../config/env.js';
 import { Sealer, SealError, type SealContext } from '../crypto/index.js';
 import { clientSecretContext } from '../gateway/mcp-auth/registration.js';
 import { openStore, type ConnectionRow, type Repositories, type Store, type UpstreamClientRow } from '../store/index.js';
@@ -116,16 +116,17 @@ function mergeCounts(tables: Array<Array<{ key_id: string; n: number }>>): Array
   return [...total].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key_id, n]) => ({ key_id, n }));
 }
 
-async function main(): Promise<void> {
-  const config = loadConfigOrExit();
+/** `npm run rotate-keys` against `config`'s database and key ring: writes the report to `stdout`, returns the exit code. */
+export async function runRotateKeys(config: Config, stdout: { write(text: string): unknown }): Promise<number> {
   const store = await openStore(config.database);
   try {
     const report = await rotateKeys(store, new Sealer(config.tokenKeys));
-    process.stdout.write(rotationText(report));
-    process.exitCode = report.unreadable || report.clientSecrets.unreadable ? 1 : 0;
+    stdout.write(rotationText(report));
+    return report.unreadable || report.clientSecrets.unreadable ? 1 : 0;
   } finally {
     await store.close();
   }
 }
 
-if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) await main();
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href)
+  process.exitCode = await runRotateKeys(loadConfigOrExit(), process.stdout);

@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ejs from 'ejs';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
-import Provider, { errors } from 'oidc-provider';
 import type { AdapterConstructor, Client, ClientAuthMethod, Configuration, Interaction, ResourceServer, ResponseType } from 'oidc-provider';
 import { isLoopbackHostname } from '../net/loopback.js';
 import type { Logger } from '../log.js';
 import { randomHandle, randomId, sha256Hex } from '../crypto/index.js';
+import { errors, inMemoryAdapter, Provider } from './oidc-provider.js';
 
 export interface IdpClient {
   client_id: string;
@@ -265,7 +265,7 @@ export async function createIdentityProvider(options: IdentityProviderOptions): 
 
   const configuration = (cimdAck: string | undefined): Configuration => ({
     clients: options.clients.map((client) => ({ ...client })),
-    ...(options.adapter ? { adapter: options.adapter } : {}),
+    adapter: options.adapter ?? inMemoryAdapter(),
     jwks: { keys: [privateJwk] },
     cookies: { keys: options.cookieKeys?.length ? options.cookieKeys : [randomHandle()] },
     scopes: SCOPES,

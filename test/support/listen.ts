@@ -9,16 +9,32 @@ export interface Listening {
   close(): Promise<void>;
 }
 
-/** Serves `handler` (an Express app, say) on 127.0.0.1 at a free port. */
-export async function listenLoopback(handler: RequestListener): Promise<Listening> {
-  const server = createServer(handler);
+/**
+ * An HTTP server listening on 127.0.0.1 at `port` (default: one the system picks), with no handler
+ * yet: bound first, so its port can go into a URL before what serves it is built.
+ */
+export async function bindLoopback(port = 0): Promise<Server> {
+  const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
+  return server;
+}
+
+/** The port `server` listens on. */
+export const portOf = (server: Server): number => (server.address() as AddressInfo).port;
+
+/** Serves `handler` (an Express app, say) on 127.0.0.1 at a free port. */
+export async function listenLoopback(handler: RequestListener): Promise<Listening> {
+  const server = await bindLoopback();
+  server.on('request', handler);
   return {
     server,
-    port: (server.address() as AddressInfo).port,
+    port: portOf(server),
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

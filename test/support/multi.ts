@@ -1,12 +1,55 @@
 // Support for tests that run the broker as several child processes on one SQLite file: the IdP and
 // the GitHub stand-in in this process, brokers spawned with `spawnBroker`, and a browser that is
 // "pinned" to one process the way a load balancer in front of PUBLIC_URL would route it.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { freePort } from '../../src/dev/free-port.js';
 import { Browser } from './browser.js';
 import type { GitHubStandIn, StandInOptions } from './github-standin.js';
 import type { StartedIdp } from './idp.js';
-import { brokerIdpClient, spawnBroker, startBrokerSurroundings, testBrokerEnv } from './stack.js';
+import { brokerIdpClient, startBrokerSurroundings, testBrokerEnv } from './stack.js';
 import { resolveDeferred, useSuite, type Deferred } from './suite.js';
+
+/** A broker in its own process (same code, `node --import tsx src/main.ts`), for multi-process tests. */
+export async function spawnBroker(
+  env: Record<string, string>,
+): Promise<{ url: string; child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`broker did not start:\n${output}`)), 20_000);
+    const check = () => {
+      const m = /"event":"listening","url":"([^"]+)"/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    // The broker logs on stdout; start-up failures go to stderr.
+    child.stdout!.on('data', check);
+    child.stderr!.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`broker exited with ${code}:\n${output}`));
+    });
+  });
+  return {
+    url,
+    child,
+    output: () => output,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode);
+        child.once('exit', (code) => resolve(code));
+        child.kill(signal);
+      }),
+  };
+}
 
 export type SpawnedBroker = Awaited<ReturnType<typeof spawnBroker>>;
 
@@ -39,7 +82,7 @@ export async function startMultiStack(options: MultiStackOptions = {}): Promise<
     publicUrl,
     github,
     idp,
-  } = await startBrokerSurroundings('broker-multi-', options.standIn, (url) => ({ clients: [brokerIdpClient(url)] }));
+  } = await startBrokerSurroundings('broker-multi-', await freePort(), options.standIn, (url) => ({ clients: [brokerIdpClient(url)] }));
   const base: Record<string, string> = {
     ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
     ...options.env,

@@ -21,3 +21,22 @@ export function productionEnv(overrides: Record<string, string | undefined> = {}
   }
   return env;
 }
+
+/** The variables the broker cannot start without. */
+export const REQUIRED = [
+  'PUBLIC_URL',
+  'OIDC_ISSUER',
+  'OIDC_CLIENT_ID',
+  'OIDC_CLIENT_SECRET',
+  'GITHUB_CLIENT_ID',
+  'GITHUB_CLIENT_SECRET',
+  'BROKER_SECRET',
+  'TOKEN_ENCRYPTION_KEY',
+] as const;
+
+/** The configuration error naming a missing required variable. */
+export function missing(name: (typeof REQUIRED)[number]): string {
+  return name === 'TOKEN_ENCRYPTION_KEY'
+    ? 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTION_KEY or the key ring TOKEN_ENCRYPTION_KEYS)'
+    : `${name} is required`;
+}

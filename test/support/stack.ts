@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,8 +9,9 @@ import { startBroker, type RunningBroker } from '../../src/server.js';
 import type { Browser, Page } from './browser.js';
 import { eventually } from './eventually.js';
 import { startGitHubStandIn, type GitHubStandIn, type StandInOptions } from './github-standin.js';
-import { freePort, startIdp, type IdpClient, type StartedIdp } from './idp.js';
+import { startIdp, type IdpClient, type StartedIdp } from './idp.js';
 import { LOOPBACK_EGRESS_ALLOW } from './egress.js';
+import { bindLoopback, portOf } from './listen.js';
 
 export const BROKER_CLIENT = { id: 'connect-broker', secret: 'broker-client-secret-for-tests' };
 
@@ -99,16 +99,16 @@ export function testBrokerEnv(o: {
 }
 
 /**
- * What every broker under test stands on: a temporary folder, the broker's port and PUBLIC_URL,
+ * What every broker under test stands on: a temporary folder, PUBLIC_URL on the broker's `port`,
  * the GitHub stand-in and the IdP with the broker registered (`idp` adds to that registration).
  */
 export async function startBrokerSurroundings(
   folderPrefix: string,
+  port: number,
   standIn: StandInOptions | undefined,
   idp: (publicUrl: string) => Omit<Parameters<typeof startIdp>[0], 'resource'>,
 ): Promise<{ dir: string; port: number; publicUrl: string; github: GitHubStandIn; idp: StartedIdp }> {
   const dir = mkdtempSync(join(tmpdir(), folderPrefix));
-  const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const github = await startGitHubStandIn(standIn);
   return { dir, port, publicUrl, github, idp: await startIdp({ ...idp(publicUrl), resource: `${publicUrl}/mcp` }) };
@@ -116,19 +116,26 @@ export async function startBrokerSurroundings(
 
 /** Starts the IdP, the GitHub stand-in and one broker (in this process) on loopback ports. */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
-  const { dir, port, publicUrl, github, idp } = await startBrokerSurroundings('broker-test-', options.standIn, (url) => ({
-    clients: [
-      brokerIdpClient(url, {
-        post_logout_redirect_uris: [`${url}/auth/signed-out`],
-        ...(options.idpPairwiseBrokerClient ? { subject_type: 'pairwise' as const } : {}),
-      }),
-      ...(options.idpClients?.(url) ?? []),
-    ],
-    ...(options.idpEndSession === false ? { endSession: false } : {}),
-    ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
-    ...(options.idpProfileClaims ? { profileClaims: options.idpProfileClaims } : {}),
-    ...(options.idpPairwiseBrokerClient ? { pairwiseSubjects: true } : {}),
-  }));
+  // Bound before anything names its port: no other suite running beside this one can take it.
+  let listening = await bindLoopback();
+  const { dir, port, publicUrl, github, idp } = await startBrokerSurroundings(
+    'broker-test-',
+    portOf(listening),
+    options.standIn,
+    (url) => ({
+      clients: [
+        brokerIdpClient(url, {
+          post_logout_redirect_uris: [`${url}/auth/signed-out`],
+          ...(options.idpPairwiseBrokerClient ? { subject_type: 'pairwise' as const } : {}),
+        }),
+        ...(options.idpClients?.(url) ?? []),
+      ],
+      ...(options.idpEndSession === false ? { endSession: false } : {}),
+      ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
+      ...(options.idpProfileClaims ? { profileClaims: options.idpProfileClaims } : {}),
+      ...(options.idpPairwiseBrokerClient ? { pairwiseSubjects: true } : {}),
+    }),
+  );
   const env: Record<string, string> = {
     PORT: String(port),
     ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
@@ -139,9 +146,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const log = createLogger('debug', (line) => logs.push(line));
   let broker: RunningBroker;
   try {
-    broker = await startBroker(loadConfig(env), log, options.brokerOptions?.(publicUrl));
+    broker = await startBroker(loadConfig(env), log, { ...options.brokerOptions?.(publicUrl), listening });
   } catch (err) {
-    // Do not leave the IdP, the stand-in and the folder behind when the broker cannot start.
+    // Do not leave the server, the IdP, the stand-in and the folder behind when the broker cannot start.
+    await new Promise<void>((resolve) => listening.close(() => resolve()));
     await idp.close();
     await github.close();
     rmSync(dir, { recursive: true, force: true });
@@ -161,7 +169,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     token: (sub, extra = {}) => idp.mintAccessToken({ sub, ...extra }),
     async restart() {
       await broker.close();
-      broker = await startBroker(loadConfig(env), log, options.brokerOptions?.(publicUrl));
+      // The same port again: PUBLIC_URL and the IdP's registration name it.
+      listening = await bindLoopback(port);
+      broker = await startBroker(loadConfig(env), log, { ...options.brokerOptions?.(publicUrl), listening });
     },
     async close() {
       await broker.close();
@@ -171,47 +181,6 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   };
   return stack;
-}
-
-/** A broker in its own process (same code, `node --import tsx src/main.ts`), for multi-process tests. */
-export async function spawnBroker(
-  env: Record<string, string>,
-): Promise<{ url: string; child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`broker did not start:\n${output}`)), 20_000);
-    const check = () => {
-      const m = /"event":"listening","url":"([^"]+)"/.exec(output);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    };
-    // The broker logs on stdout; start-up failures go to stderr.
-    child.stdout!.on('data', check);
-    child.stderr!.on('data', check);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`broker exited with ${code}:\n${output}`));
-    });
-  });
-  return {
-    url,
-    child,
-    output: () => output,
-    stop: (signal = 'SIGTERM') =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
-        child.once('exit', (code) => resolve(code));
-        child.kill(signal);
-      }),
-  };
 }
 
 /**

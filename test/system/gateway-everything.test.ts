@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startEverything, type EverythingServer } from './support/everything.js';
-import { comparable, providersFile } from './support/gateway.js';
-import { legacyClient, modernClient, resultText } from './support/mcp.js';
-import { startStack, type Stack } from './support/stack.js';
+import { startEverything, type EverythingServer } from '../support/everything.js';
+import { comparable, providersFile } from '../support/gateway.js';
+import { legacyClient, modernClient, resultText } from '../support/mcp.js';
+import { startStack, type Stack } from '../support/stack.js';
 
 /** server-everything's tools that need no client feature (sampling, elicitation, roots), with arguments. */
 const CALLS: Array<[string, Record<string, unknown>]> = [

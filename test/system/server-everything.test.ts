@@ -5,8 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { networkInterfaces } from 'node:os';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startEverything, type EverythingServer } from './support/everything.js';
-import { resultText } from './support/mcp.js';
+import { startEverything, type EverythingServer } from '../support/everything.js';
+import { resultText } from '../support/mcp.js';
 
 const alive = (pid: number): boolean => {
   try {

@@ -3,11 +3,11 @@
 // counted and the process exits 1; a background task's failure is logged with its name.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { runNode } from './support/node-process.js';
+import { runNode } from '../support/node-process.js';
 
-const LOG = new URL('../src/log.ts', import.meta.url).href;
-const GUARDS = new URL('../src/observability/process-guards.ts', import.meta.url).href;
-const METRICS = new URL('../src/observability/metrics.ts', import.meta.url).href;
+const LOG = new URL('../../src/log.ts', import.meta.url).href;
+const GUARDS = new URL('../../src/observability/process-guards.ts', import.meta.url).href;
+const METRICS = new URL('../../src/observability/metrics.ts', import.meta.url).href;
 const env = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info' };
 
 /** `node -e <code>` with the logger as `log`, the guards installed, and the metrics registry as `registry`. */

@@ -2,9 +2,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { runNode } from './support/node-process.js';
+import { runNode } from '../support/node-process.js';
 
-const LOG = new URL('../src/log.ts', import.meta.url).href;
+const LOG = new URL('../../src/log.ts', import.meta.url).href;
 const env = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info' };
 const events = (stdout: string) =>
   stdout
@@ -96,5 +96,25 @@ describe('log output on stdout', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+
+  it('writes one JSON line per event on stdout, at LOG_LEVEL, with the event first among its fields', async () => {
+    const run = await runNode(
+      script(`log.debug('hidden', {}); log.info('listening', { url: 'http://127.0.0.1:1' }); log.error('failed', { message: 'x' });`),
+      env,
+    );
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stderr, '');
+    const lines = run.stdout.trimEnd().split('\n');
+    const parsed = lines.map((l) => JSON.parse(l) as { level: string; event: string; time: string });
+    assert.deepEqual(
+      parsed.map((l) => [l.level, l.event]),
+      [
+        ['info', 'listening'],
+        ['error', 'failed'],
+      ],
+    );
+    for (const l of parsed) assert.ok(!Number.isNaN(Date.parse(l.time)), `an ISO time: ${l.time}`);
+    assert.match(lines[0]!, /"event":"listening","url":"http:\/\/127\.0\.0\.1:1"/);
   });
 });
