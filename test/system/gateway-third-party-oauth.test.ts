@@ -11,20 +11,20 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { Browser, textOf } from './support/browser.js';
-import { LOOPBACK_ONLY } from './support/everything.js';
-import { providersFile } from './support/gateway.js';
-import { freePort } from './support/idp.js';
-import { startUpstreamConnect } from './support/mcp-auth-connect.js';
-import { legacyClient, modernClient, resultText } from './support/mcp.js';
-import { startStack, type Stack } from './support/stack.js';
-import { makeTempDir } from './support/temp-dir.js';
-import { pythonWith, startThirdPartyServer, type ThirdPartyServer } from './support/third-party-server.js';
+import { Browser, textOf } from '../support/browser.js';
+import { LOOPBACK_ONLY } from '../support/everything.js';
+import { providersFile } from '../support/gateway.js';
+import { freePort } from '../support/idp.js';
+import { startUpstreamConnect } from '../support/mcp-auth-connect.js';
+import { legacyClient, modernClient, resultText } from '../support/mcp.js';
+import { startStack, type Stack } from '../support/stack.js';
+import { makeTempDir } from '../support/temp-dir.js';
+import { pythonWith, startThirdPartyServer, type ThirdPartyServer } from '../support/third-party-server.js';
 
 const SDK_EXAMPLE = fileURLToPath(
-  new URL('../node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js', import.meta.url),
+  new URL('../../node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js', import.meta.url),
 );
-const FASTMCP_SERVER = fileURLToPath(new URL('./fixtures/fastmcp-oauth-server.py', import.meta.url));
+const FASTMCP_SERVER = fileURLToPath(new URL('../fixtures/fastmcp-oauth-server.py', import.meta.url));
 
 /** The broker with `upstream` as an `auth: mcp` upstream (its discovered addresses are loopback: allowed). */
 async function brokerFor(id: string, displayName: string, url: string): Promise<{ stack: Stack; close(): Promise<void> }> {
