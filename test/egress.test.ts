@@ -6,7 +6,7 @@
 // webhook delivery over a SQLite outbox.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { writeFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../src/config/env.js';
 import { parseEgressAllow } from '../src/config/egress.js';
@@ -22,7 +22,7 @@ import { eventually } from './support/eventually.js';
 import { json, serve } from './support/mcp-auth-bench.js';
 import { productionEnv } from './support/production-env.js';
 import { makeTempDir } from './support/temp-dir.js';
-import { selfSignedCertificate } from './support/tls.js';
+import { acceptSelfSignedCertificates, selfSignedCertificate } from './support/tls.js';
 import { startWebhookReceiver } from './support/webhook-receiver.js';
 
 const FETCH = { maxBytes: 64 * 1024, timeoutMs: 5_000 };
@@ -197,19 +197,9 @@ describe('the rule', () => {
 
 describe('egressFetch', () => {
   const certificate = selfSignedCertificate();
-  const skip = certificate ? false : 'openssl is not available to make a certificate';
-  let previous: string | undefined;
-  before(() => {
-    // The test servers' self-signed certificate: this process only, restored after.
-    previous = process.env.NODE_TLS_REJECT_UNAUTHORIZED;
-    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-  });
-  after(() => {
-    if (previous === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED;
-    else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
-  });
+  acceptSelfSignedCertificates();
 
-  test('refuses a loopback https server, by address and by a name resolving to it, and connects to nothing', { skip }, async () => {
+  test('refuses a loopback https server, by address and by a name resolving to it, and connects to nothing', async () => {
     const local = await serve((_base, _req, res) => json(res, { secret: 'internal' }), certificate);
     const port = new URL(local.base).port;
     try {

@@ -5,24 +5,15 @@
 // upstream on 127.0.0.1 with a self-signed certificate (test/fixtures/tls), and plain-http loopback servers
 // that record every request reaching them.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
 import { asMetadata, json, metadataChallenge, refusal, serve, staticUpstream } from './support/mcp-auth-bench.js';
-import { selfSignedCertificate } from './support/tls.js';
+import { acceptSelfSignedCertificates, selfSignedCertificate } from './support/tls.js';
 import { LOOPBACK_EGRESS } from './support/egress.js';
 
 describe('auth: mcp discovery from an https upstream', () => {
   const certificate = selfSignedCertificate();
-  let previous: string | undefined;
-  before(() => {
-    // The self-signed certificate of the test upstream: this process only, restored after.
-    previous = process.env.NODE_TLS_REJECT_UNAUTHORIZED;
-    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-  });
-  after(() => {
-    if (previous === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED;
-    else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
-  });
+  acceptSelfSignedCertificates();
 
   test('refuses a resource_metadata URL on plain http loopback, and fetches nothing there', async () => {
     // What a local service would answer: its JSON must never be fetched, let alone echoed in an error.

@@ -6,7 +6,8 @@
 // binds it to 127.0.0.1 instead. It prints a line per request on stdout and its own messages on
 // stderr; the last of both are kept for failure messages. close() ends its process group (it and
 // any child it started), SIGTERM first, SIGKILL if it lingers.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { killGroupOnExit, stopGroup } from './node-process.js';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/dev/free-port.js';
 
@@ -48,32 +49,6 @@ function tail(buffer: { text: string }, chunk: Buffer): void {
   buffer.text = (buffer.text + chunk.toString('utf8')).slice(-KEEP_CHARS);
 }
 
-async function exited(child: ChildProcess, ms: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return true;
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
-
-function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-child.pid!, signal); // its process group: it and whatever it spawned
-  } catch {
-    // already gone
-  }
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  signalGroup(child, 'SIGTERM');
-  if (await exited(child, 3000)) return;
-  signalGroup(child, 'SIGKILL');
-  await exited(child, 3000);
-}
-
 /** One attempt on one port: resolves when it answers HTTP, rejects (with its stderr) when it exits or times out. */
 async function startOn(port: number, options: EverythingOptions): Promise<EverythingServer> {
   const child = spawn(process.execPath, [`--import=data:text/javascript,${encodeURIComponent(LOOPBACK_ONLY)}`, ENTRY, 'streamableHttp'], {
@@ -82,9 +57,7 @@ async function startOn(port: number, options: EverythingOptions): Promise<Everyt
     detached: true, // its own process group, so close() reaches its children too
   });
   // A test that crashes or forgets close() still leaves nothing running: its group goes with this process.
-  const orphanGuard = () => signalGroup(child, 'SIGKILL');
-  process.once('exit', orphanGuard);
-  child.once('exit', () => process.off('exit', orphanGuard));
+  killGroupOnExit(child);
   const out = { text: '' };
   const err = { text: '' };
   child.stdout!.on('data', (c: Buffer) => tail(out, c));
@@ -96,7 +69,7 @@ async function startOn(port: number, options: EverythingOptions): Promise<Everyt
     pid: child.pid!,
     stderr: () => err.text,
     stdout: () => out.text,
-    close: () => stop(child),
+    close: () => stopGroup(child),
   };
 
   const deadline = Date.now() + (options.startTimeoutMs ?? 20_000);
@@ -111,7 +84,7 @@ async function startOn(port: number, options: EverythingOptions): Promise<Everyt
       // not listening yet
     }
     if (Date.now() > deadline) {
-      await stop(child);
+      await stopGroup(child);
       throw new Error(`server-everything did not answer on ${url} within ${options.startTimeoutMs ?? 20_000} ms; stderr:\n${err.text}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 100));

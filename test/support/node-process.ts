@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 
 export interface ProcessRun {
   code: number | null;
@@ -34,4 +34,39 @@ export function spawnAdmin(env: Record<string, string>, args: string[]): Promise
     { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     { timeoutMs: 60_000 },
   );
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal); // its process group: it and whatever it spawned
+  } catch {
+    // already gone
+  }
+}
+
+/** Whether `child` has exited, or does within `ms`. */
+export async function exited(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return true;
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/** Ends a `detached` child's whole process group: SIGTERM, then SIGKILL after 3 s; resolves once it has exited. */
+export async function stopGroup(child: ChildProcess): Promise<void> {
+  signalGroup(child, 'SIGTERM');
+  if (await exited(child, 3000)) return;
+  signalGroup(child, 'SIGKILL');
+  await exited(child, 3000);
+}
+
+/** SIGKILLs a `detached` child's process group if this process exits first. */
+export function killGroupOnExit(child: ChildProcess): void {
+  const orphanGuard = () => signalGroup(child, 'SIGKILL');
+  process.once('exit', orphanGuard);
+  child.once('exit', () => process.off('exit', orphanGuard));
 }

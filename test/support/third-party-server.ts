@@ -1,7 +1,8 @@
 // A third-party MCP server as a child process for the interop suites (the TypeScript SDK's example
 // OAuth server, FastMCP): its own process group, its output kept for failure messages, ready once
 // its MCP URL answers HTTP, and gone after close() (SIGTERM, then SIGKILL if it lingers).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { killGroupOnExit, stopGroup } from './node-process.js';
 import { join } from 'node:path';
 
 const KEEP_CHARS = 16_000;
@@ -24,44 +25,19 @@ export interface ThirdPartyOptions {
   startTimeoutMs?: number;
 }
 
-function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-child.pid!, signal);
-  } catch {
-    // already gone
-  }
-}
-
-async function exited(child: ChildProcess, ms: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return true;
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
-
 export async function startThirdPartyServer(options: ThirdPartyOptions): Promise<ThirdPartyServer> {
   const child = spawn(options.command, options.args, {
     env: { PATH: process.env.PATH ?? '', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
-  const orphanGuard = () => signalGroup(child, 'SIGKILL');
-  process.once('exit', orphanGuard);
-  child.once('exit', () => process.off('exit', orphanGuard));
+  killGroupOnExit(child);
   let text = '';
   const keep = (c: Buffer) => (text = (text + c.toString('utf8')).slice(-KEEP_CHARS));
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   const close = async () => {
-    signalGroup(child, 'SIGTERM');
-    if (!(await exited(child, 3000))) {
-      signalGroup(child, 'SIGKILL');
-      await exited(child, 3000);
-    }
+    await stopGroup(child);
   };
   const timeout = options.startTimeoutMs ?? 30_000;
   const deadline = Date.now() + timeout;

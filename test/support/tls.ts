@@ -3,12 +3,29 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { after, before } from 'node:test';
 
 const FIXTURES = new URL('../fixtures/tls/', import.meta.url);
 
 /** A self-signed certificate for 127.0.0.1 (subjectAltName IP:127.0.0.1) and its key. */
 export function selfSignedCertificate(): { key: Buffer; cert: Buffer } {
   return { key: readFileSync(new URL('loopback-key.pem', FIXTURES)), cert: readFileSync(new URL('loopback-cert.pem', FIXTURES)) };
+}
+
+/**
+ * In the calling suite, lets this process's https requests accept the fixture's self-signed
+ * certificate (code under test that makes its own requests takes no CA), restoring the setting after.
+ */
+export function acceptSelfSignedCertificates(): void {
+  let previous: string | undefined;
+  before(() => {
+    previous = process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+  });
+  after(() => {
+    if (previous === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+    else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
+  });
 }
 
 /**
