@@ -4,30 +4,22 @@
 // broker's own pages; the example creates the issue at the GitHub stand-in with the exchanged
 // token; no message the client receives ever carries that token.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport, UrlElicitationRequiredError } from '@modelcontextprotocol/client';
-import { startIssueService, type IssueService } from '../examples/issue-service/service.js';
 import { Browser } from './support/browser.js';
 import { readConnection } from './support/seed.js';
-import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
-import { completeConnect, startStack, type Stack } from './support/stack.js';
-import { writeYamlLines } from './support/config-file.js';
+import { completeConnect, type Stack } from './support/stack.js';
+import { startIssueServiceStack, type IssueServiceStack } from './support/issue-service-stack.js';
 
-const SERVICE = { id: 'issue-bot', secret: 'issue-bot-secret-for-the-e2e-test-0123' };
-const STATE_KEY = 'an-e2e-state-key-of-at-least-thirty-two-bytes';
 const ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed through the broker' };
 
 type Answer = { action: 'accept' | 'decline' | 'cancel' };
 
 describe('the example issue service against the real broker, end to end', () => {
   let stack: Stack;
-  let service: IssueService;
   let audience: string;
-  let dir: string;
+  let world: IssueServiceStack | undefined;
   /** Every body the clients received from the example service, to scan for tokens. */
   const received: string[] = [];
 
@@ -63,32 +55,11 @@ describe('the example issue service against the real broker, end to end', () => 
   const connection = (sub: string) => readConnection(stack.env, sub, 'github');
 
   before(async () => {
-    audience = `http://127.0.0.1:${await freePort()}/mcp`;
-    dir = mkdtempSync(join(tmpdir(), 'issue-service-e2e-'));
-    const file = writeYamlLines(join(dir, 'services.yaml'), [
-      'services:',
-      `  - id: ${SERVICE.id}`,
-      '    displayName: Example issue service',
-      `    audiences: [${audience}]`,
-      '    auth: client_secret_basic',
-      '    allow: { github: [public_repo, repo] }',
-    ]);
-    stack = await startStack({ env: { PROVIDERS_FILE: file, SERVICE_ISSUE_BOT_SECRET: SERVICE.secret }, holdSeconds: 5 });
-    service = await startIssueService({
-      brokerUrl: stack.publicUrl,
-      serviceId: SERVICE.id,
-      serviceSecret: SERVICE.secret,
-      stateKey: STATE_KEY,
-      oidcIssuer: stack.idp.issuer,
-      audience,
-      githubApiUrl: stack.github.apiUrl,
-      broker: { waitSeconds: 10 },
-    });
+    world = await startIssueServiceStack('issue-service-e2e-');
+    ({ stack, audience } = world);
   });
   after(async () => {
-    await service?.close();
-    await stack?.close();
-    rmSync(dir, { recursive: true, force: true });
+    await world?.close();
   });
 
   /** After the client closed: nothing it received holds a GitHub token (access or refresh). */

@@ -7,17 +7,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { startIssueService, type IssueService } from '../../examples/issue-service/service.js';
-import { freePort } from '../../src/dev/free-port.js';
 import { Browser } from '../support/browser.js';
-import { writeYamlLines } from '../support/config-file.js';
 import { useGateway } from '../support/gateway.js';
 import { resultText } from '../support/mcp.js';
 import { pythonMcpClient, runPythonMcpClient } from '../support/python-mcp.js';
-import { completeConnect, startStack, type Stack } from '../support/stack.js';
+import { startIssueServiceStack } from '../support/issue-service-stack.js';
+import { completeConnect } from '../support/stack.js';
 import { useSuite } from '../support/suite.js';
 
-const SERVICE = { id: 'issue-bot', secret: 'issue-bot-secret-for-the-e2e-test-0123' };
 const ARGS = { owner: 'octo-org', repo: 'hello', title: 'Filed through the broker' };
 
 /** A scratch folder for the venv, removed after `run`. */
@@ -31,38 +28,7 @@ async function inScratch<T>(prefix: string, run: (dir: string) => Promise<T>): P
 }
 
 describe('the example issue service against the real broker, from Python', () => {
-  const setup = useSuite('the broker and the example issue service', async () => {
-    const audience = `http://127.0.0.1:${await freePort()}/mcp`;
-    const dir = mkdtempSync(join(tmpdir(), 'issue-service-python-'));
-    const file = writeYamlLines(join(dir, 'services.yaml'), [
-      'services:',
-      `  - id: ${SERVICE.id}`,
-      '    displayName: Example issue service',
-      `    audiences: [${audience}]`,
-      '    auth: client_secret_basic',
-      '    allow: { github: [public_repo, repo] }',
-    ]);
-    const stack: Stack = await startStack({ env: { PROVIDERS_FILE: file, SERVICE_ISSUE_BOT_SECRET: SERVICE.secret }, holdSeconds: 5 });
-    const service: IssueService = await startIssueService({
-      brokerUrl: stack.publicUrl,
-      serviceId: SERVICE.id,
-      serviceSecret: SERVICE.secret,
-      stateKey: 'an-e2e-state-key-of-at-least-thirty-two-bytes',
-      oidcIssuer: stack.idp.issuer,
-      audience,
-      githubApiUrl: stack.github.apiUrl,
-      broker: { waitSeconds: 10 },
-    });
-    return {
-      stack,
-      audience,
-      async close() {
-        await service.close();
-        await stack.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  });
+  const setup = useSuite('the broker and the example issue service', () => startIssueServiceStack('issue-service-python-'));
 
   it('the Python mcp 2.3.0 client (2026-07-28), where pip can install it', { timeout: 180_000 }, (t) =>
     inScratch('issue-service-venv-', async (dir) => {
