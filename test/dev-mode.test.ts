@@ -164,7 +164,7 @@ describe('npm run dev: the broker with nothing configured', () => {
     const deleted = await client.callTool({ name: 'github_mcp_delete_repository', arguments: { owner: 'gwen-gh', repo: 'scratch' } });
     await client.close();
     assert.equal(links.length, 2, 'asked once more, for delete_repo');
-    assert.deepEqual(forms, ['github asks: Delete gwen-gh/scratch? This cannot be undone. Type gwen-gh/scratch to confirm.']);
+    assert.deepEqual(forms, ['GitHub MCP (sandbox) asks: Delete gwen-gh/scratch? This cannot be undone. Type gwen-gh/scratch to confirm.']);
     assert.equal(resultText(deleted), 'Repository gwen-gh/scratch was deleted.');
     assert.ok(oauth.tokens());
   });

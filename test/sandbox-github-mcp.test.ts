@@ -496,6 +496,7 @@ describe('the sandbox GitHub MCP endpoint', () => {
       provider: 'github',
       scopes: { required: ['repo'], allow: ['delete_repo'] },
       toolPrefix: 'github_mcp_',
+      name: 'GitHub MCP (sandbox)',
     });
     assert.deepEqual(parseYaml(sandboxGitHubUpstreamYaml(entry).join('\n')), { upstreams: [entry] });
     const c = await client(hubot);

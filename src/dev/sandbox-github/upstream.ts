@@ -15,6 +15,8 @@ export interface SandboxUpstreamEntry {
   provider: 'github';
   scopes: { required: string[]; allow: string[] };
   toolPrefix: string;
+  /** How its questions are introduced ("GitHub MCP (sandbox) asks: …"). */
+  name: string;
 }
 
 /** Development mode's prefix for the upstream's tools: `github_mcp_get_me`, `github_mcp_create_issue`… */
@@ -34,6 +36,7 @@ export function sandboxGitHubUpstream(sandboxBase: string, toolPrefix: string = 
     provider: 'github',
     scopes: { required: ['repo'], allow: ['delete_repo'] },
     toolPrefix,
+    name: 'GitHub MCP (sandbox)',
   };
 }
 
@@ -46,5 +49,6 @@ export function sandboxGitHubUpstreamYaml(entry: SandboxUpstreamEntry): string[]
     `    provider: ${entry.provider}`,
     `    scopes: { required: [${entry.scopes.required.join(', ')}], allow: [${entry.scopes.allow.join(', ')}] }`,
     `    toolPrefix: ${entry.toolPrefix}`,
+    `    name: ${JSON.stringify(entry.name)}`,
   ];
 }
