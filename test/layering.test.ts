@@ -471,6 +471,11 @@ describe('layering invariants of src/', () => {
     assert.deepEqual(appImportViolations(sources), []);
   });
 
+  it("reads or writes a library's private member (a property named _x, MCP's _meta aside) only in src/gateway/sdk-result-passthrough.ts", () => {
+    const privateMembers = placesOf(sources, (n) => ts.isPropertyAccessExpression(n) && /^_(?!meta$)[A-Za-z]/.test(n.name.text));
+    assertOnlyIn(privateMembers, 'src/gateway/sdk-result-passthrough.ts', 'the one workaround');
+  });
+
   it('builds a JSON-RPC error body (an object literal with jsonrpc and error) only in src/http/json-rpc-error.ts', () => {
     const builders = placesOf(sources, (n) => {
       if (!ts.isObjectLiteralExpression(n)) return false;

@@ -22,6 +22,7 @@ import { forwardToolCall, type ForwardDeps } from './forward.js';
 import { InFlightCalls } from './in-flight.js';
 import { ToolNames } from './names.js';
 import { defaultSeams, type GatewaySeams } from './seams.js';
+import { passToolResultsThrough } from './sdk-result-passthrough.js';
 import { UpstreamClient } from './upstream-client.js';
 
 export { defaultSeams, type GatewaySeams, type SeamCall } from './seams.js';
@@ -42,12 +43,6 @@ export interface GatewayOptions {
   seams?: Partial<GatewaySeams>;
   /** How long a user's live tool list is reused. */
   liveTtlMs?: number;
-}
-
-type Handler = (request: unknown, ctx: unknown) => Promise<unknown>;
-interface ServerInternals {
-  _wrapHandler(method: string, handler: Handler): Handler;
-  _invokeInputRequiredCapableHandler(method: string, handler: Handler, request: unknown, ctx: unknown): Promise<unknown>;
 }
 
 /**
@@ -143,8 +138,8 @@ export class Gateway implements GatewayHook {
    * A server for one request, whose `tools/call` answers are not re-validated against the SDK's
    * content types: an upstream's result must pass through unchanged (a newer content block, or an
    * extra field on a known one, would otherwise be refused or dropped). The input-required seam
-   * (requestState verification, capability checks) still runs; only the result validation is skipped.
-   * This reaches into two SDK internals, checked here so an SDK upgrade fails loudly.
+   * (requestState verification, capability checks) still runs; only the result validation is skipped
+   * (src/gateway/sdk-result-passthrough.ts, the one place that touches SDK internals).
    */
   #server(deps: ToolDeps): Server {
     const server = new Server(SERVER_INFO, {
@@ -153,14 +148,7 @@ export class Gateway implements GatewayHook {
       instructions: M.instructions,
     });
     server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
-    const internals = server as unknown as ServerInternals;
-    if (typeof internals._wrapHandler !== 'function' || typeof internals._invokeInputRequiredCapableHandler !== 'function')
-      throw new Error('@modelcontextprotocol/server changed its internals: the gateway cannot pass upstream results through');
-    const wrap = internals._wrapHandler.bind(server);
-    internals._wrapHandler = (method, handler) =>
-      method === 'tools/call'
-        ? (request, ctx) => internals._invokeInputRequiredCapableHandler.call(server, 'tools/call', handler, request, ctx)
-        : wrap(method, handler);
+    passToolResultsThrough(server);
     return server;
   }
 
