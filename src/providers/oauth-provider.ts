@@ -263,13 +263,7 @@ export class OAuthProvider implements Provider {
     try {
       const identity = this.#options.definition.identity;
       if (identity.source === 'api') {
-        let res = await this.#identityCall(identity, accessToken);
-        // A token refreshed a moment ago may not have replicated yet (the same wait as at connect).
-        if (res.status === 401 && this.freshTokenRetryMs > 0) {
-          await res.body?.cancel();
-          await sleep(this.freshTokenRetryMs);
-          res = await this.#identityCall(identity, accessToken);
-        }
+        const res = await this.#identityCall(identity, accessToken);
         await res.body?.cancel();
         return res.status === 401 ? 'refused' : res.ok ? 'accepted' : 'unknown';
       }
@@ -282,7 +276,16 @@ export class OAuthProvider implements Provider {
     }
   }
 
-  #identityCall(identity: Extract<ProviderDefinition['identity'], { source: 'api' }>, accessToken: string): Promise<Response> {
+  /** GET (or POST) the identity API with `accessToken`; a 401 is asked once more after `freshTokenRetryMs`, since a token minted or refreshed a moment ago may not have replicated yet. */
+  async #identityCall(identity: Extract<ProviderDefinition['identity'], { source: 'api' }>, accessToken: string): Promise<Response> {
+    const res = await this.#identityRequest(identity, accessToken);
+    if (res.status !== 401 || this.freshTokenRetryMs <= 0) return res;
+    await res.body?.cancel();
+    await sleep(this.freshTokenRetryMs);
+    return this.#identityRequest(identity, accessToken);
+  }
+
+  #identityRequest(identity: Extract<ProviderDefinition['identity'], { source: 'api' }>, accessToken: string): Promise<Response> {
     return fetchWithTimeout(
       identity.url,
       {
@@ -344,14 +347,7 @@ export class OAuthProvider implements Provider {
         break;
       }
       case 'api': {
-        const call = () => this.#identityCall(identity, tokens.accessToken);
-        let res = await call();
-        // The token was minted a moment ago and may not have replicated yet.
-        if (res.status === 401 && this.freshTokenRetryMs > 0) {
-          await res.body?.cancel();
-          await sleep(this.freshTokenRetryMs);
-          res = await call();
-        }
+        const res = await this.#identityCall(identity, tokens.accessToken);
         const body = await readJson(res, this.displayName);
         if (!res.ok)
           throw new ProviderError(
