@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { CompletionWatcher } from '../src/connect/completion-watcher.js';
+import { CompletionWatcher } from '../src/connections/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
 import { displayText } from '../src/http/display-text.js';
 import { safeReturnPath } from '../src/http/return-to.js';

@@ -16,10 +16,10 @@ import {
   type PendingConnection,
   type Store,
 } from '../store/index.js';
-import type { CompletionWatcher } from './completion-watcher.js';
+import type { CompletionWatcher } from '../connections/completion-watcher.js';
 import { summarizeConnection, type ConnectionService } from '../connections/index.js';
-import { DECLINED_IN_CLIENT, type ConnectLinks } from './links.js';
-import { CODE_EXCHANGE_FAILED, providerErrorReason } from './failure-reasons.js';
+import { DECLINED_IN_CLIENT, type ConnectLinks } from '../connections/links.js';
+import { CODE_EXCHANGE_FAILED, providerErrorReason } from '../connections/failure-reasons.js';
 import { M } from './messages.js';
 import { metrics } from '../observability/metrics.js';
 import { backgroundFailure } from '../observability/process-guards.js';

@@ -11,9 +11,9 @@ import {
 } from '@modelcontextprotocol/server';
 import { principalFromAuthInfo } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
-import type { CompletionWatcher } from '../connect/completion-watcher.js';
+import type { CompletionWatcher } from '../connections/completion-watcher.js';
 import type { ConnectionService } from '../connections/index.js';
-import type { ConnectLinks } from '../connect/links.js';
+import type { ConnectLinks } from '../connections/links.js';
 import type { Logger } from '../log.js';
 import type { GitHubApi } from '../providers/github/api.js';
 import type { Provider } from '../providers/provider.js';

@@ -16,7 +16,7 @@ import { rotateKeys } from '../../src/cli/rotate-keys.js';
 import { rotationText } from '../../src/cli/rotation/messages.js';
 import { clientSecretContext } from '../../src/gateway/mcp-auth/registration.js';
 import { ConnectionService } from '../../src/connections/index.js';
-import { ConnectLinks } from '../../src/connect/links.js';
+import { ConnectLinks } from '../../src/connections/links.js';
 import { Sealer } from '../../src/crypto/index.js';
 import { createLogger } from '../../src/log.js';
 import { MIGRATIONS_DIR, openPostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/index.js';

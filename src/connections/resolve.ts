@@ -4,7 +4,7 @@ import type { Provider } from '../providers/provider.js';
 import type { PendingConnection, Store } from '../store/index.js';
 import type { Logger } from '../log.js';
 import type { CompletionWatcher } from './completion-watcher.js';
-import type { ConnectionService, OpenConnection, Usable } from '../connections/index.js';
+import type { ConnectionService, OpenConnection, Usable } from './index.js';
 import { metrics } from '../observability/metrics.js';
 import { failureReason } from './failure-reasons.js';
 
