@@ -9,10 +9,9 @@ import { ConnectLinks } from './connections/links.js';
 import { Sealer } from './crypto/index.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
-import { UpstreamStates, verifyToolState } from './gateway/relay/upstream-state.js';
-import type { ToolDeps } from './mcp/context.js';
-import { createToolStateCodec } from './mcp/request-state.js';
-import { builtinToolNames, createMcpEndpointHandler, SERVER_INFO } from './mcp/server.js';
+import { UpstreamStates, verifyToolState, type UpstreamState } from './gateway/relay/upstream-state.js';
+import { createMcpEndpointHandler, createToolStateCodec, SERVER_INFO, type BuiltinState, type ToolDeps } from './mcp/index.js';
+import { builtinToolNames } from './mcp/server.js';
 import { Gateway } from './gateway/index.js';
 import { clientDocumentRoutes } from './gateway/mcp-auth/index.js';
 import { buildProviders } from './gateway/providers.js';
@@ -84,7 +83,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   });
   const webhooks = createWebhooks(store, config.webhooks, log, { egress: EgressRule.from(config.egress), ...options.webhookDelivery });
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs, events: webhooks.events });
-  const codec = createToolStateCodec(config.brokerSecret, config.connectLinkTtlSeconds);
+  // One key signs the built-in tools' states and the gateway's.
+  const codec = createToolStateCodec<BuiltinState | UpstreamState>(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
   const upstreamStates = new UpstreamStates(config.brokerSecret);
   const builtins = new Set(builtinToolNames(config.builtinTools));
@@ -123,7 +123,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     github,
     providers,
     disabledTools: new Set(builtinToolNames({}).filter((name) => !builtins.has(name))),
-    ...(gateway ? { gateway } : {}),
+    ...(gateway ? { router: gateway } : {}),
   };
   const mcpHandler = createMcpEndpointHandler(toolDeps);
   const app = createApp({

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { principalFromVerifiedClaims, type Principal } from '../src/auth/principal.js';
 import { bearerChallenge, parseChallenges, scopeChallengeGate, scopesToAskFor } from '../src/gateway/relay/scope-challenge.js';
 import { MAX_CHALLENGED_SCOPES, MAX_HEADER_LENGTH } from '../src/gateway/relay/www-authenticate.js';
-import { withCallScope } from '../src/mcp/call-scope.js';
+import { mcpCallOf, withHttpFacts, type ConnectionNeed } from '../src/mcp/index.js';
 import { builtInDefinitions } from '../src/providers/presets.js';
 import { OAuthProvider } from '../src/providers/oauth-provider.js';
 import { providerDefinitionSchema } from '../src/providers/definition.js';
@@ -155,7 +155,17 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
 
   /** The context the SDK hands a tool, for a 2026-07-28 tools/call of `tool` by `principal`. */
   function toolCtx(principal: Principal, state?: unknown): ServerContext {
-    const body = { method: 'tools/call', params: { name: 'github_delete_repo', arguments: { repo: 'acme/widgets' } } };
+    const body = {
+      method: 'tools/call',
+      params: {
+        name: 'github_delete_repo',
+        arguments: { repo: 'acme/widgets' },
+        _meta: {
+          'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } },
+          'io.modelcontextprotocol/clientInfo': { name: 'assistant', version: '1' },
+        },
+      },
+    };
     return {
       mcpReq: {
         method: 'tools/call',
@@ -167,8 +177,15 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
           'io.modelcontextprotocol/clientInfo': { name: 'assistant', version: '1' },
         },
       },
-      http: { authInfo: withCallScope({ token: 't', clientId: 'c', scopes: [], extra: { principal } }, body) },
+      http: { authInfo: withHttpFacts({ token: 't', clientId: 'c', scopes: [], extra: { principal } }, body, undefined) },
     } as unknown as ServerContext;
+  }
+
+  /** What the gateway's tools/call asks of the connection, for `toolCtx(principal, state)`. */
+  function need(principal: Principal, state: unknown, deps: ConnectionNeed['deps'], purpose: string, scopes: string[]): ConnectionNeed {
+    const ctx = toolCtx(principal, state);
+    const call = mcpCallOf({ era: 'modern', authInfo: ctx.http!.authInfo! }, deps.log);
+    return { ctx, call, deps, provider: deps.providers.get('github')!, purpose, scopes };
   }
 
   /** `sub` connected to octocat with only read:user granted; the tool deps and the GitHub provider of the stack. */
@@ -182,11 +199,10 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
     'Bearer error="insufficient_scope", scope="repo admin:org team:<b>&x", resource_metadata="https://up.example/.well-known/oauth-protected-resource"';
 
   it('asks for exactly the missing scopes, described or not; the consent page names the undescribed raw; GitHub is asked for them; the connection ends with them', async () => {
-    const { deps, github, principal: nora } = await connectedWithReadUser('nora');
+    const { deps, principal: nora } = await connectedWithReadUser('nora');
 
     /** The gate for the challenge above, as the tool github_delete_repo would call it for nora (with `state` on a repeat). */
-    const gate = (state?: unknown) =>
-      scopeChallengeGate(toolCtx(nora, state), { era: 'modern' }, deps, github, 'delete acme/widgets', ['repo'], challenge, 'github');
+    const gate = (state?: unknown) => scopeChallengeGate(need(nora, state, deps, 'delete acme/widgets', ['repo']), challenge, 'github');
 
     const first = await gate();
     assert.equal(first.ok, false);
@@ -231,14 +247,14 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
   });
 
   it('answers a challenge naming no scope, or only granted ones, with a tool error naming the upstream, and makes no link', async () => {
-    const { deps, github, principal: omar } = await connectedWithReadUser('omar');
+    const { deps, principal: omar } = await connectedWithReadUser('omar');
     for (const header of [
       'Bearer error="insufficient_scope"',
       'Bearer error="insufficient_scope", scope="read:user"',
       'Basic realm="x"',
       undefined,
     ]) {
-      const gate = await scopeChallengeGate(toolCtx(omar), { era: 'modern' }, deps, github, 'list issues', ['repo'], header, 'gh-mcp');
+      const gate = await scopeChallengeGate(need(omar, undefined, deps, 'list issues', ['repo']), header, 'gh-mcp');
       assert.equal(gate.ok, false);
       const result = (gate as { result: CallToolResult }).result;
       assert.equal(result.isError, true, String(header));

@@ -11,7 +11,7 @@ import { CompletionWatcher } from '../src/connections/completion-watcher.js';
 import { sha256Base64url } from '../src/crypto/index.js';
 import { displayText } from '../src/http/display-text.js';
 import { safeReturnPath } from '../src/http/return-to.js';
-import { canonicalJson, withCallScope } from '../src/mcp/call-scope.js';
+import { canonicalJson, withHttpFacts } from '../src/mcp/call.js';
 import { createToolStateCodec } from '../src/mcp/request-state.js';
 import { openSqliteStore, StoreUnavailableError, type SqliteStore, type Store } from '../src/store/index.js';
 import { migrate, openDatabase } from '../src/store/sqlite/database.js';
@@ -147,16 +147,18 @@ describe('requestState binding', () => {
   const verified = { token: 't', clientId: 'c', scopes: [], extra: { principal } } as AuthInfo;
 
   it('round-trips for the same principal and call', async () => {
-    const ctx = ctxFor(withCallScope(verified, call));
+    const ctx = ctxFor(withHttpFacts(verified, call, undefined));
     assert.deepEqual(await codec.verify(await codec.mint({ kind: 'connect', pid: 'p1' }, ctx), ctx), { kind: 'connect', pid: 'p1' });
   });
 
   it('fails closed instead of binding to less: no verified principal, no call scope, or a call scope of another method (a batch)', async () => {
-    await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withCallScope({ ...verified, extra: {} }, call))));
+    await assert.rejects(async () =>
+      codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withHttpFacts({ ...verified, extra: {} }, call, undefined))),
+    );
     await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(verified)));
-    await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withCallScope(verified, [call]))));
-    const state = await codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withCallScope(verified, call)));
-    await assert.rejects(async () => codec.verify(state, ctxFor(withCallScope(verified, [call]))));
+    await assert.rejects(async () => codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withHttpFacts(verified, [call], undefined))));
+    const state = await codec.mint({ kind: 'connect', pid: 'p1' }, ctxFor(withHttpFacts(verified, call, undefined)));
+    await assert.rejects(async () => codec.verify(state, ctxFor(withHttpFacts(verified, [call], undefined))));
   });
 });
 

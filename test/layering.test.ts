@@ -237,6 +237,32 @@ function appImportViolations(all: Source[]): string[] {
     );
 }
 
+/** Every relative import from a file under `from` into a file under `into` (both folders of the repository), as `path:line → target`. */
+function importsInto(all: Source[], from: string, into: string): string[] {
+  return all.flatMap((source) =>
+    source.path.startsWith(from)
+      ? importedModules(source).flatMap((m) => {
+          const target = resolveImport(source.path, m.module);
+          return target?.startsWith(into) ? [`${m.at} → ${target}`] : [];
+        })
+      : [],
+  );
+}
+
+/** Where a method named one of `names` is called (`x.name(…)`), as `path:line name`. */
+function callsOf(all: Source[], names: ReadonlySet<string>): string[] {
+  const found: string[] = [];
+  for (const source of all)
+    walk(source.file, (n) => {
+      if (ts.isCallExpression(n) && ts.isPropertyAccessExpression(n.expression) && names.has(n.expression.name.text))
+        found.push(`${where(source, n)} ${n.expression.name.text}`);
+    });
+  return found;
+}
+
+/** What turns a refused token into "reconnect": called only by the connection core's one policy (src/connections/). */
+const TOKEN_REFUSAL_POLICY = new Set(['markReauthRequired', 'refreshRejected']);
+
 const sources = sourcesUnder(SRC);
 
 /** What each single-file check finds in `source`: the modules it imports, the cipher APIs it uses, its console calls, and whether each redirect has the open-redirect shape. */
@@ -292,6 +318,25 @@ describe('the checks themselves', () => {
       consoleUses: 0,
       openRedirects: [false, false, false],
     });
+  });
+
+  it('find imports from one folder into another, and calls of the token-refusal policy, type-only imports counted', () => {
+    const tree = sourceTree(`
+      src/mcp/context.ts: import type { Gateway } from '../gateway/index.js';
+      src/gateway/forward.ts: import { requireConnection } from '../mcp/require-connection.js';
+      src/gateway/forward.ts: import { toolError } from '../mcp/index.js';
+      src/gateway/forward.ts: await deps.connections.markReauthRequired(p, 'github', 'upstream_401');
+      src/connections/use.ts: await deps.connections.refreshRejected(p, provider, tokens);
+    `);
+    assert.deepEqual(importsInto(tree, 'src/mcp/', 'src/gateway/'), ['src/mcp/context.ts:1 → src/gateway/index.ts']);
+    assert.deepEqual(
+      importsInto(tree, 'src/gateway/', 'src/mcp/').filter((edge) => !edge.endsWith('→ src/mcp/index.ts')),
+      ['src/gateway/forward.ts:1 → src/mcp/require-connection.ts'],
+    );
+    assert.deepEqual(callsOf(tree, TOKEN_REFUSAL_POLICY), [
+      'src/gateway/forward.ts:3 markReauthRequired',
+      'src/connections/use.ts:1 refreshRejected',
+    ]);
   });
 
   it('find every folder cycle, counting type-only imports, re-exports and import() types', () => {
@@ -449,6 +494,30 @@ describe('layering invariants of src/', () => {
       assert.deepEqual(source ? consoleUses(source) : [], []);
     });
   }
+
+  it('keeps src/mcp/ ignorant of the gateway: no file under src/mcp/ imports src/gateway/', () => {
+    assert.ok(importsInto(sources, 'src/gateway/', 'src/mcp/').length > 0, 'the gateway uses the MCP edge (the check is live)');
+    assert.deepEqual(importsInto(sources, 'src/mcp/', 'src/gateway/'), []);
+  });
+
+  it('lets src/gateway/ use src/mcp/ only through src/mcp/index.ts', () => {
+    assert.deepEqual(
+      importsInto(sources, 'src/gateway/', 'src/mcp/').filter((edge) => !edge.endsWith('→ src/mcp/index.ts')),
+      [],
+    );
+  });
+
+  it('has one policy for a refused token: only src/connections/ refreshes a rejected token or marks a connection for reconnecting', () => {
+    const calls = callsOf(sources, TOKEN_REFUSAL_POLICY);
+    assert.ok(
+      calls.some((c) => c.startsWith('src/connections/use.ts:')),
+      'the policy is found (the check is live)',
+    );
+    assert.deepEqual(
+      calls.filter((c) => !c.startsWith('src/connections/')),
+      [],
+    );
+  });
 
   it('has no import cycles between the top-level folders of src/ (type-only imports count)', () => {
     assert.ok(folderEdges(sources).get('http/')?.has('crypto/'), 'the folder graph is built (the check is live)');

@@ -247,40 +247,68 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
       ['form-only', { form: true }],
       ['no elicitation at all', {}],
     ] as const) {
-      it(`never gets a URL elicitation (${label}) and is pointed at /connections instead`, async () => {
-        let urls = 0;
-        let forms = 0;
-        const client = await clientAs(stack, `no-url-${label}`, {
+      it(`gets the principal-bound link in the result (${label}), the same link on a repeat, and the plain repeat after connecting acts`, async () => {
+        let asked = 0;
+        const sub = `no-url-${label}`;
+        const githubLogin = freshLogin('nourl');
+        const repo = `nourl-${label.replace(/\W+/g, '-')}`;
+        const client = await clientAs(stack, sub, {
           capabilities,
           onUrl: async () => {
-            urls += 1;
+            asked += 1;
             return { action: 'accept' };
           },
           onForm: async () => {
-            forms += 1;
+            asked += 1;
             return { action: 'decline' };
           },
         });
-        const result = await closing(client, (c) =>
-          c.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo: 'nourl', title: 'x' } }),
-        );
-        assert.equal(urls, 0);
-        assert.equal(forms, 0);
-        assert.equal(result.isError, true);
-        assert.equal(
-          resultText(result),
-          `GitHub is not connected for your account, and this client cannot open links. Link it at ${stack.publicUrl}/connections, then try again.`,
-        );
+        try {
+          const call = () => client.callTool({ name: 'github_create_issue', arguments: { owner: 'octo-org', repo, title: 'x' } });
+          const first = await call();
+          assert.equal(asked, 0, 'never asked through an elicitation');
+          assert.equal(first.isError, undefined, 'a normal result the assistant passes on');
+          const data = first.structuredContent as { status: string; reason: string; connect_url: string; missing_scopes: string[] };
+          assert.equal(data.status, 'not_connected');
+          assert.equal(data.reason, 'not_connected');
+          assert.deepEqual(data.missing_scopes, []);
+          const link = new URL(data.connect_url);
+          assert.equal(link.origin, stack.publicUrl);
+          assert.equal(link.pathname, '/connect/github');
+          assert.ok(resultText(first).includes(`Open this link to connect GitHub (access asked: `), resultText(first));
+          assert.ok(resultText(first).includes(data.connect_url), 'the text carries the same link');
+          assert.deepEqual((first._meta as Record<string, unknown>)['mcp-connect-broker/authorization'], {
+            reason: 'not_connected',
+            authorizationContextId: (first._meta as Record<string, { authorizationContextId: string }>)['mcp-connect-broker/authorization']!
+              .authorizationContextId,
+            remediationHints: [{ type: 'url', url: data.connect_url }],
+          });
+
+          // A repeat before the person finished: held (bounded), then the same link, not a new one.
+          const again = await call();
+          assert.equal((again.structuredContent as { connect_url: string }).connect_url, data.connect_url);
+
+          const page = await completeConnect(new Browser(), data.connect_url, sub, { githubLogin });
+          assert.match(textOf(page.html), new RegExp(`Connected as @${githubLogin}`));
+          const done = await call();
+          assert.equal(done.isError, undefined);
+          assert.equal((done.structuredContent as { status: string }).status, 'created');
+          const created = stack.github.issues.filter((i) => i.repo === repo);
+          assert.equal(created.length, 1);
+          assert.equal(created[0]!.author, githubLogin);
+        } finally {
+          await client.close();
+        }
       });
     }
 
-    it('answers a raw form-only call with a complete isError result and no inputRequests', async () => {
+    it('answers a raw form-only call with a complete result carrying the link and no inputRequests', async () => {
       const r = await callTool(stack, await stack.token('no-url-raw'), 'github_whoami', {}, {}, { elicitation: { form: {} } });
       assert.equal(r.status, 200);
       assert.equal(r.json.result.resultType, 'complete');
       assert.equal(r.json.result.inputRequests, undefined);
-      assert.equal(r.json.result.isError, true);
-      assert.ok(resultText(r.json.result).includes(`${stack.publicUrl}/connections`));
+      assert.equal(r.json.result.isError, undefined);
+      assert.match(r.json.result.structuredContent.connect_url, new RegExp(`^${stack.publicUrl}/connect/github\\?req=`));
     });
   });
 

@@ -8,8 +8,7 @@ import { OidcClient } from '../../src/auth/oidc-client.js';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { ConnectionService } from '../../src/connections/index.js';
 import { Sealer } from '../../src/crypto/index.js';
-import type { ToolDeps } from '../../src/mcp/context.js';
-import { withCallScope } from '../../src/mcp/call-scope.js';
+import { withHttpFacts, type ToolDeps } from '../../src/mcp/index.js';
 import { createToolStateCodec } from '../../src/mcp/request-state.js';
 import { buildMcpServer } from '../../src/mcp/server.js';
 import { openSqliteStore } from '../../src/store/index.js';
@@ -79,9 +78,9 @@ export const overhead = definePhase({
       const authInfo = await verifier.verifyAccessToken(tokens[0]!);
       const forCall = {
         era: 'modern',
-        authInfo: withCallScope(authInfo, { method: 'tools/call', params: { name: 'list_connections', arguments: {} } }),
+        authInfo: withHttpFacts(authInfo, { method: 'tools/call', params: { name: 'list_connections', arguments: {} } }, undefined),
       } as McpRequestContext;
-      const forList = { era: 'modern', authInfo: withCallScope(authInfo, { method: 'tools/list' }) } as McpRequestContext;
+      const forList = { era: 'modern', authInfo: withHttpFacts(authInfo, { method: 'tools/list' }, undefined) } as McpRequestContext;
       parts.brokerServerBuildForCall = await time(5000, () => buildMcpServer(forCall, deps as unknown as ToolDeps));
       parts.brokerServerBuildAllTools = await time(5000, () => buildMcpServer(forList, deps as unknown as ToolDeps));
     } catch (err) {

@@ -4,7 +4,7 @@ import type { Provider } from '../providers/provider.js';
 import type { PendingConnection, Store } from '../store/index.js';
 import type { Logger } from '../log.js';
 import type { CompletionWatcher } from './completion-watcher.js';
-import type { ConnectionService, OpenConnection, Usable } from './index.js';
+import type { OpenConnection, Usable } from './refresh.js';
 import { metrics } from '../observability/metrics.js';
 import { failureReason } from './failure-reasons.js';
 
@@ -28,7 +28,7 @@ export type Resolution =
 
 export interface ResolveDeps {
   store: Store;
-  connections: ConnectionService;
+  connections: { usable(owner: Principal, provider: Provider): Promise<Usable> };
   watcher: CompletionWatcher;
   log: Logger;
 }

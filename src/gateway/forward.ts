@@ -7,11 +7,16 @@ import {
 } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
 import { DEFAULT_CALLS_IN_FLIGHT_PER_USER, type ConfiguredUpstream } from '../config/upstreams.js';
-import { connectionIsDead, lastUsedIsDue, upstreamRefusalVerdict } from '../connections/index.js';
-import { clientCapabilities, principalOf, type RequestFacts, type ToolDeps } from '../mcp/context.js';
-import { requireConnection } from '../mcp/require-connection.js';
-import { nothingDone, toolError } from '../mcp/results.js';
-import { providerFailure } from '../mcp/tools/provider-failure.js';
+import { useConnection } from '../connections/index.js';
+import {
+  nothingDone,
+  providerFailure,
+  requireConnection,
+  toolError,
+  type ConnectionNeed,
+  type McpCall,
+  type ToolDeps,
+} from '../mcp/index.js';
 import { metrics } from '../observability/metrics.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { principalKey, type Catalog } from './catalog.js';
@@ -49,20 +54,20 @@ type Answer = CallToolResult | InputRequiredResult;
  */
 export async function forwardToolCall(
   ctx: ServerContext,
-  facts: RequestFacts,
+  mcp: McpCall,
   deps: ToolDeps,
   gw: ForwardDeps,
   route: ToolRoute,
   params: { arguments?: unknown; _meta?: unknown },
 ): Promise<Answer> {
-  if (route.kind === 'connect') return connectUpstream(ctx, facts, deps, gw, route.upstream);
+  if (route.kind === 'connect') return connectUpstream(ctx, mcp, deps, gw, route.upstream);
   const { upstream } = route;
   // Filtered out: as unknown as a tool that does not exist, and never forwarded.
   if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${upstream.toolPrefix}${route.name}`));
   const args = params.arguments && typeof params.arguments === 'object' ? (params.arguments as Record<string, unknown>) : {};
   const provider = gw.providerOf(upstream);
-  const call: SeamCall = { ctx, facts, deps, upstream, provider, tool: route.name, arguments: args };
-  const principal = principalOf(ctx);
+  const call: SeamCall = { ctx, mcp, deps, upstream, provider, tool: route.name, arguments: args };
+  const { principal } = mcp;
   const cap = upstream.callsInFlightPerUser ?? DEFAULT_CALLS_IN_FLIGHT_PER_USER;
   const release = gw.inFlight.take(`${principalKey(principal)}\0${upstream.id}`, cap);
   if (!release) {
@@ -88,7 +93,7 @@ async function forwardWithConnection(
   params: { arguments?: unknown; _meta?: unknown },
   seen: (outcome: UpstreamOutcome) => void,
 ): Promise<Answer> {
-  const { ctx, facts, deps, upstream, provider } = call;
+  const { ctx, mcp, deps, upstream, provider } = call;
   const purpose = G.purpose(upstream.displayName, call.tool);
   const repeat = await gw.seams.repeatParams(call);
   const body: Record<string, unknown> = { name: call.tool, arguments: call.arguments, ...(repeat ?? {}) };
@@ -108,7 +113,7 @@ async function forwardWithConnection(
     client.request('tools/call', body, {
       key: principalKey(principal),
       token,
-      capabilities: passedCapabilities(ctx),
+      capabilities: passedCapabilities(mcp),
       signal: ctx.mcpReq.signal,
       deadline,
     });
@@ -122,51 +127,44 @@ async function forwardWithConnection(
     return answerOf(call, gw, outcome);
   }
 
-  let gate;
+  const need: ConnectionNeed = { ctx, call: mcp, deps, provider, purpose, scopes: upstream.scopes };
+  const tool = `${upstream.toolPrefix}${call.tool}`;
+  let refusal: UpstreamOutcome | undefined;
   try {
-    gate = await requireConnection(ctx, facts, deps, provider, purpose, upstream.scopes);
+    const gate = await requireConnection(need);
+    if (!gate.ok) return gate.result;
+    deadline = Date.now() + upstream.timeoutMs;
+    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+    if (unknown) return unknown;
+    // A refused token goes through the connection core's one policy: one single-flight refresh and
+    // one retry, then the connection is marked for reconnecting only if the provider itself refuses
+    // the token too (a `provider:` upstream is a third party) or, for `auth: mcp`, on the upstream's word.
+    const used = await useConnection(deps, {
+      principal,
+      provider,
+      connection: gate.connection,
+      audience: upstream.auth.kind === 'mcp' ? { kind: 'audience', id: upstream.id } : { kind: 'third_party', id: upstream.id },
+      send: (token) => send(token),
+      refused: (outcome) => {
+        if (outcome.kind === 'unauthorized') refusal = outcome;
+        return outcome.kind === 'unauthorized';
+      },
+    });
+    if (used.kind === 'answered') {
+      seen(used.answer);
+      return answerOf(call, gw, used.answer);
+    }
+    seen(refusal!);
+    metrics.upstreamTokenRefusal(upstream.id, used.verdict);
+    if (used.kind === 'refused') return toolError(G.tokenRefusedByUpstream(upstream.id, provider.displayName));
+    const again = await requireConnection({ ...need, deps: { ...deps, repeatHoldMs: 0 } });
+    if (!again.ok) return again.result;
+    return toolError(G.stillUnauthorized(upstream.id));
   } catch (err) {
-    if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}${call.tool}`);
+    if (refusal) seen(refusal);
+    if (err instanceof ProviderError) return providerFailure(err, deps.log, tool);
     throw err;
   }
-  if (!gate.ok) return gate.result;
-  deadline = Date.now() + upstream.timeoutMs;
-  const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
-  if (unknown) return unknown;
-  let outcome = await send(gate.connection.tokens.accessToken);
-  if (outcome.kind === 'unauthorized') {
-    // A token the upstream refused although it had not expired (revoked, rotated elsewhere): one
-    // refresh through the same single-flight refresher as every other use, and one retry.
-    let refreshed;
-    try {
-      refreshed = await deps.connections.refreshRejected(principal, provider, gate.connection.tokens);
-    } catch (err) {
-      seen(outcome);
-      if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}${call.tool}`);
-      throw err;
-    }
-    let refused = gate.connection.tokens.accessToken;
-    if (refreshed?.kind === 'ok' && refreshed.connection.tokens.accessToken !== gate.connection.tokens.accessToken) {
-      refused = refreshed.connection.tokens.accessToken;
-      outcome = await send(refused);
-    }
-    if (outcome.kind === 'unauthorized') {
-      seen(outcome);
-      // The connection serves the built-in tools, every other upstream and every service: one
-      // upstream's refusal marks it only when the provider itself refuses the token too.
-      const verdict = await upstreamRefusalVerdict(upstream, provider, refused, deps.log);
-      metrics.upstreamTokenRefusal(upstream.id, verdict);
-      if (!connectionIsDead(verdict)) return toolError(G.tokenRefusedByUpstream(upstream.id, provider.displayName));
-      await deps.connections.markReauthRequired(principal, provider.id, 'upstream_401');
-      const again = await requireConnection(ctx, facts, { ...deps, repeatHoldMs: 0 }, provider, purpose, upstream.scopes);
-      if (!again.ok) return again.result;
-      return toolError(G.stillUnauthorized(upstream.id));
-    }
-  }
-  seen(outcome);
-  if (outcome.kind === 'result' && lastUsedIsDue(gate.connection.row.last_used_at))
-    void deps.connections.touch(principal, provider.id).catch(() => undefined);
-  return answerOf(call, gw, outcome);
 }
 
 /**
@@ -241,17 +239,24 @@ async function answerOf(call: SeamCall, gw: ForwardDeps, outcome: UpstreamOutcom
 }
 
 /** `<prefix>connect`: runs the connect elicitation, then says the tools are there. */
-async function connectUpstream(ctx: ServerContext, facts: RequestFacts, deps: ToolDeps, gw: ForwardDeps, upstream: ConfiguredUpstream) {
+async function connectUpstream(ctx: ServerContext, mcp: McpCall, deps: ToolDeps, gw: ForwardDeps, upstream: ConfiguredUpstream) {
   const provider = gw.providerOf(upstream);
-  const principal = principalOf(ctx);
+  const { principal } = mcp;
   if (!provider) {
     const outcome = await gw.clients.get(upstream.id)!.request('tools/list', {}, { key: principalKey(principal), token: undefined });
-    if (outcome.kind !== 'result') return answerOf({ ctx, facts, deps, upstream, provider, tool: 'connect', arguments: {} }, gw, outcome);
+    if (outcome.kind !== 'result') return answerOf({ ctx, mcp, deps, upstream, provider, tool: 'connect', arguments: {} }, gw, outcome);
     return { content: [{ type: 'text' as const, text: G.reachableNoAuth(upstream.displayName, upstream.toolPrefix) }] };
   }
   let gate;
   try {
-    gate = await requireConnection(ctx, facts, deps, provider, G.connectPurpose(upstream.displayName), upstream.scopes);
+    gate = await requireConnection({
+      ctx,
+      call: mcp,
+      deps,
+      provider,
+      purpose: G.connectPurpose(upstream.displayName),
+      scopes: upstream.scopes,
+    });
   } catch (err) {
     if (err instanceof ProviderError) return providerFailure(err, deps.log, `${upstream.toolPrefix}connect`);
     throw err;
@@ -265,8 +270,8 @@ async function connectUpstream(ctx: ServerContext, facts: RequestFacts, deps: To
 }
 
 /** What the upstream may know of the client: whether it can be asked for input (for the relay), nothing else. */
-function passedCapabilities(ctx: ServerContext): Record<string, unknown> {
-  const caps = clientCapabilities(ctx) as Record<string, unknown> | undefined;
+function passedCapabilities(mcp: McpCall): Record<string, unknown> {
+  const caps = mcp.capabilities as Record<string, unknown> | undefined;
   return caps?.elicitation ? { elicitation: caps.elicitation } : {};
 }
 

@@ -1,19 +1,8 @@
-import {
-  createMcpHandler,
-  ProtocolError,
-  ProtocolErrorCode,
-  Server,
-  type McpRequestContext,
-  type McpServer,
-  type ServerContext,
-} from '@modelcontextprotocol/server';
+import { createMcpHandler, ProtocolError, ProtocolErrorCode, Server, type McpServer } from '@modelcontextprotocol/server';
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { ConnectionService } from '../connections/index.js';
 import type { Logger } from '../log.js';
-import { callScopeOf } from '../mcp/call-scope.js';
-import { principalOf, type GatewayHook, type ToolDeps } from '../mcp/context.js';
-import { M } from '../mcp/messages.js';
-import { SERVER_INFO } from '../mcp/server.js';
+import { McpMessages, SERVER_INFO, type McpCall, type RequestRouter, type ToolDeps } from '../mcp/index.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
 import { UpstreamAudit } from './audit.js';
@@ -48,9 +37,9 @@ export interface GatewayOptions {
 /**
  * Remote MCP servers behind the broker: their tools listed beside ours (per user) and their calls
  * forwarded with the user's own token. Plugged into the per-request MCP server through
- * {@link GatewayHook}: only a `tools/list`, or a `tools/call` of an upstream tool, is served here.
+ * {@link RequestRouter}: only a `tools/list`, or a `tools/call` of an upstream tool, is served here.
  */
-export class Gateway implements GatewayHook {
+export class Gateway implements RequestRouter {
   readonly names: ToolNames;
   readonly catalog: Catalog;
   readonly clients: ReadonlyMap<string, UpstreamClient>;
@@ -104,23 +93,21 @@ export class Gateway implements GatewayHook {
     return provider;
   }
 
-  serverFor(rc: McpRequestContext, deps: ToolDeps, builtinServer: () => McpServer): Server | undefined {
+  serverFor(call: McpCall, deps: ToolDeps, builtinServer: () => McpServer): Server | undefined {
     if (this.options.upstreams.length === 0) return undefined;
-    const call = callScopeOf(rc.authInfo);
-    if (call?.method === 'tools/call') {
-      const route = this.names.route(call.name);
+    if (call.method === 'tools/call') {
+      const route = this.names.route(call.tool);
       if (!route) return undefined;
       const server = this.#server(deps);
-      const facts = { era: rc.era };
       server.setRequestHandler('tools/call', (request, ctx) =>
-        forwardToolCall(ctx, facts, deps, this.#forward, route, request.params as { arguments?: unknown; _meta?: unknown }),
+        forwardToolCall(ctx, call, deps, this.#forward, route, request.params as { arguments?: unknown; _meta?: unknown }),
       );
       return server;
     }
-    if (call?.method === 'tools/list') {
+    if (call.method === 'tools/list') {
       const server = this.#server(deps);
-      server.setRequestHandler('tools/list', async (_request, ctx: ServerContext) => {
-        const [builtins, upstream] = await Promise.all([this.#builtins(builtinServer), this.catalog.listFor(principalOf(ctx))]);
+      server.setRequestHandler('tools/list', async () => {
+        const [builtins, upstream] = await Promise.all([this.#builtins(builtinServer), this.catalog.listFor(call.principal)]);
         return { tools: [...builtins, ...upstream] } as never;
       });
       return server;
@@ -145,7 +132,7 @@ export class Gateway implements GatewayHook {
     const server = new Server(SERVER_INFO, {
       capabilities: { tools: { listChanged: false } },
       requestState: { verify: deps.verifyRequestState ?? ((state, ctx) => deps.codec.verify(state, ctx)) },
-      instructions: M.instructions,
+      instructions: McpMessages.instructions,
     });
     server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
     passToolResultsThrough(server);

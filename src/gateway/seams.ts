@@ -1,14 +1,14 @@
 import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
 import type { ConfiguredUpstream } from '../config/upstreams.js';
-import type { RequestFacts, ToolDeps } from '../mcp/context.js';
+import { toolError, type McpCall, type ToolDeps } from '../mcp/index.js';
 import type { Provider } from '../providers/provider.js';
-import { toolError } from '../mcp/results.js';
 import { G } from './messages.js';
 
 /** What a seam knows about the call it answers. */
 export interface SeamCall {
   ctx: ServerContext;
-  facts: RequestFacts;
+  /** The MCP call being served (its principal, era, capabilities). */
+  mcp: McpCall;
   deps: ToolDeps;
   upstream: ConfiguredUpstream;
   /** The connection's provider (`provider:` and `auth: mcp` upstreams), undefined for `auth: none`. */

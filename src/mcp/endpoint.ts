@@ -23,8 +23,7 @@ import { IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVer
 import { withFields, type Logger } from '../log.js';
 import { requestIdOf } from '../http/request-log.js';
 import { M } from './messages.js';
-import { withCallScope } from './call-scope.js';
-import { withRequestId } from './request-id.js';
+import { withHttpFacts } from './call.js';
 import { traceMcpRequest } from '../observability/mcp-tracing.js';
 
 export interface McpEndpointOptions {
@@ -130,7 +129,7 @@ export function mcpEndpoint(options: McpEndpointOptions, publicUrl: URL): Reques
     await traceMcpRequest(req.method, req.headers, parsed, async () => {
       const request = toWebRequest(req, res, publicUrl.href, body);
       const response = await handler.fetch(request, {
-        authInfo: withRequestId(withCallScope(authInfo, parsed), requestIdOf(res)),
+        authInfo: withHttpFacts(authInfo, parsed, requestIdOf(res)),
         ...(parsed !== undefined ? { parsedBody: parsed } : {}),
       });
       await sendWebResponse(res, response);

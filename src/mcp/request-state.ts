@@ -1,33 +1,40 @@
 import { createRequestStateCodec, type RequestStateCodec, type ServerContext } from '@modelcontextprotocol/server';
-import { principalFromAuthInfo } from '../auth/bearer.js';
 import { deriveKey } from '../crypto/index.js';
-import { callScopeOf } from './call-scope.js';
+import { stateBindingOf } from './call.js';
 
 /**
- * What our tools carry across a round trip. Signed, not encrypted: nothing secret goes in here in
- * the clear (an upstream's own state travels sealed, see src/gateway/relay/upstream-state.ts).
+ * What the built-in tools carry across a round trip. Signed, not encrypted: nothing secret goes in
+ * here in the clear.
  */
-export type ToolState =
-  | { kind: 'connect'; pid: string }
-  | { kind: 'confirm_disconnect'; provider: string }
-  | { kind: 'upstream'; upstream: string; sealed: string };
+export type BuiltinState = { kind: 'connect'; pid: string } | { kind: 'confirm_disconnect'; provider: string };
+
+/**
+ * The codec as one user of it sees it: it mints its own states (`S`), and what it verifies may be
+ * anyone's, since one codec (one key) serves the built-in tools and a request router alike.
+ */
+export interface StateSigner<S> {
+  mint(payload: S, ctx: ServerContext): Promise<string>;
+  verify(state: string, ctx: ServerContext): Promise<unknown>;
+}
 
 /**
  * The SDK's HMAC codec, bound to the principal (iss + sub of the verified token), the method, the
  * tool and a digest of its arguments: state replayed by another user, on another tool, or with other
- * arguments fails verification and the SDK answers -32602 before any tool code runs.
+ * arguments fails verification and the SDK answers -32602 before any tool code runs. One codec (one
+ * key) signs the built-ins' states and those a request router adds (`S`).
  */
-export function createToolStateCodec(brokerSecret: Buffer, ttlSeconds: number): RequestStateCodec<ToolState> {
-  return createRequestStateCodec<ToolState>({
+export function createToolStateCodec<S extends { kind: string } = BuiltinState>(
+  brokerSecret: Buffer,
+  ttlSeconds: number,
+): RequestStateCodec<S> {
+  return createRequestStateCodec<S>({
     key: deriveKey(brokerSecret, 'request-state'),
     ttlSeconds,
     bind: (ctx: ServerContext) => {
-      const principal = principalFromAuthInfo(ctx.http?.authInfo);
-      const call = callScopeOf(ctx.http?.authInfo);
+      const call = stateBindingOf(ctx);
       // Fail closed: a state is never minted or accepted bound to less than all of these.
-      if (!principal || !call || call.method !== ctx.mcpReq.method)
-        throw new Error('requestState needs a verified principal and the call it belongs to');
-      return [principal.issuer, principal.subject, call.method, call.name, call.argsDigest].join('\0');
+      if (!call) throw new Error('requestState needs a verified principal and the call it belongs to');
+      return [call.principal.issuer, call.principal.subject, call.method, call.tool, call.argsDigest].join('\0');
     },
   });
 }

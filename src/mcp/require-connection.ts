@@ -1,16 +1,20 @@
 import { inputRequired, inputResponse, UrlElicitationRequiredError } from '@modelcontextprotocol/server';
 import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
-import { lastUsedIsDue, type OpenConnection } from '../connections/index.js';
-import { resolveConnection } from '../connections/resolve.js';
-import { DECLINED_IN_CLIENT } from '../connections/links.js';
-import { FAILURE_TOLD_WITHIN_MS, failureReason } from '../connections/failure-reasons.js';
+import {
+  DECLINED_IN_CLIENT,
+  FAILURE_TOLD_WITHIN_MS,
+  failureReason,
+  resolveConnection,
+  useConnection,
+  type OpenConnection,
+} from '../connections/index.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import type { PendingConnection } from '../store/index.js';
-import { clientCapabilities, clientName, principalOf, supportsUrlElicitation, type RequestFacts, type ToolDeps } from './context.js';
-import { nothingDone, toolError } from './results.js';
+import { supportsUrlElicitation, type McpCall } from './call.js';
+import type { ToolDeps } from './context.js';
+import { nothingDone, withDenial } from './results.js';
 import { M } from './messages.js';
 import { providerFailure } from './tools/provider-failure.js';
 
@@ -19,6 +23,17 @@ export const CONNECT_INPUT_KEY = 'connect_account';
 
 export type ConnectionGate =
   { ok: true; principal: Principal; connection: OpenConnection } | { ok: false; result: CallToolResult | InputRequiredResult };
+
+/** What a call needs of a connection: whose (`call`), to which provider, with which scopes, and why (told to the person). */
+export interface ConnectionNeed {
+  ctx: ServerContext;
+  call: McpCall;
+  deps: ToolDeps;
+  provider: Provider;
+  /** Finishes "…so I can <purpose>" in the question to the person. */
+  purpose: string;
+  scopes?: string[];
+}
 
 /** Pending connections the broker itself refused or replaced: why, in words and as a code. */
 const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; code: string }> = {
@@ -34,23 +49,18 @@ const SETTLED_REASONS: Record<string, (provider: Provider) => { why: string; cod
 };
 
 /**
- * Finds the caller's connection to `provider` with `requiredScopes`, refreshed if near expiry, or
- * produces what the tool should answer instead: a URL elicitation of our /connect page
- * (2026-07-28), a -32042 (2025-11-25), an instruction to use /connections (clients without URL
- * elicitation), or a "nothing was done" after a decline.
+ * Finds the caller's connection to `provider` with `scopes`, refreshed if near expiry (the
+ * connection core's resolve), or produces what the tool should answer instead: a URL elicitation
+ * of our /connect page (2026-07-28), a -32042 (2025-11-25), the link itself in the result (a client
+ * without URL elicitation), or a "nothing was done" after a decline.
  *
  * On a repeat the decision comes from our own store, never from the client's `accept`: a flow still
  * under way holds the call (bounded) until the provider callback lands in any process.
  */
-export async function requireConnection(
-  ctx: ServerContext,
-  facts: RequestFacts,
-  deps: ToolDeps,
-  provider: Provider,
-  purpose: string,
-  requiredScopes: string[] = [],
-): Promise<ConnectionGate> {
-  const principal = principalOf(ctx);
+export async function requireConnection(need: ConnectionNeed): Promise<ConnectionGate> {
+  const { ctx, call, deps, provider, purpose } = need;
+  const requiredScopes = need.scopes ?? [];
+  const { principal } = call;
   const state = ctx.mcpReq.requestState<{ kind: string; pid?: string }>();
   let pending: PendingConnection | undefined;
 
@@ -69,14 +79,16 @@ export async function requireConnection(
     }
   }
 
+  // A client that cannot carry our state across (2025-11-25, or no URL elicitation) repeats the
+  // plain call: it holds on the caller's flow in progress, if there is one, else is told (once) of
+  // one the provider just refused.
+  const linkInResult = call.era === 'modern' && !supportsUrlElicitation(call.capabilities);
   const resolution = await resolveConnection(deps, {
     principal,
     provider,
     requiredScopes,
     baseScopes: provider.defaultScopes,
-    // A 2025-11-25 repeat carries no state: hold on the caller's flow in progress, if there is one,
-    // else be told (once) of one the provider just refused.
-    pending: pending ?? (facts.era === 'legacy' ? () => legacyRepeatsFlow(deps, principal, provider) : undefined),
+    pending: pending ?? (call.era === 'legacy' || linkInResult ? () => plainRepeatsFlow(deps, principal, provider) : undefined),
     holdMs: deps.repeatHoldMs,
     signal: ctx.mcpReq.signal,
   });
@@ -101,17 +113,28 @@ export async function requireConnection(
   const { usable, scopes } = resolution;
   pending = resolution.pending;
 
-  const caps = clientCapabilities(ctx);
-  if (facts.era === 'modern' && !supportsUrlElicitation(caps)) {
+  pending ??= await deps.links.create(principal, provider.id, call.clientName, provider.scopesApply ? scopes : undefined, purpose);
+  const url = deps.links.url(pending);
+  // No URL elicitation to carry it: the link itself goes in the result. It is bound to this
+  // principal, single-use and short-lived, so the model may see it; a plain repeat before the
+  // person finishes finds the same flow and answers the same link.
+  if (linkInResult) {
+    const state = usable.kind === 'none' ? M.stateNotConnected : usable.kind === 'reauth_required' ? M.stateReconnect : M.stateMoreAccess;
+    const missing = usable.kind === 'ok' ? scopes : [];
+    const result = nothingDone(M.linkInResult(provider.displayName, state, provider.scopesApply ? scopes : [], url, purpose), {
+      status: 'not_connected',
+      reason: resolution.reason,
+      provider: provider.id,
+      connect_url: url,
+      missing_scopes: missing,
+    });
     return {
       ok: false,
-      result: toolError(
-        M.cannotOpenLinks(
-          provider.displayName,
-          usable.kind === 'none' ? M.stateNotConnected : usable.kind === 'reauth_required' ? M.stateReconnect : M.stateMoreAccess,
-          new URL('/connections', deps.publicUrl).href,
-        ),
-      ),
+      result: withDenial(result, {
+        reason: resolution.reason,
+        authorizationContextId: pending.id,
+        remediationHints: [{ type: 'url', url }],
+      }),
     };
   }
 
@@ -123,9 +146,7 @@ export async function requireConnection(
   } else {
     message = M.askConnect(provider.displayName, purpose);
   }
-  pending ??= await deps.links.create(principal, provider.id, clientName(ctx), provider.scopesApply ? scopes : undefined, purpose);
-  const url = deps.links.url(pending);
-  if (facts.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
+  if (call.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
   return {
     ok: false,
     result: inputRequired({
@@ -136,67 +157,39 @@ export async function requireConnection(
 }
 
 /**
- * Runs `act` with the caller's usable connection. When the provider rejects the stored token
- * (HTTP 401), the connection is marked `reauth_required` (never deleted) and the user is asked to
+ * Runs `act` with the caller's usable connection to the provider's own API, under the connection
+ * core's one policy for a refused token (src/connections/use.ts): a token the provider refuses
+ * after the retries is marked `reauth_required` (never deleted) and the person is asked to
  * reconnect right away; other provider failures become tool errors.
  */
 export async function withConnection(
-  ctx: ServerContext,
-  facts: RequestFacts,
-  deps: ToolDeps,
-  provider: Provider,
-  purpose: string,
-  requiredScopes: string[],
-  tool: string,
+  need: ConnectionNeed & { tool: string },
   act: (connection: OpenConnection, principal: Principal) => Promise<CallToolResult>,
 ): Promise<CallToolResult | InputRequiredResult> {
-  let gate: ConnectionGate;
+  const { deps, provider, tool } = need;
   try {
-    gate = await requireConnection(ctx, facts, deps, provider, purpose, requiredScopes);
+    const gate = await requireConnection(need);
+    if (!gate.ok) return gate.result;
+    const { connection, principal } = gate;
+    const used = await useConnection(deps, {
+      principal,
+      provider,
+      connection,
+      audience: { kind: 'provider' },
+      send: (accessToken) => act({ ...connection, tokens: { ...connection.tokens, accessToken } }, principal),
+    });
+    if (used.kind === 'answered') return used.answer;
+    const again = await requireConnection({ ...need, deps: { ...deps, repeatHoldMs: 0 } });
+    if (!again.ok) return again.result;
+    return 'error' in used.last ? providerFailure(used.last.error, deps.log, tool) : used.last.answer;
   } catch (err) {
     if (err instanceof ProviderError) return providerFailure(err, deps.log, tool);
     throw err;
   }
-  if (!gate.ok) return gate.result;
-  try {
-    const result = await actTolerantOfReplicationLag(provider, gate.connection, gate.principal, act);
-    if (lastUsedIsDue(gate.connection.row.last_used_at)) void deps.connections.touch(gate.principal, provider.id).catch(() => undefined);
-    return result;
-  } catch (err) {
-    if (err instanceof ProviderError && err.code === 'unauthorized') {
-      await deps.connections.markReauthRequired(gate.principal, provider.id, 'api_401');
-      const again = await requireConnection(ctx, facts, { ...deps, repeatHoldMs: 0 }, provider, purpose, requiredScopes);
-      if (!again.ok) return again.result;
-    }
-    return providerFailure(err, deps.log, tool);
-  }
 }
 
-/**
- * A token minted or refreshed in the last minute may be refused once with 401 while it replicates
- * (the provider's `freshTokenRetryMs`, set for GitHub): retry such a fresh token once before
- * calling it dead.
- */
-async function actTolerantOfReplicationLag<T>(
-  provider: Provider,
-  connection: OpenConnection,
-  principal: Principal,
-  act: (c: OpenConnection, p: Principal) => Promise<T>,
-): Promise<T> {
-  try {
-    return await act(connection, principal);
-  } catch (err) {
-    const fresh = Date.now() - connection.row.updated_at < FRESH_TOKEN_MS;
-    if (!(err instanceof ProviderError && err.code === 'unauthorized' && fresh && provider.freshTokenRetryMs > 0)) throw err;
-    await sleep(provider.freshTokenRetryMs);
-    return act(connection, principal);
-  }
-}
-
-const FRESH_TOKEN_MS = 60_000;
-
-/** A 2025-11-25 call's flow: the caller's one under way, else the one that failed last, unless a call was told of it. */
-async function legacyRepeatsFlow(deps: ToolDeps, principal: Principal, provider: Provider): Promise<PendingConnection | undefined> {
+/** A plain repeat's flow (no state of ours to name it): the caller's one under way, else the one that failed last, unless a call was told of it. */
+async function plainRepeatsFlow(deps: ToolDeps, principal: Principal, provider: Provider): Promise<PendingConnection | undefined> {
   return (
     (await deps.store.pending.latestInFlight(principal, provider.id)) ??
     (await deps.store.pending.takeUntoldFailure(principal, provider.id, Date.now() - FAILURE_TOLD_WITHIN_MS))

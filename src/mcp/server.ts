@@ -1,8 +1,8 @@
 import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext, type Server } from '@modelcontextprotocol/server';
 import { StoreUnavailableError } from '../store/index.js';
-import { callScopeOf } from './call-scope.js';
 import { toolError } from './results.js';
-import type { RequestFacts, ToolDeps } from './context.js';
+import { mcpCallOf, type McpCall } from './call.js';
+import type { ToolDeps } from './context.js';
 import { registerConnectAccount } from './tools/connect-account.js';
 import { registerDisconnectAccount } from './tools/disconnect-account.js';
 import { registerGitHubCreateIssue } from './tools/github-create-issue.js';
@@ -10,12 +10,11 @@ import { registerGitHubWhoami } from './tools/github-whoami.js';
 import { registerListConnections } from './tools/list-connections.js';
 import { M } from './messages.js';
 import { countToolCalls } from '../observability/tool-metrics.js';
-import { requestLogger } from './request-id.js';
 import { traceEra } from '../observability/mcp-tracing.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
-type Registrar = (server: McpServer, deps: ToolDeps, facts: RequestFacts) => void;
+type Registrar = (server: McpServer, deps: ToolDeps, call: McpCall) => void;
 
 /** Every built-in tool, by name (a Map, so a client-chosen name can never reach an Object prototype member). */
 const TOOLS = new Map<string, Registrar>([
@@ -41,13 +40,13 @@ export function builtinToolNames(builtinTools: Record<string, boolean>): string[
  * of the per-request CPU, see bench/README.md); anything else gets every tool.
  */
 export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServer | Server {
-  const deps: ToolDeps = { ...shared, log: requestLogger(shared.log, rc.authInfo) };
-  // A tools/list, or a tools/call of an upstream tool, is the gateway's (src/gateway/).
-  const routed = deps.gateway?.serverFor(rc, deps, () => buildBuiltinServer(rc, deps));
-  return routed ?? buildBuiltinServer(rc, deps);
+  const call = mcpCallOf(rc, shared.log);
+  const deps: ToolDeps = { ...shared, log: call.log };
+  const routed = deps.router?.serverFor(call, deps, () => buildBuiltinServer(call, deps));
+  return routed ?? buildBuiltinServer(call, deps);
 }
 
-function buildBuiltinServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
+function buildBuiltinServer(call: McpCall, deps: ToolDeps): McpServer {
   const server = new McpServer(SERVER_INFO, {
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
@@ -58,13 +57,11 @@ function buildBuiltinServer(rc: McpRequestContext, deps: ToolDeps): McpServer {
   reuseConvertedOutputSchemas(server);
   answerStoreOutagesAsToolErrors(server, deps);
   countToolCalls(server);
-  traceEra(rc.era);
-  const facts = { era: rc.era };
-  const call = callScopeOf(rc.authInfo);
+  traceEra(call.era);
   const off = deps.disabledTools;
-  const only = call?.method === 'tools/call' && !off?.has(call.name) ? TOOLS.get(call.name) : undefined;
-  if (only) only(server, deps, facts);
-  else for (const [name, register] of TOOLS) if (!off?.has(name)) register(server, deps, facts);
+  const only = call.method === 'tools/call' && !off?.has(call.tool) ? TOOLS.get(call.tool) : undefined;
+  if (only) only(server, deps, call);
+  else for (const [name, register] of TOOLS) if (!off?.has(name)) register(server, deps, call);
   return server;
 }
 

@@ -4,12 +4,12 @@ import { activeSpan, recordFailure, SpanStatusCode } from './tracing.js';
 
 /**
  * What a tool's answer was, in the four words of `broker_mcp_tool_calls_total`: asked the user for
- * something (a URL elicitation, either era), an error, "nothing was done" after a decline or cancel
+ * something (a URL elicitation, either era, or the connect link in the result), an error, "nothing was done" after a decline or cancel
  * (`structuredContent.status` `not_connected` / `not_done`, see src/mcp/results.ts), or done.
  */
 export function toolOutcome(result: unknown): ToolOutcome {
-  const r = (result ?? {}) as { resultType?: unknown; isError?: unknown; structuredContent?: { status?: unknown } };
-  if (r.resultType === 'input_required') return 'input_required';
+  const r = (result ?? {}) as { resultType?: unknown; isError?: unknown; structuredContent?: { status?: unknown; connect_url?: unknown } };
+  if (r.resultType === 'input_required' || typeof r.structuredContent?.connect_url === 'string') return 'input_required';
   if (r.isError === true) return 'error';
   const status = r.structuredContent?.status;
   if (status === 'not_connected' || status === 'not_done') return 'declined';

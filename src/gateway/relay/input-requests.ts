@@ -12,7 +12,7 @@
  * One refused request refuses the whole round: the upstream asked for all of them together.
  */
 import type { ClientCapabilities, InputRequests } from '@modelcontextprotocol/server';
-import { supportsFormElicitation, supportsUrlElicitation } from '../../mcp/context.js';
+import { supportsFormElicitation, supportsUrlElicitation } from '../../mcp/index.js';
 import { M } from './messages.js';
 
 /** Input the broker never offered the upstream, by what it is. */

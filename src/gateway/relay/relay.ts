@@ -19,22 +19,22 @@ import {
   type CallToolResult,
   type InputRequests,
   type InputRequiredResult,
-  type RequestStateCodec,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import type { ToolState } from '../../mcp/request-state.js';
-import { toolError } from '../../mcp/results.js';
+import { toolError, type StateSigner } from '../../mcp/index.js';
 import { M } from './messages.js';
 import {
   bindingOf,
   MAX_UPSTREAM_STATE_BYTES,
   UpstreamStateRefused,
   type OpenedUpstreamState,
+  type UpstreamState,
+  isUpstreamState,
   type UpstreamStates,
 } from './upstream-state.js';
 
 export interface RelayDeps {
-  codec: RequestStateCodec<ToolState>;
+  codec: StateSigner<UpstreamState>;
   upstreamStates: UpstreamStates;
 }
 
@@ -100,8 +100,8 @@ export function readRelayedRepeat(
   deps: RelayDeps,
   call: { upstream: string; tool: string },
 ): RelayedRepeat | undefined {
-  const state = ctx.mcpReq.requestState<ToolState | OpenedUpstreamState>();
-  if (!state || typeof state !== 'object' || state.kind !== 'upstream') return undefined;
+  const state = ctx.mcpReq.requestState<{ kind: string } | OpenedUpstreamState>();
+  if (!state || typeof state !== 'object' || !isUpstreamState(state)) return undefined;
   if (state.upstream !== call.upstream) throw invalidState();
   let opened: { state?: string };
   try {

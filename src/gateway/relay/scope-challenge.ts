@@ -1,7 +1,4 @@
-import type { ServerContext } from '@modelcontextprotocol/server';
-import { requireConnection, type ConnectionGate } from '../../mcp/require-connection.js';
-import { principalOf, type RequestFacts, type ToolDeps } from '../../mcp/context.js';
-import { toolError } from '../../mcp/results.js';
+import { requireConnection, toolError, type ConnectionGate, type ConnectionNeed } from '../../mcp/index.js';
 import type { Provider } from '../../providers/provider.js';
 import { M } from './messages.js';
 import { bearerChallenge } from './www-authenticate.js';
@@ -42,28 +39,24 @@ export function scopesNotAllowed(
 /**
  * What the forwarder answers when an upstream refused a call with 403 and a `WWW-Authenticate`
  * scope challenge: the incremental-scope elicitation (the built-in tools' gate, so the same link,
- * hold and decline rules) for exactly the scopes the connection lacks among `baseScopes` and the
+ * hold and decline rules) for exactly the scopes the connection lacks among `need.scopes` and the
  * challenged ones; `ok: true` only if the connection already has them all — which, after a
  * refusal, means the upstream named nothing we can fix, so that is a tool error naming the upstream.
  * @param upstream the upstream's id, as errors name it.
  * @throws {ProviderError} as requireConnection does (the provider unreachable for a refresh).
  */
 export async function scopeChallengeGate(
-  ctx: ServerContext,
-  facts: RequestFacts,
-  deps: ToolDeps,
-  provider: Provider,
-  purpose: string,
-  baseScopes: string[],
+  need: ConnectionNeed,
   wwwAuthenticate: string | null | undefined,
-  upstream: string = provider.id,
+  upstream: string = need.provider.id,
 ): Promise<ConnectionGate> {
+  const { deps, provider } = need;
   const challenged = bearerChallenge(wwwAuthenticate)?.scope ?? [];
   const nothing: ConnectionGate = { ok: false, result: toolError(M.insufficientScopeNamedNothing(upstream)) };
   // Only what the challenge names decides whether the user can fix it (the base scopes were checked before the call).
-  const row = await deps.connections.find(principalOf(ctx), provider.id);
+  const row = await deps.connections.find(need.call.principal, provider.id);
   const granted = row?.status === 'active' ? row.scopes.split(' ').filter(Boolean) : [];
   if (row?.status === 'active' && scopesToAskFor(provider, granted, [], challenged).length === 0) return nothing;
-  const gate = await requireConnection(ctx, facts, deps, provider, purpose, [...new Set([...baseScopes, ...challenged])]);
+  const gate = await requireConnection({ ...need, scopes: [...new Set([...(need.scopes ?? []), ...challenged])] });
   return gate.ok ? nothing : gate;
 }

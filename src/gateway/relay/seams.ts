@@ -2,8 +2,7 @@ import { UrlElicitationRequiredError } from '@modelcontextprotocol/server';
 import type { GatewaySeams, SeamCall } from '../seams.js';
 import { G } from '../messages.js';
 import { randomId } from '../../crypto/index.js';
-import { clientCapabilities } from '../../mcp/context.js';
-import { toolError } from '../../mcp/results.js';
+import { toolError } from '../../mcp/index.js';
 import { vetInputRequests, vetLink, type InputRefusal, type InputRules } from './input-requests.js';
 import { M } from './messages.js';
 import { readRelayedRepeat, relayInputRequired, type RelayDeps } from './relay.js';
@@ -20,7 +19,7 @@ export function relaySeams(relay: RelayDeps): GatewaySeams {
   const calledName = (call: { upstream: { toolPrefix: string }; tool: string }) => `${call.upstream.toolPrefix}${call.tool}`;
   const relayInput: GatewaySeams['relayInputRequired'] = async (call, upstream) => {
     // The SDK's stateless 2025-11-25 leg has no way to ask; say so in the broker's words.
-    if (call.facts.era === 'legacy') return toolError(M.legacyClientCannotAnswer(call.upstream.id));
+    if (call.mcp.era === 'legacy') return toolError(M.legacyClientCannotAnswer(call.upstream.id));
     const vetted = await vetInputRequests(upstream.inputRequests, inputRules(call));
     if (!vetted.ok) return refuse(call, vetted.refusal);
     return relayInputRequired(call.ctx, relay, {
@@ -43,12 +42,14 @@ export function relaySeams(relay: RelayDeps): GatewaySeams {
         return toolError(G.scopesNotAllowed(call.upstream.id, outside));
       }
       const gate = await scopeChallengeGate(
-        call.ctx,
-        call.facts,
-        call.deps,
-        call.provider,
-        G.purpose(call.upstream.displayName, call.tool),
-        call.upstream.scopes,
+        {
+          ctx: call.ctx,
+          call: call.mcp,
+          deps: call.deps,
+          provider: call.provider,
+          purpose: G.purpose(call.upstream.displayName, call.tool),
+          scopes: call.upstream.scopes,
+        },
         wwwAuthenticate,
         call.upstream.id,
       );
@@ -59,7 +60,7 @@ export function relaySeams(relay: RelayDeps): GatewaySeams {
     async relayUrlElicitations(call, data) {
       const asked = (data as { elicitations?: unknown } | null | undefined)?.elicitations;
       if (!Array.isArray(asked) || asked.length === 0) return refuse(call, { reason: 'malformed' });
-      if (call.facts.era === 'legacy') {
+      if (call.mcp.era === 'legacy') {
         // Passed on as the broker's own gate answers a 2025-11-25 client: -32042, then a plain repeat.
         const rules = inputRules(call);
         const links = [];
@@ -92,7 +93,7 @@ function inputRules(call: SeamCall): InputRules {
   const { upstream, provider } = call;
   return {
     asker: upstream.displayName,
-    capabilities: clientCapabilities(call.ctx),
+    capabilities: call.mcp.capabilities,
     async allowsOrigin(origin) {
       if (origin === upstream.url.origin || upstream.elicitationOrigins?.includes(origin)) return true;
       if (upstream.auth.kind !== 'mcp' || !provider) return false;

@@ -1,8 +1,6 @@
-import type { RequestStateCodec, ServerContext } from '@modelcontextprotocol/server';
-import { principalFromAuthInfo } from '../../auth/bearer.js';
+import type { ServerContext } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from '../../crypto/index.js';
-import { callScopeOf } from '../../mcp/call-scope.js';
-import type { ToolState } from '../../mcp/request-state.js';
+import { stateBindingOf, type StateSigner } from '../../mcp/index.js';
 
 /**
  * The largest upstream `requestState` the broker carries inside its own (bytes of UTF-8). Ours
@@ -21,8 +19,15 @@ export interface UpstreamBinding {
   argsDigest: string;
 }
 
+/** What the gateway carries in our requestState across a relayed round: the upstream, and its own state sealed. */
+export type UpstreamState = { kind: 'upstream'; upstream: string; sealed: string };
+
 /** Our state as the verify hook hands it to the tool: the upstream's own state already opened. */
-export type OpenedUpstreamState = { kind: 'upstream'; upstream: string; sealed: string; opened: { state?: string } };
+export type OpenedUpstreamState = UpstreamState & { opened: { state?: string } };
+
+export function isUpstreamState(state: { kind: string }): state is UpstreamState | OpenedUpstreamState {
+  return state.kind === 'upstream';
+}
 
 /** Thrown when a sealed upstream state does not open under this binding (moved, altered, other key). */
 export class UpstreamStateRefused extends Error {
@@ -73,16 +78,14 @@ function context(b: UpstreamBinding) {
  * HTTP layer attached (method, tool name, arguments digest). Fails closed without either.
  */
 export function bindingOf(ctx: ServerContext, upstream: string): UpstreamBinding {
-  const principal = principalFromAuthInfo(ctx.http?.authInfo);
-  const call = callScopeOf(ctx.http?.authInfo);
-  if (!principal || !call || call.method !== ctx.mcpReq.method)
-    throw new Error('an upstream state needs a verified principal and the call it belongs to');
+  const call = stateBindingOf(ctx);
+  if (!call) throw new Error('an upstream state needs a verified principal and the call it belongs to');
   return {
-    issuer: principal.issuer,
-    subject: principal.subject,
+    issuer: call.principal.issuer,
+    subject: call.principal.subject,
     upstream,
     method: call.method,
-    tool: call.name,
+    tool: call.tool,
     argsDigest: call.argsDigest,
   };
 }
@@ -93,10 +96,11 @@ export function bindingOf(ctx: ServerContext, upstream: string): UpstreamBinding
  * binding. Any failure throws, which the SDK answers with its frozen -32602 before a tool runs;
  * the tool gets the upstream's state already opened.
  */
-export function verifyToolState(deps: { codec: RequestStateCodec<ToolState>; upstreamStates: UpstreamStates }) {
-  return async (state: string, ctx: ServerContext): Promise<ToolState | OpenedUpstreamState> => {
-    const payload = await deps.codec.verify(state, ctx);
-    if (payload.kind !== 'upstream') return payload;
+export function verifyToolState(deps: { codec: Pick<StateSigner<unknown>, 'verify'>; upstreamStates: UpstreamStates }) {
+  return async (state: string, ctx: ServerContext): Promise<{ kind: string } | OpenedUpstreamState> => {
+    // The codec only verifies what it minted, and every state minted has a `kind`.
+    const payload = (await deps.codec.verify(state, ctx)) as { kind: string };
+    if (!isUpstreamState(payload)) return payload;
     if (typeof payload.upstream !== 'string' || typeof payload.sealed !== 'string') throw new UpstreamStateRefused('malformed');
     return { ...payload, opened: deps.upstreamStates.open(payload.sealed, bindingOf(ctx, payload.upstream)) };
   };

@@ -1,12 +1,14 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import type { RequestFacts, ToolDeps } from '../context.js';
+import type { McpCall } from '../call.js';
+import type { ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
-import { sandboxNote } from '../results.js';
+import { CONNECT_LINK_OUTPUT, sandboxNote } from '../results.js';
 import { T } from '../messages.js';
 import { providerInput } from './inputs.js';
 
 const outputSchema = z.object({
+  ...CONNECT_LINK_OUTPUT,
   status: z.enum(['connected', 'not_connected']),
   provider: z.string().optional(),
   login: z.string().optional(),
@@ -15,7 +17,7 @@ const outputSchema = z.object({
 });
 
 /** Links an account at any configured provider (asking the user through the connect page if needed). */
-export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
+export function registerConnectAccount(server: McpServer, deps: ToolDeps, call: McpCall): void {
   server.registerTool(
     'connect_account',
     {
@@ -28,13 +30,7 @@ export function registerConnectAccount(server: McpServer, deps: ToolDeps, facts:
     ({ provider: id }, ctx) => {
       const provider = deps.providers.get(id)!;
       return withConnection(
-        ctx,
-        facts,
-        deps,
-        provider,
-        `use your ${provider.displayName} account`,
-        [],
-        'connect_account',
+        { ctx, call, deps, provider, purpose: `use your ${provider.displayName} account`, tool: 'connect_account' },
         async (connection) => {
           const scopes = connection.row.scopes.split(' ').filter(Boolean);
           return {

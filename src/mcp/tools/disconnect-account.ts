@@ -1,6 +1,7 @@
 import { acceptedContent, inputRequired, inputResponse, type McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { clientCapabilities, principalOf, supportsFormElicitation, type RequestFacts, type ToolDeps } from '../context.js';
+import { supportsFormElicitation, type McpCall } from '../call.js';
+import type { ToolDeps } from '../context.js';
 import { nothingDone, toolError } from '../results.js';
 import { T } from '../messages.js';
 import { providerInput } from './inputs.js';
@@ -18,7 +19,7 @@ const outputSchema = z.object({
   revokeError: z.string().optional(),
 });
 
-export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
+export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, call: McpCall): void {
   server.registerTool(
     'disconnect_account',
     {
@@ -30,7 +31,7 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
     },
     async ({ provider: providerId }, ctx) => {
       const provider = deps.providers.get(providerId)!;
-      const principal = principalOf(ctx);
+      const { principal } = call;
       const existing = await deps.connections.find(principal, provider.id);
       if (!existing) {
         return nothingDone(`No ${provider.displayName} account is linked, so there is nothing to disconnect.`, {
@@ -65,7 +66,7 @@ export function registerDisconnectAccount(server: McpServer, deps: ToolDeps, fac
         };
       }
 
-      if (facts.era === 'legacy' || !supportsFormElicitation(clientCapabilities(ctx))) {
+      if (call.era === 'legacy' || !supportsFormElicitation(call.capabilities)) {
         return toolError(T.cannotConfirm(provider.displayName, new URL('/connections', deps.publicUrl).href));
       }
       return inputRequired({

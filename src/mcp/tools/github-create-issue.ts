@@ -1,8 +1,9 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import type { RequestFacts, ToolDeps } from '../context.js';
+import type { McpCall } from '../call.js';
+import type { ToolDeps } from '../context.js';
 import { withConnection } from '../require-connection.js';
-import { sandboxNote } from '../results.js';
+import { CONNECT_LINK_OUTPUT, sandboxNote } from '../results.js';
 import { T } from '../messages.js';
 
 const inputSchema = z.object({
@@ -32,12 +33,13 @@ const outputSchema = z.object({
   url: z.string().optional(),
   repository: z.string().optional(),
   reason: z.string().optional(),
+  ...CONNECT_LINK_OUTPUT,
 });
 
 /** Creating issues needs `public_repo` (or the broader `repo`) from an OAuth App; GitHub Apps have no scopes. */
 export const CREATE_ISSUE_SCOPES = ['public_repo'];
 
-export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, facts: RequestFacts): void {
+export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, call: McpCall): void {
   const { provider, api } = deps.github;
   server.registerTool(
     'github_create_issue',
@@ -50,13 +52,15 @@ export function registerGitHubCreateIssue(server: McpServer, deps: ToolDeps, fac
     },
     (args, ctx) =>
       withConnection(
-        ctx,
-        facts,
-        deps,
-        provider,
-        `create the issue in ${args.owner}/${args.repo}`,
-        CREATE_ISSUE_SCOPES,
-        'github_create_issue',
+        {
+          ctx,
+          call,
+          deps,
+          provider,
+          purpose: `create the issue in ${args.owner}/${args.repo}`,
+          scopes: CREATE_ISSUE_SCOPES,
+          tool: 'github_create_issue',
+        },
         async (connection) => {
           const issue = await api.createIssue(connection.tokens, args);
           const repository = `${args.owner}/${args.repo}`;

@@ -1,6 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { principalOf, type ToolDeps } from '../context.js';
+import type { McpCall } from '../call.js';
+import type { ToolDeps } from '../context.js';
 import { summarizeConnection } from '../../connections/index.js';
 import { T } from '../messages.js';
 import { NO_INPUT } from './inputs.js';
@@ -19,7 +20,7 @@ const outputSchema = z.object({
   manageUrl: z.string(),
 });
 
-export function registerListConnections(server: McpServer, deps: ToolDeps): void {
+export function registerListConnections(server: McpServer, deps: ToolDeps, call: McpCall): void {
   server.registerTool(
     'list_connections',
     {
@@ -29,8 +30,8 @@ export function registerListConnections(server: McpServer, deps: ToolDeps): void
       outputSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (_args, ctx) => {
-      const rows = await deps.connections.list(principalOf(ctx));
+    async () => {
+      const rows = await deps.connections.list(call.principal);
       const connections = rows.map(summarizeConnection);
       const manageUrl = new URL('/connections', deps.publicUrl).href;
       const text = connections.length

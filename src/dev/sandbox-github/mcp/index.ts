@@ -13,7 +13,7 @@ import type { Request, Response } from 'express';
 import { randomText, sha256Base64url } from '../../../crypto/index.js';
 import { jsonRpcError } from '../../../http/json-rpc-error.js';
 import { sendWebResponse, toWebRequest } from '../../../http/web-adapter.js';
-import { canonicalJson } from '../../../mcp/call-scope.js';
+import { canonicalJson } from '../../../mcp/index.js';
 import { readJsonRpcBody } from '../../../mcp/endpoint.js';
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/index.js';
 import { D, M, MCP_SERVER_NAME } from './messages.js';

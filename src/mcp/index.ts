@@ -1,0 +1,18 @@
+// The MCP edge, as others see it: the broker builds it, and a request router (the gateway) serves
+// through it. Nothing here knows who routes.
+export {
+  canonicalJson,
+  mcpCallOf,
+  stateBindingOf,
+  supportsFormElicitation,
+  supportsUrlElicitation,
+  withHttpFacts,
+  type McpCall,
+} from './call.js';
+export type { RequestRouter, ToolDeps } from './context.js';
+export { createMcpEndpointHandler, SERVER_INFO } from './server.js';
+export { createToolStateCodec, type BuiltinState, type StateSigner } from './request-state.js';
+export { requireConnection, type ConnectionGate, type ConnectionNeed } from './require-connection.js';
+export { nothingDone, toolError } from './results.js';
+export { providerFailure } from './tools/provider-failure.js';
+export { M as McpMessages } from './messages.js';
