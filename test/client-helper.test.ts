@@ -223,12 +223,19 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
     });
   });
 
-  it('a client without URL elicitation is told to link the account at <broker>/connections', async () => {
+  it("a client without URL elicitation gets the broker's connect link in the result, as text and as data", async () => {
     const client = await modernClient({ url: audience, token: await token('kate'), capabilities: { form: true } });
     const result = await client.callTool({ name: 'create_issue', arguments: ARGS });
     await client.close();
-    assert.equal(result.isError, true);
-    assert.match(resultText(result), new RegExp(`this client cannot open links\\. Link it at ${broker.url}/connections, then try again`));
+    assert.equal(result.isError, undefined);
+    const data = result.structuredContent as { status: string; reason: string; connect_url: string; missing_scopes: string[] };
+    assert.equal(data.status, 'not_connected');
+    assert.equal(new URL(data.connect_url).origin, broker.url);
+    assert.ok(resultText(result).includes(`: ${data.connect_url} ; then ask me again`), resultText(result));
+    assert.deepEqual((result._meta as Record<string, unknown>)['mcp-connect-broker/authorization'], {
+      reason: data.reason,
+      remediationHints: [{ type: 'url', url: data.connect_url }],
+    });
   });
 
   it('a 2025-11-25 client gets -32042 with the connect link', async () => {

@@ -28,7 +28,7 @@ import {
 import type { JWK } from 'jose';
 import { callerOf, isModernEra, supportsUrlElicitation, type Caller } from './context.js';
 import { exchange, MAX_WAIT_SECONDS, type ClientAuth, type ExchangeOutcome, type ExchangeTransport } from './exchange.js';
-import { messages, providerDisplayName, shown } from './messages.js';
+import { DENIAL_META_KEY, messages, providerDisplayName, shown } from './messages.js';
 import { argsDigest, open, seal, stateCipherKey, StateError, type SealedPayload, type StateRefusal } from './state.js';
 
 export { StateError, type StateRefusal } from './state.js';
@@ -251,7 +251,27 @@ export function connectBroker(options: BrokerOptions): Broker {
             [{ mode: 'url', message, url: outcome.connectUri, elicitationId: globalThis.crypto.randomUUID() }],
             message,
           );
-        if (!supportsUrlElicitation(ctx)) return toolError(messages.cannotOpenLinks(name, outcome.reason, connectionsUrl));
+        // No URL elicitation to carry it: the broker's link goes in the result (bound to the user,
+        // single-use, short-lived, so the model may see it); a plain repeat exchanges again and the
+        // broker answers the same open link until the user finishes.
+        if (!supportsUrlElicitation(ctx)) {
+          const result = nothingDone(
+            messages.linkInResult(name, outcome.reason, outcome.missingScopes, outcome.connectUri, request.purpose),
+            {
+              status: 'not_connected',
+              reason: outcome.reason,
+              provider: request.provider,
+              connect_url: outcome.connectUri,
+              missing_scopes: outcome.reason === 'insufficient_scope' ? outcome.missingScopes : [],
+            },
+          );
+          return {
+            ...result,
+            _meta: {
+              [DENIAL_META_KEY]: { reason: outcome.reason, remediationHints: [{ type: 'url', url: outcome.connectUri }] },
+            },
+          };
+        }
         const state = await seal(await keyPromise, caller.principal, {
           tool: request.tool,
           args: await argsDigest(request.args),

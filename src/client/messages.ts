@@ -15,6 +15,9 @@ export function shown(text: string | undefined, max = 200): string {
   return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
 }
 
+/** Where a "connect first" answer carries the same as data (shaped after SEP-2643), as the broker's own tools do. */
+export const DENIAL_META_KEY = 'mcp-connect-broker/authorization';
+
 export const messages = {
   connect: (p: string, purpose: string) =>
     `Connect your ${p} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with the connection broker.`,
@@ -22,8 +25,8 @@ export const messages = {
     `${p} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the token stays with the connection broker.`,
   moreAccess: (p: string, purpose: string, missing: string[]) =>
     `${p} needs to grant more access${missing.length ? ` (${missing.join(', ')})` : ''} so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`,
-  cannotOpenLinks: (p: string, reason: string, connectionsUrl: string) =>
-    `${p} ${reason === 'reauth_required' ? 'needs to be reconnected' : reason === 'insufficient_scope' ? 'needs to grant more access' : 'is not connected for your account'}, and this client cannot open links. Link it at ${connectionsUrl}, then try again.`,
+  linkInResult: (p: string, reason: string, missing: string[], url: string, purpose: string) =>
+    `${p} ${reason === 'reauth_required' ? 'needs to be reconnected' : reason === 'insufficient_scope' ? 'needs to grant more access' : 'is not connected for your account'}, so I cannot ${purpose} yet. Open this link to connect ${p}${missing.length ? ` (access asked: ${missing.join(', ')})` : ''}: ${url} ; then ask me again. The link works only for the person who asked, once, and expires soon.`,
   declined: (p: string) => `${p} was not connected (you chose not to open the link), so nothing was done.`,
   denied: (p: string, reason: string) => `${p} was not connected (${deniedWhy(p, reason)}), so nothing was done.`,
   notSignedIn:

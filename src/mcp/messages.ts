@@ -12,8 +12,6 @@ export const M = {
   failedAtProvider: (provider: string, code: string) =>
     `${provider} was not connected: it answered the authorization with the error "${code}", so nothing was done. Tell the person; call again only if they want to retry, and that call gives a new link.`,
   declinedLink: (provider: string) => `${provider} was not connected (you chose not to open the link), so nothing was done.`,
-  cannotOpenLinks: (provider: string, state: string, connectionsUrl: string) =>
-    `${provider} ${state}, and this client cannot open links. Link it at ${connectionsUrl}, then try again.`,
   linkInResult: (provider: string, state: string, scopes: string[], url: string, purpose: string) =>
     `${provider} ${state}, so I cannot ${purpose} yet. Open this link to connect ${provider}${scopes.length ? ` (access asked: ${scopes.join(', ')})` : ''}: ${url} ; then ask me again. The link works only for the person who asked, once, and expires soon.`,
   stateNotConnected: 'is not connected for your account',
