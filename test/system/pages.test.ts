@@ -454,7 +454,7 @@ describe(
       await clickTo(page, 'Sign out', atIdp);
       await look(page, 'idp-sign-out');
       await clickTo(page, 'Sign out', atBroker('/auth/signed-out'));
-      await look(page, 'signed-out', 'Signed out');
+      await look(page, 'signed-out', /^Signed out/);
     });
 
     it('looked at every page, with no CSP violation or script error on the way', () => {
