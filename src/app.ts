@@ -16,7 +16,7 @@ import { BrokerError } from './http/errors.js';
 import { errorHandler } from './http/error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './http/host-guard.js';
 import { mcpEndpoint, mcpPrincipalKey } from './mcp/endpoint.js';
-import type { PageContext } from './http/render.js';
+import { renderPage, type PageContext } from './http/render.js';
 import { mcpRateLimit, pageRateLimit } from './http/rate-limits.js';
 import { readiness } from './http/readiness.js';
 import { noStore, securityHeaders } from './http/security-headers.js';
@@ -207,7 +207,10 @@ export function createApp(deps: AppDeps): express.Express {
       limits: { connect: limits.connect, callback: limits.callback, connectStart: limits.connectStart },
     }),
   );
-  app.get('/', (_req, res) => void res.redirect(303, '/connections'));
+  // The start page: what this is, and the way to one's accounts (signing in on the way).
+  const providerNames = [...deps.providers.values()].map((p) => p.displayName);
+  const mcpUrl = new URL('/mcp', config.publicUrl).href;
+  app.get('/', (_req, res) => renderPage(res, page, 'home', { title: 'Welcome', providers: providerNames, mcpUrl }));
 
   app.use((req, _res, next) => next(new BrokerError(404, 'not_found', `There is nothing at ${req.path}.`, { heading: 'Page not found' })));
   app.use(errorHandler(page, log, (err): err is StoreUnavailableError => err instanceof StoreUnavailableError));

@@ -16,6 +16,17 @@ describe('operator branding', () => {
     assert.match(csp, /script-src 'none'/);
   });
 
+  it('serves a start page at / under the product name, with sign-in and the accounts page, instead of redirecting', async () => {
+    const res = await fetch(`${stack.publicUrl}/`, { redirect: 'manual' });
+    const html = await res.text();
+    assert.equal(res.status, 200);
+    assert.match(html, /<title>Welcome · Acme Assistant Accounts<\/title>/);
+    assert.match(html, /your accounts at <strong>GitHub<\/strong>/);
+    assert.match(html, /<a class="button primary" href="\/auth\/login\?returnTo=%2Fconnections">Sign in<\/a>/);
+    assert.match(html, /href="\/connections">Your connected accounts</);
+    assert.match(html, new RegExp(`<code>${stack.mcpUrl.replace(/[.:/]/g, '\\$&')}</code>`), 'the MCP URL to add to an assistant');
+  });
+
   it('refuses a plain-http logo on a non-loopback host at start-up', async () => {
     const { loadConfig, ConfigError } = await import('../src/config/env.js');
     assert.throws(

@@ -88,7 +88,10 @@ async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions 
     }
     assert.match(res.headers.get('content-security-policy') ?? '', /default-src 'none'/);
     assert.match(html, /<title>Development sign-in · Development identity provider<\/title>/);
-    assert.match(html, /Development sign-in — any user name is accepted; do not use in production/);
+    assert.match(
+      html,
+      /Any user name is accepted here, with no password\. This sign-in is for trying the service on your own machine: never use it in production\./,
+    );
     assert.match(html, /<label for="login">User name<\/label>/);
     assert.match(html, /<input id="login" name="login" type="text"[^>]* autofocus required/);
     assert.match(html, /<button type="submit" class="button primary">Sign in<\/button>/);
@@ -99,7 +102,7 @@ async function driveBrowser(start: URL, redirectUri: string, opts: DriveOptions 
       url = new URL(unescapeHtml(abort[1] ?? ''), url).href;
       continue;
     }
-    const action = /<form method="post" action="([^"]+)" class="plain">/.exec(html);
+    const action = /<form method="post" action="([^"]+)" class="sign-in">/.exec(html);
     assert.ok(action, 'login form');
     url = new URL(unescapeHtml(action[1] ?? ''), url).href;
     form = new URLSearchParams({ login: triedEmpty ? (opts.login ?? 'alice') : '   ' });

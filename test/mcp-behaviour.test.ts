@@ -176,7 +176,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
         assert.match(text, /This request was cancelled/);
         assert.match(
           text,
-          /declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected\. If you do want to connect, ask your assistant again/,
+          /declined or cancelled in the AI assistant that asked for it, so this link does not work any more and nothing was connected\. To connect an account, ask your assistant again/,
         );
         assert.doesNotMatch(text, /already (been )?used/);
         assert.doesNotMatch(page.html, /name="decision"/, 'no consent form');

@@ -40,6 +40,7 @@ const pages: Record<string, Locals> = {
     returnTo: `/connect/github?x=${ATTR_BREAK}`,
   },
   connected: { ...base, providerName: `GitHub ${HOSTILE}`, login: `octo${HOSTILE}`, sandbox: true },
+  home: { ...base, providers: [`GitHub ${HOSTILE}`, 'GitLab'], mcpUrl: `http://127.0.0.1:3000/mcp${ATTR_BREAK}` },
   message: {
     ...base,
     heading: `Link expired ${HOSTILE}`,
@@ -79,6 +80,7 @@ const pages: Record<string, Locals> = {
 const minimal: Record<string, Locals> = {
   message: { productName: 'Broker', title: 'Signed out', heading: 'Signed out', message: 'Bye.' },
   connected: { productName: 'Broker', title: 'Connected', providerName: 'GitHub', login: 'octo' },
+  home: { productName: 'Broker', title: 'Welcome', providers: [], mcpUrl: 'http://127.0.0.1:3000/mcp' },
   connections: { productName: 'Broker', title: 'Connections', viewer: base.viewer, csrfToken: 't', connections: [], available: [] },
   consent: {
     productName: 'Broker',
@@ -227,8 +229,13 @@ test('message page optional parts', async () => {
   assert.match(full, /class="muted small">ref &lt;script&gt;/);
   assert.match(full, /<a class="button primary" href="\/connections&#34;&gt;&lt;img/);
   const bare = await render('message', minimal.message ?? {});
-  assert.ok(!bare.includes('class="button'));
   assert.ok(!bare.includes('muted small'));
+  // Without an action of its own, a page still offers a way on: the start page to anyone, the
+  // accounts page to a signed-in person ("Link not found", "Page not found", "Unknown provider").
+  assert.match(bare, /<a class="button primary" href="\/">Go to the start page<\/a>/);
+  const signedIn = await render('message', { ...minimal.message, viewer: base.viewer, csrfToken: 't' });
+  assert.match(signedIn, /<a class="button primary" href="\/connections">See your connected accounts<\/a>/);
+  assert.doesNotMatch(signedIn, /Go to the start page/);
 });
 
 test('connections page lists rows, dates, disconnect and connect forms', async () => {
@@ -262,4 +269,33 @@ test('templates never use unescaped output except include()', () => {
     }
     assert.ok(!/style=|<style|<script/i.test(src), `${f}.ejs: no inline style/script`);
   }
+});
+
+test('the start page says what this is and offers sign-in, or the accounts page to a signed-in person', async () => {
+  const anonymous = await render('home', {
+    productName: 'Broker',
+    title: 'Welcome',
+    providers: ['GitHub', 'GitLab', 'Jira'],
+    mcpUrl: 'http://127.0.0.1:3000/mcp',
+  });
+  assert.match(anonymous, /your accounts at <strong>GitHub<\/strong>, <strong>GitLab<\/strong> and <strong>Jira<\/strong>\./);
+  assert.match(anonymous, /<a class="button primary" href="\/auth\/login\?returnTo=%2Fconnections">Sign in<\/a>/);
+  assert.match(anonymous, /<a class="button secondary" href="\/connections">Your connected accounts<\/a>/);
+  assert.match(anonymous, /<code>http:\/\/127\.0\.0\.1:3000\/mcp<\/code>/);
+  const signedIn = await render('home', { ...minimal.home, viewer: { name: 'alice', subject: 'alice' }, csrfToken: 't' });
+  assert.match(signedIn, /<a class="button primary" href="\/connections">Your connected accounts<\/a>/);
+  assert.doesNotMatch(signedIn, />Sign in</);
+});
+
+test('consent page names the viewer once when the subject is the name, and its permissions heading needs no "it"', async () => {
+  const same = await render('consent', { ...minimal.consent, viewer: { name: 'alice', subject: 'alice', issuer: 'https://idp.example' } });
+  assert.match(same, /You are signed in here as <strong><bdi>alice<\/bdi><\/strong>\./);
+  assert.doesNotMatch(same, /\(alice\)/);
+  assert.match(same, /<h2 id="scopes-heading">Permissions asked for<\/h2>/);
+  assert.doesNotMatch(same, /It is asking/);
+  const other = await render('consent', {
+    ...minimal.consent,
+    viewer: { name: 'Alice Liddell', subject: 'u-123', issuer: 'https://idp.example' },
+  });
+  assert.match(other, /Alice Liddell<\/bdi><\/strong>\s*<span class="muted small">\(u-123\)<\/span>\./);
 });

@@ -2,7 +2,7 @@
 export const M = {
   unknownLink: 'This connect link is not valid. Check that you opened the whole link, or ask your assistant for a new one.',
   declinedInClient:
-    'This request was declined or cancelled in your AI assistant, so this link does not work any more and nothing was connected. If you do want to connect, ask your assistant again; it will give you a new link.',
+    'This request was declined or cancelled in the AI assistant that asked for it, so this link does not work any more and nothing was connected. To connect an account, ask your assistant again; it will give you a new link.',
   undescribedScope: (provider: string) => `A permission ${provider} did not describe to us:`,
   linkExpired: 'This connect link has expired. Ask your assistant to try again; it will give you a new link.',
   linkUsed: 'This connect link has already been used. Each link works once; ask your assistant for a new one if you still need to connect.',
