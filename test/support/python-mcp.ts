@@ -48,7 +48,15 @@ export interface PythonClientRun {
  */
 export async function runPythonMcpClient(
   python: string,
-  options: { url: string; token: string; tool?: string; args: unknown; onLink: (url: string) => Promise<unknown> },
+  options: {
+    url: string;
+    token: string;
+    tool?: string;
+    args: unknown;
+    onLink: (url: string) => Promise<unknown>;
+    /** Declare no elicitation: the link comes in the tool result, and the client calls again. */
+    noElicitation?: boolean;
+  },
 ): Promise<PythonClientRun> {
   const child = spawn(python, [PYTHON_MCP_CLIENT], {
     env: {
@@ -57,6 +65,7 @@ export async function runPythonMcpClient(
       MCP_TOKEN: options.token,
       ...(options.tool ? { MCP_TOOL: options.tool } : {}),
       MCP_ARGS: JSON.stringify(options.args),
+      ...(options.noElicitation ? { MCP_NO_ELICITATION: '1' } : {}),
     },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

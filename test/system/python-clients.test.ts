@@ -55,6 +55,35 @@ describe('the example issue service against the real broker, from Python', () =>
   );
 });
 
+describe("the broker's own tools, from a Python client that declares no elicitation", () => {
+  const setup = useSuite('the broker and the example issue service', () => startIssueServiceStack('no-elicitation-python-'));
+
+  it('gets the connect link in the result, and its repeat after connecting acts', { timeout: 180_000 }, (t) =>
+    inScratch('no-elicitation-venv-', async (dir) => {
+      const py = pythonMcpClient(dir);
+      if ('skip' in py) return t.skip(py.skip);
+      const { stack } = setup;
+      const browser = new Browser();
+      const { code, err, links, result } = await runPythonMcpClient(py.python, {
+        url: stack.mcpUrl,
+        token: await stack.token('nia'),
+        tool: 'github_whoami',
+        args: {},
+        noElicitation: true,
+        onLink: (link) => completeConnect(browser, link, 'nia', { githubLogin: 'nia-gh' }),
+      });
+      assert.equal(code, 0, `python client failed:\n${err.slice(-2000)}`);
+      assert.equal(links.length, 1, 'one link, in the result');
+      assert.match(links[0]!, new RegExp(`^${stack.publicUrl}/connect/github\\?req=`));
+      assert.deepEqual((result() as { structuredContent?: unknown }).structuredContent, {
+        status: 'connected',
+        login: 'nia-gh',
+        id: (result() as { structuredContent: { id: string } }).structuredContent.id,
+      });
+    }),
+  );
+});
+
 describe('the gateway, from Python', () => {
   const {
     stack,
