@@ -1,6 +1,6 @@
 import { loadConfigOrExit, type Config } from '../config/env.js';
 import { Sealer, SealError, type SealContext } from '../crypto/index.js';
-import { clientSecretContext } from '../gateway/mcp-auth/registration.js';
+import { clientSecretContext } from '../providers/mcp-auth/registration.js';
 import { openStore, type ConnectionRow, type Repositories, type Store, type UpstreamClientRow } from '../store/index.js';
 import { rotationAuditDetail, rotationText } from './rotation/messages.js';
 

@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import type { Sealer } from '../../crypto/index.js';
 import { displayText, hasInvisibleCharacters } from '../../http/display-text.js';
 import type { Logger } from '../../log.js';
-import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../../providers/provider.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../provider.js';
 import type { Store } from '../../store/index.js';
 import type { EgressRule } from '../../net/egress-rule.js';
 import { authorizationServerFetch, errorDetail } from './bounded-fetch.js';

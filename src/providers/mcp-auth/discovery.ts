@@ -1,8 +1,8 @@
 import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
-import { fetchWithTimeout } from '../../providers/http.js';
-import { ProviderError } from '../../providers/provider.js';
-import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
+import { fetchWithTimeout } from '../http.js';
+import { ProviderError } from '../provider.js';
+import { bearerChallenge, scopeTokens } from '../../http/www-authenticate.js';
 import { readBounded } from '../../http/bounded-read.js';
 import { egressFetch, egressRefusalIn, ResponseTooLarge } from '../../net/egress-fetch.js';
 import type { EgressRule } from '../../net/egress-rule.js';

@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client';
 import { SealError, type Sealer } from '../../crypto/index.js';
 import type { Logger } from '../../log.js';
-import { ProviderError } from '../../providers/provider.js';
+import { ProviderError } from '../provider.js';
 import type { Store, UpstreamClientRow } from '../../store/index.js';
 import type { EgressRule } from '../../net/egress-rule.js';
 import { authorizationServerFetch } from './bounded-fetch.js';
