@@ -5,12 +5,11 @@ import { ProviderError } from '../provider.js';
 import type { Store, UpstreamClientRow } from '../../store/index.js';
 import type { EgressRule } from '../../net/egress-rule.js';
 import { authorizationServerFetch } from './bounded-fetch.js';
-import { fetchFailure } from './discovery.js';
+import { oauthMessages as T } from '../messages.js';
+import { fetchFailure, type ClientAuthMethod } from '../oauth-client.js';
 import { egressRefusalIn } from '../../net/egress-fetch.js';
 import { isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
-
-export type ClientAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
 
 /** The broker as a client of an upstream's authorization server. */
 export interface UpstreamClient {
@@ -125,7 +124,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
     const refused = err instanceof oidc.ResponseBodyError;
     throw new ProviderError(
       refused ? 'misconfigured' : 'unavailable',
-      refused ? M.registrationFailed(ctx.name) : M.unreachable(ctx.name),
+      refused ? M.registrationFailed(ctx.name) : T.unreachable(ctx.name),
       detail,
     );
   }
