@@ -4,9 +4,9 @@ import { principalOf, type RequestFacts, type ToolDeps } from '../../mcp/context
 import { toolError } from '../../mcp/results.js';
 import type { Provider } from '../../providers/provider.js';
 import { M } from './messages.js';
-import { bearerChallenge } from '../../http/www-authenticate.js';
+import { bearerChallenge } from '../../providers/www-authenticate.js';
 
-export { bearerChallenge, parseChallenges, type BearerChallenge, type Challenge } from '../../http/www-authenticate.js';
+export { bearerChallenge, parseChallenges, type BearerChallenge, type Challenge } from '../../providers/www-authenticate.js';
 
 /**
  * Exactly the scopes to ask the user for after an upstream's scope challenge: those of the

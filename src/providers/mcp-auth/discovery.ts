@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
 import { fetchWithTimeout } from '../http.js';
 import { ProviderError } from '../provider.js';
-import { bearerChallenge, scopeTokens } from '../../http/www-authenticate.js';
+import { bearerChallenge, scopeTokens } from '../www-authenticate.js';
 import { readBounded } from '../../http/bounded-read.js';
 import { egressFetch, egressRefusalIn } from '../../net/egress-fetch.js';
 import type { EgressRule } from '../../net/egress-rule.js';

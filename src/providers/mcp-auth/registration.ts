@@ -10,6 +10,7 @@ import { fetchFailure, type ClientAuthMethod } from '../oauth-client.js';
 import { egressRefusalIn } from '../../net/egress-fetch.js';
 import { isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
+import { scopeList, scopeString } from '../scopes.js';
 
 /** The broker as a client of an upstream's authorization server. */
 export interface UpstreamClient {
@@ -107,7 +108,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
         response_types: ['code'],
         token_endpoint_auth_method: authMethod,
         application_type: 'web',
-        ...(ctx.scopes.length ? { scope: ctx.scopes.join(' ') } : {}),
+        ...(ctx.scopes.length ? { scope: scopeString(ctx.scopes) } : {}),
       },
       undefined,
       {
@@ -164,7 +165,7 @@ function fromRow(row: UpstreamClientRow, ctx: RegistrationContext): UpstreamClie
   }
   // Registered for fewer scopes than are asked for now (the operator changed them, or it predates registering them).
   if (typeof metadata.scope === 'string') {
-    const registered = metadata.scope.split(' ');
+    const registered = scopeList(metadata.scope);
     if (ctx.scopes.some((s) => !registered.includes(s))) return undefined;
   }
   const expiresAt = typeof metadata.client_secret_expires_at === 'number' ? metadata.client_secret_expires_at : 0;
