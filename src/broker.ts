@@ -13,8 +13,8 @@ import { UpstreamStates, verifyToolState, type UpstreamState } from './gateway/r
 import { createMcpEndpointHandler, createToolStateCodec, SERVER_INFO, type BuiltinState, type ToolDeps } from './mcp/index.js';
 import { builtinToolNames } from './mcp/server.js';
 import { Gateway } from './gateway/index.js';
-import { clientDocumentRoutes } from './gateway/mcp-auth/index.js';
-import { buildProviders } from './gateway/providers.js';
+import { clientDocumentRoutes } from './providers/mcp-auth/index.js';
+import { buildProviders } from './providers/registry.js';
 import { relaySeams } from './gateway/relay/seams.js';
 import { GitHubApi } from './providers/github/api.js';
 import { openStore, type Store } from './store/index.js';
@@ -53,7 +53,7 @@ export interface BrokerOptions {
 export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
   const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
   const sealer = new Sealer(config.tokenKeys);
-  // The same set `npm run admin` builds (src/gateway/providers.ts), so the admin can revoke what the broker connected.
+  // The same set `npm run admin` builds (src/providers/registry.ts), so the admin can revoke what the broker connected.
   const { providers, mcpAuthProviders } = buildProviders(config, {
     store,
     sealer,

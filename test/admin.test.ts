@@ -18,7 +18,7 @@ import { Sealer } from '../src/crypto/index.js';
 import type { BrokerEvents, EventSink } from '../src/events/index.js';
 import { createLogger } from '../src/log.js';
 import { openStore, sqliteHandle, type AuditEvent, type Owner, type Store } from '../src/store/index.js';
-import { buildProviders } from '../src/gateway/providers.js';
+import { buildProviders } from '../src/providers/registry.js';
 import { ProviderError } from '../src/providers/provider.js';
 import { Browser } from './support/browser.js';
 import { providersFile } from './support/gateway.js';

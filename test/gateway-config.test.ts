@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { McpAuthProvider } from '../src/gateway/mcp-auth/index.js';
+import { McpAuthProvider } from '../src/providers/mcp-auth/index.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

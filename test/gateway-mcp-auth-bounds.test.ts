@@ -1,10 +1,10 @@
 // An `auth: mcp` upstream's authorization server is whoever the upstream's metadata names: the
 // broker reads its answers (metadata, token responses) only up to a bound, as it reads the
-// upstream's own metadata (src/gateway/mcp-auth/bounded-fetch.ts). Real parts: a loopback
+// upstream's own metadata (src/providers/mcp-auth/bounded-fetch.ts). Real parts: a loopback
 // upstream and authorization server, openid-client, a SQLite store.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
+import { discoverUpstreamAuthorization } from '../src/providers/mcp-auth/index.js';
 import { ProviderError } from '../src/providers/provider.js';
 import { asMetadata, providerBench, staticUpstream } from './support/mcp-auth-bench.js';
 import { LOOPBACK_EGRESS } from './support/egress.js';

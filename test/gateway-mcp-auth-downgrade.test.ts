@@ -1,4 +1,4 @@
-// `auth: mcp` discovery (src/gateway/mcp-auth/discovery.ts) never lets an upstream reached over
+// `auth: mcp` discovery (src/providers/mcp-auth/discovery.ts) never lets an upstream reached over
 // https send the broker to plain http: not its 401's resource_metadata, not the authorization
 // server its metadata names, not an endpoint of that server — least of all to a service on the
 // broker's own loopback (a METRICS_PORT listener, a sidecar's admin port). Real parts: an https
@@ -6,7 +6,7 @@
 // that record every request reaching them.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
+import { discoverUpstreamAuthorization } from '../src/providers/mcp-auth/index.js';
 import { asMetadata, json, metadataChallenge, refusal, serve, staticUpstream } from './support/mcp-auth-bench.js';
 import { acceptSelfSignedCertificates, selfSignedCertificate } from './support/tls.js';
 import { LOOPBACK_EGRESS } from './support/egress.js';

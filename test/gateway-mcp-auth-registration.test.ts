@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runAdmin } from '../src/cli/admin.js';
-import { RegistrationWatch } from '../src/gateway/mcp-auth/registration-watch.js';
+import { RegistrationWatch } from '../src/providers/mcp-auth/registration-watch.js';
 import { Browser } from './support/browser.js';
 import { providersFile } from './support/gateway.js';
 import { authorizeAt, onBench } from './support/mcp-auth-bench.js';

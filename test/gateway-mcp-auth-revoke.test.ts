@@ -6,7 +6,7 @@
 // Real parts: the test upstream behind its own oidc-provider, openid-client, a SQLite store.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { McpAuthProvider } from '../src/gateway/mcp-auth/index.js';
+import type { McpAuthProvider } from '../src/providers/mcp-auth/index.js';
 import { Browser } from './support/browser.js';
 import { authorizeAt, onBench } from './support/mcp-auth-bench.js';
 

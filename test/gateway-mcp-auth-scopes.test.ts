@@ -1,11 +1,11 @@
-// `auth: mcp` discovery (src/gateway/mcp-auth/discovery.ts) takes the scope names an upstream's
+// `auth: mcp` discovery (src/providers/mcp-auth/discovery.ts) takes the scope names an upstream's
 // 401 challenge and protected resource metadata offer only as RFC 6749 scope-tokens, bounded: they
 // become the default scopes of the authorization request and are shown, raw, on the consent page,
 // so a bidi override or an invisible character there would make a permission read as another.
 // Real parts: a loopback upstream serving its challenge, its metadata and its AS's metadata.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { discoverUpstreamAuthorization } from '../src/gateway/mcp-auth/index.js';
+import { discoverUpstreamAuthorization } from '../src/providers/mcp-auth/index.js';
 import { asMetadata, metadataChallenge, staticUpstream } from './support/mcp-auth-bench.js';
 import { LOOPBACK_EGRESS } from './support/egress.js';
 

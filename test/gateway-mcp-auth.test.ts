@@ -13,7 +13,7 @@ import { loadConfig } from '../src/config/env.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { Sealer } from '../src/crypto/index.js';
-import { clientDocumentRoutes, preRegisteredClient } from '../src/gateway/mcp-auth/index.js';
+import { clientDocumentRoutes, preRegisteredClient } from '../src/providers/mcp-auth/index.js';
 import { createLogger } from '../src/log.js';
 import { asMetadata, authorizeAt, onBench, providerBench, refusal, staticUpstream } from './support/mcp-auth-bench.js';
 import type { Provider } from '../src/providers/provider.js';

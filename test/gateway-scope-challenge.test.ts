@@ -9,7 +9,7 @@ import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelc
 import fc from 'fast-check';
 import { principalFromVerifiedClaims, type Principal } from '../src/auth/principal.js';
 import { bearerChallenge, parseChallenges, scopeChallengeGate, scopesToAskFor } from '../src/gateway/relay/scope-challenge.js';
-import { MAX_CHALLENGED_SCOPES, MAX_HEADER_LENGTH } from '../src/gateway/relay/www-authenticate.js';
+import { MAX_CHALLENGED_SCOPES, MAX_HEADER_LENGTH } from '../src/providers/www-authenticate.js';
 import { mcpCallOf, withHttpFacts, type ConnectionNeed } from '../src/mcp/index.js';
 import { builtInDefinitions } from '../src/providers/presets.js';
 import { OAuthProvider } from '../src/providers/oauth-provider.js';

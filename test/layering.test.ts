@@ -208,6 +208,94 @@ function folderCycles(all: Source[]): string[] {
   return [...found.values()];
 }
 
+/** Every file of `all` each file imports (relative imports landing on a file of `all`), with where it first does. */
+function fileEdges(all: Source[]): Map<string, Map<string, string>> {
+  const paths = new Set(all.map((s) => s.path));
+  const edges = new Map<string, Map<string, string>>();
+  for (const source of all) {
+    const out = new Map<string, string>();
+    for (const m of importedModules(source)) {
+      const target = resolveImport(source.path, m.module);
+      if (target !== undefined && paths.has(target) && !out.has(target)) out.set(target, m.at);
+    }
+    edges.set(source.path, out);
+  }
+  return edges;
+}
+
+/**
+ * Each circle of files of `all` that import each other (type-only imports count), one per group of
+ * files that all reach one another, as `a → b → a` from the group's alphabetically first file along
+ * a shortest way back, with one import per step; sorted.
+ */
+function fileCycles(all: Source[]): string[] {
+  const edges = fileEdges(all);
+  // Tarjan's strongly connected components.
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const groups: string[][] = [];
+  const connect = (v: string) => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v)?.keys() ?? []) {
+      if (!index.has(w)) {
+        connect(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const group: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      group.push(w);
+    } while (w !== v);
+    if (group.length > 1 || edges.get(v)?.has(v)) groups.push(group);
+  };
+  for (const v of edges.keys()) if (!index.has(v)) connect(v);
+  return groups
+    .map((group) => {
+      const members = new Set(group);
+      const start = [...group].sort()[0]!;
+      // Breadth-first inside the group, from the start's imports back to the start.
+      const parent = new Map<string, string>();
+      const queue = [start];
+      while (queue.length && !parent.has(start)) {
+        const v = queue.shift()!;
+        for (const w of edges.get(v)!.keys())
+          if (members.has(w) && !parent.has(w)) {
+            parent.set(w, v);
+            queue.push(w);
+          }
+      }
+      const way = [start];
+      for (let v = parent.get(start)!; v !== start; v = parent.get(v)!) way.unshift(v);
+      const cycle = [start, ...way];
+      const steps = cycle.slice(0, -1).map((from, i) => edges.get(from)!.get(cycle[i + 1]!)!);
+      return `${cycle.join(' → ')} (${steps.join(', ')})`;
+    })
+    .sort();
+}
+
+/** Who may import openid-client: the provider adapter (src/providers/) and the browser sign-in at the operator's IdP. */
+const OPENID_CLIENT_IMPORTERS = [/^src\/providers\//, /^src\/auth\/oidc-client\.ts$/, /^src\/auth\/routes\.ts$/];
+
+function openidClientImportViolations(all: Source[]): string[] {
+  return all
+    .filter((s) => !OPENID_CLIENT_IMPORTERS.some((allowed) => allowed.test(s.path)))
+    .flatMap((s) =>
+      importedModules(s)
+        .filter((m) => m.module === 'openid-client' || m.module.startsWith('openid-client/'))
+        .map((m) => `${m.at} ${m.module}`),
+    );
+}
+
 /** src/http/ holds HTTP helpers: it may import only src/http/, src/crypto/, src/log.ts and packages. */
 const HTTP_MAY_IMPORT = [/^src\/http\//, /^src\/crypto\//, /^src\/log\.ts$/];
 
@@ -390,6 +478,53 @@ describe('the checks themselves', () => {
     );
   });
 
+  it('find every circle of files, counting type-only imports, re-exports and import() types', () => {
+    const tree = sourceTree(`
+      src/cli/a.ts: import type { R } from './b.js';
+      src/cli/b.ts: import { f } from './a.js';
+      src/x/one.ts: export { t } from './two.js';
+      src/x/two.ts: type T = import('./three.js').T;
+      src/x/three.ts: const m = await import('./one.js');
+      src/x/four.ts: import { o } from './one.js';
+      src/x/four.ts: import { z } from 'zod';
+      src/y/self.ts: import { s } from './self.js';
+      src/z/p.ts: import { q } from './q.js';
+      src/z/q.ts: // import { p } from './p.js';
+      src/z/q.ts: const text = "import { p } from './p.js'";
+    `);
+    assert.deepEqual(
+      fileCycles(tree).map((c) => c.split(' (')[0]),
+      [
+        'src/cli/a.ts → src/cli/b.ts → src/cli/a.ts',
+        'src/x/one.ts → src/x/two.ts → src/x/three.ts → src/x/one.ts',
+        'src/y/self.ts → src/y/self.ts',
+      ],
+    );
+    assert.equal(fileCycles(tree)[0], 'src/cli/a.ts → src/cli/b.ts → src/cli/a.ts (src/cli/a.ts:1, src/cli/b.ts:1)');
+    assert.deepEqual(fileCycles(tree.filter((s) => !['src/cli/b.ts', 'src/x/three.ts', 'src/y/self.ts'].includes(s.path))), []);
+  });
+
+  it('find every import of openid-client outside src/providers/ and the sign-in client', () => {
+    const tree = sourceTree(`
+      src/gateway/mcp-auth/a.ts: import * as oidc from 'openid-client';
+      src/connect/routes.ts: import type { Configuration } from 'openid-client';
+      src/net/egress-fetch.ts: // openid-client wraps what its fetch throws
+      src/net/egress-fetch.ts: const s = 'openid-client';
+      src/mcp/b.ts: type C = import('openid-client').Configuration;
+      src/exchange/c.ts: export { discovery } from 'openid-client';
+      src/dev/d.ts: const o = await import('openid-client/passport');
+      src/providers/oauth-client.ts: import * as oidc from 'openid-client';
+      src/providers/mcp-auth/discovery.ts: import * as oidc from 'openid-client';
+      src/auth/oidc-client.ts: import * as oidc from 'openid-client';
+      src/auth/routes.ts: import * as oidc from 'openid-client';
+      src/auth/bearer.ts: import { jwtVerify } from 'jose';
+    `);
+    assert.deepEqual(
+      openidClientImportViolations(tree).map((v) => v.split(':')[0]),
+      ['src/gateway/mcp-auth/a.ts', 'src/connect/routes.ts', 'src/mcp/b.ts', 'src/exchange/c.ts', 'src/dev/d.ts'],
+    );
+  });
+
   it('see the real source tree', () => {
     assert.ok(sources.length >= 40, `scanned only ${sources.length} files`);
     assert.ok(sources.some((s) => s.path === 'src/store/sqlite/database.ts'));
@@ -522,6 +657,19 @@ describe('layering invariants of src/', () => {
   it('has no import cycles between the top-level folders of src/ (type-only imports count)', () => {
     assert.ok(folderEdges(sources).get('http/')?.has('crypto/'), 'the folder graph is built (the check is live)');
     assert.deepEqual(folderCycles(sources), []);
+  });
+
+  it('has no circle of files under src/ importing each other (type-only imports count)', () => {
+    assert.ok((fileEdges(sources).get('src/broker.ts')?.size ?? 0) > 0, 'the file graph is built (the check is live)');
+    assert.deepEqual(fileCycles(sources), []);
+  });
+
+  it('imports openid-client only under src/providers/ (the one OAuth client adapter) and in the sign-in client (src/auth/oidc-client.ts, src/auth/routes.ts)', () => {
+    assert.ok(
+      sources.some((s) => s.path === 'src/providers/oauth-client.ts' && importedModules(s).some((m) => m.module === 'openid-client')),
+      'src/providers/oauth-client.ts does import openid-client (the check is live)',
+    );
+    assert.deepEqual(openidClientImportViolations(sources), []);
   });
 
   it('keeps src/http/ to HTTP helpers: it imports only src/http/, src/crypto/, src/log.ts and packages', () => {

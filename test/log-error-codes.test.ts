@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { ConnectionService } from '../src/connections/index.js';
 import { Sealer } from '../src/crypto/index.js';
-import { createMcpAuthProvider } from '../src/gateway/mcp-auth/index.js';
+import { createMcpAuthProvider } from '../src/providers/mcp-auth/index.js';
 import { createLogger } from '../src/log.js';
 import { ProviderError } from '../src/providers/provider.js';
 import { openSqliteStore } from '../src/store/index.js';

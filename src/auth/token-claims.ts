@@ -3,6 +3,7 @@
  * principal or scopes from one (the `/mcp` bearer check, the token exchange's subject token, the
  * page sign-in's ID token), so that the same person is the same principal on each of them.
  */
+import { scopeList } from '../providers/scopes.js';
 
 /**
  * Claims that may name a principal's subject. `sub` is OpenID Connect's; Microsoft Entra ID's `sub`
@@ -36,7 +37,7 @@ export function subjectOf(claims: Record<string, unknown>, claim: SubjectClaim):
  */
 export function tokenScopes(claims: Record<string, unknown>): string[] {
   const raw = claims.scope !== undefined ? claims.scope : claims.scp;
-  if (typeof raw === 'string') return raw.split(' ').filter(Boolean);
+  if (typeof raw === 'string') return scopeList(raw);
   if (Array.isArray(raw) && raw.every((s): s is string => typeof s === 'string')) return raw.filter(Boolean);
   return [];
 }

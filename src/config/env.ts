@@ -11,6 +11,7 @@ import { checkWebhookAddresses, parseEgressAllow } from './egress.js';
 import { EgressRule, type EgressAllowList } from '../net/egress-rule.js';
 import { otlpEndpoint, sdkDisabled, traceExporters, tracingSettings } from './tracing.js';
 import type { TracingSettings } from '../observability/tracing.js';
+import { scopeList } from '../providers/scopes.js';
 
 export { ConfigError } from './errors.js';
 
@@ -385,7 +386,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { deve
     audience,
     resource: take(() => audiences.resource),
     subjectClaim: take(() => oneOf('OIDC_SUBJECT_CLAIM', e.OIDC_SUBJECT_CLAIM, ['sub', 'oid'] as const, 'sub')),
-    mcpScopes: (e.MCP_SCOPES ?? '').split(/[\s,]+/).filter(Boolean),
+    mcpScopes: scopeList(e.MCP_SCOPES, { commas: true }),
     accessTokenTypes: take(() => accessTokenTypes(e.MCP_ACCESS_TOKEN_TYPES)),
     database: {
       url: take(() => parseDatabaseUrl(e.DATABASE_URL)),

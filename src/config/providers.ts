@@ -2,6 +2,7 @@ import { providerDefinitionSchema, type ProviderDefinition, type ProviderDefinit
 import { builtInDefinitions, type PresetContext } from '../providers/presets.js';
 import { ConfigError } from './errors.js';
 import { readConfigSections } from './file.js';
+import { scopeList } from '../providers/scopes.js';
 
 export interface ConfiguredProvider {
   definition: ProviderDefinition;
@@ -62,7 +63,7 @@ export function loadProviders(env: NodeJS.ProcessEnv, ctx: PresetContext): Confi
       continue;
     }
     const scopesVar = variable('SCOPES');
-    const scopes = scopesVar === undefined ? undefined : scopesVar.split(/[\s,]+/).filter(Boolean);
+    const scopes = scopesVar === undefined ? undefined : scopeList(scopesVar, { commas: true });
     for (const s of scopes ?? []) {
       if (definition.scopesApply && !definition.scopes.some((x) => x.name === s))
         throw new ConfigError(`${prefix}_SCOPES names "${s}", which provider "${definition.id}" does not list`);

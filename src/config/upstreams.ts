@@ -22,7 +22,7 @@ export type UpstreamAuth =
   /** The caller's connection to a configured provider: its access token as Bearer. */
   | { kind: 'provider'; provider: string }
   /**
-   * The upstream's own MCP authorization (discovered; the connection is made by src/gateway/mcp-auth/),
+   * The upstream's own MCP authorization (discovered; the connection is made by src/providers/mcp-auth/),
    * with the client the operator registered there, if any (`<ID>_CLIENT_ID` / `<ID>_CLIENT_SECRET`).
    */
   | { kind: 'mcp'; clientId?: string; clientSecret?: string }

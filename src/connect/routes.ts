@@ -1,5 +1,4 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
-import * as oidc from 'openid-client';
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
 import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
@@ -7,7 +6,9 @@ import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
 import { allowFormAction } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
+import { pkcePair } from '../providers/oauth-client.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
+import { scopeList } from '../providers/scopes.js';
 import {
   OAUTH_FLOW_TTL_MS,
   StoreUnavailableError,
@@ -50,14 +51,14 @@ function verifierContext(flow: { pending_id: string; session_hash: string }) {
 
 /** What a pending connection asks the person for (the consent page lists exactly these), none implied by another. */
 function askedScopes(pending: PendingConnection, provider: Provider): string[] {
-  return provider.withoutImplied(pending.scopes ? pending.scopes.split(' ') : provider.defaultScopes);
+  return provider.withoutImplied(pending.scopes ? scopeList(pending.scopes) : provider.defaultScopes);
 }
 
 /** What goes into the authorization request: for added scopes, the provider decides whether to resend the granted ones. */
 function scopesForAuthorization(pending: PendingConnection, provider: Provider, existing: ConnectionRow | undefined): string[] {
   const asked = askedScopes(pending, provider);
   return existing && existing.status === 'active' && pending.scopes
-    ? provider.withoutImplied(provider.scopesToRequest(asked, existing.scopes.split(' ').filter(Boolean)))
+    ? provider.withoutImplied(provider.scopesToRequest(asked, scopeList(existing.scopes)))
     : asked;
 }
 
@@ -201,14 +202,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     }
     if (decision !== 'allow') throw new BrokerError(400, 'invalid_request', 'Choose Continue or Cancel.');
     const state = randomHandle();
-    const codeVerifier = oidc.randomPKCECodeVerifier();
+    const pkce = await pkcePair();
     // Built before claiming: a provider that cannot be reached (discovery) must not burn the link.
     let url: URL;
     try {
       url = await provider.buildAuthorizationUrl({
         redirectUri: new URL(`/connect/${provider.id}/callback`, publicUrl).href,
         state,
-        codeChallenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+        codeChallenge: pkce.challenge,
         scopes: scopesForAuthorization(pending, provider, await connections.find(viewer, provider.id)),
       });
     } catch (err) {
@@ -223,7 +224,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       await tx.oauthFlows.put({
         state_hash: sha256Hex(state),
         ...bound,
-        code_verifier: deps.verifierSealer.seal(codeVerifier, verifierContext(bound)).value,
+        code_verifier: deps.verifierSealer.seal(pkce.verifier, verifierContext(bound)).value,
         expires_at: Date.now() + OAUTH_FLOW_TTL_MS,
       });
       return true;

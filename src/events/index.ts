@@ -6,6 +6,7 @@
  */
 import type { WebhookEventType } from '../config/webhooks.js';
 import type { ConnectionRow, Repositories, Store } from '../store/index.js';
+import { scopeList } from '../providers/scopes.js';
 
 /** Whose connection, to what, as people see it: never a token. */
 export interface ConnectionEventData {
@@ -85,7 +86,7 @@ export function connectionEventData(
     subject: row.subject,
     provider: row.provider,
     login: row.account_login,
-    scopes: row.scopes.split(' ').filter(Boolean),
+    scopes: scopeList(row.scopes),
   };
 }
 

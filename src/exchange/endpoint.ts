@@ -19,6 +19,7 @@ import { ExchangeError } from './errors.js';
 import { M } from './messages.js';
 import { metrics } from '../observability/metrics.js';
 import type { ConfiguredService } from '../config/services.js';
+import { scopeList } from '../providers/scopes.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -195,7 +196,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
 
     const provider = target(service, form.get('audience'), form.get('resource'));
     const allowed = service.allow[provider.id]!;
-    const scopes = (form.get('scope') ?? '').split(' ').filter(Boolean);
+    const scopes = scopeList(form.get('scope'));
     if (provider.scopesApply) {
       const beyond = provider.missingScopes(allowed, scopes);
       if (beyond.length > 0) throw new ExchangeError('invalid_scope', M.beyondAllow(beyond));

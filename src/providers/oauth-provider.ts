@@ -3,6 +3,18 @@ import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../net/loopback.js';
 import { pick, type ProviderDefinition } from './definition.js';
 import { fetchWithTimeout, readJson } from './http.js';
+import { oauthMessages as T } from './messages.js';
+import {
+  authorizationUrl,
+  clientAuthentication,
+  codeGrant,
+  errorDetail,
+  refreshGrant,
+  revokeToken,
+  timeoutSeconds,
+  type OAuthServer,
+  type TokenResponse,
+} from './oauth-client.js';
 import { SpanKind, withSpan } from '../observability/tracing.js';
 import { displayText, hasInvisibleCharacters } from '../http/display-text.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens, type TokenVerdict } from './provider.js';
@@ -60,22 +72,29 @@ export class OAuthProvider implements Provider {
   #configuration(): Promise<oidc.Configuration> {
     this.#config ??= this.#build().catch((err: unknown) => {
       this.#config = undefined;
-      throw new ProviderError(
-        'unavailable',
-        `${this.displayName} cannot be reached right now. Please try again in a moment.`,
-        err instanceof Error ? err.message : String(err),
-      );
+      throw new ProviderError('unavailable', T.unreachable(this.displayName), err instanceof Error ? err.message : String(err));
     });
     return this.#config;
   }
 
+  /** The authorization server as src/providers/oauth-client.ts calls it, with what the definition says of its tokens. */
+  async #server(): Promise<OAuthServer> {
+    const d = this.#options.definition;
+    return {
+      config: await this.#configuration(),
+      name: this.displayName,
+      // GitHub lists granted scopes comma-separated ("repo,user").
+      scopeCommas: true,
+      keepScopes: (granted) => (this.scopesApply ? granted : []),
+      keepsRefreshToken: !d.refresh.rotates,
+      run: (operation, call) => this.#span(operation, call),
+    };
+  }
+
   async #build(): Promise<oidc.Configuration> {
     const d = this.#options.definition;
-    const auth =
-      d.clientAuth === 'client_secret_basic'
-        ? oidc.ClientSecretBasic(this.#options.clientSecret)
-        : oidc.ClientSecretPost(this.#options.clientSecret);
-    const timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
+    const auth = clientAuthentication(d.clientAuth, this.#options.clientSecret);
+    const timeout = timeoutSeconds(this.#options.timeoutMs);
     let config: oidc.Configuration;
     if (d.kind === 'oidc') {
       const insecure = isLocalHttp(d.issuer);
@@ -146,7 +165,7 @@ export class OAuthProvider implements Provider {
     const params: Record<string, string> = { ...d.authorizeParams, redirect_uri: redirectUri, state };
     if (this.scopesApply && scopes.length) params.scope = scopes.join(d.scopeSeparator);
     if (d.pkce) Object.assign(params, { code_challenge: codeChallenge, code_challenge_method: 'S256' });
-    return oidc.buildAuthorizationUrl(await this.#configuration(), params);
+    return authorizationUrl(await this.#server(), params);
   }
 
   async completeAuthorization({
@@ -161,22 +180,16 @@ export class OAuthProvider implements Provider {
     requestedScopes: string[];
   }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }> {
     const d = this.#options.definition;
-    const config = await this.#configuration();
-    let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
+    const server = await this.#server();
+    const { response, tokens } = await codeGrant(server, {
+      callbackUrl,
+      expectedState,
+      ...(d.pkce ? { codeVerifier } : {}),
+      idTokenExpected: d.identity.source === 'id_token',
+      requestedScopes,
+    });
     try {
-      response = await this.#span('token', () =>
-        oidc.authorizationCodeGrant(config, callbackUrl, {
-          expectedState,
-          ...(d.pkce ? { pkceCodeVerifier: codeVerifier } : {}),
-          idTokenExpected: d.identity.source === 'id_token',
-        }),
-      );
-    } catch (err) {
-      throw this.#grantError(err, 'code');
-    }
-    const tokens = this.#tokens(response, requestedScopes);
-    try {
-      return { tokens, account: await this.#account(config, response, tokens) };
+      return { tokens, account: await this.#account(server.config, response, tokens) };
     } catch (err) {
       // We will not keep a token we cannot attribute: let the provider forget it (only it: the
       // user's existing connection, same grant, must keep working).
@@ -186,24 +199,9 @@ export class OAuthProvider implements Provider {
   }
 
   async refresh(tokens: ProviderTokens): Promise<ProviderTokens> {
-    if (!tokens.refreshToken)
-      throw new ProviderError(
-        'invalid_grant',
-        `The ${this.displayName} access has expired and cannot be renewed; reconnect ${this.displayName}.`,
-        'no refresh token',
-      );
-    const config = await this.#configuration();
-    let response: oidc.TokenEndpointResponse;
-    try {
-      const refreshToken = tokens.refreshToken;
-      response = await this.#span('refresh', () => oidc.refreshTokenGrant(config, refreshToken));
-    } catch (err) {
-      throw this.#grantError(err, 'refresh');
-    }
-    const next = this.#tokens(response, tokens.scopes);
-    // Providers that do not rotate keep answering without a refresh_token: keep the one we have.
-    if (!next.refreshToken && !this.#options.definition.refresh.rotates) next.refreshToken = tokens.refreshToken;
-    return next;
+    // Checked before the provider is discovered: no refresh token needs no server to say so.
+    if (!tokens.refreshToken) throw new ProviderError('invalid_grant', T.noRefreshToken(this.displayName), 'no refresh token');
+    return refreshGrant(await this.#server(), tokens);
   }
 
   async revoke(tokens: ProviderTokens, what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
@@ -236,22 +234,7 @@ export class OAuthProvider implements Provider {
         `${this.displayName} did not confirm the revocation (HTTP ${response.status}).`,
       );
     }
-    const config = await this.#configuration();
-    // RFC 7009 §2.1: revoking a refresh token revokes the grant's access tokens too. A token the
-    // broker decided not to keep ('token') must not take down a grant another connection may use.
-    const refresh = what === 'grant' ? tokens.refreshToken : undefined;
-    try {
-      await this.#span('revoke', () =>
-        oidc.tokenRevocation(config, refresh ?? tokens.accessToken, { token_type_hint: refresh ? 'refresh_token' : 'access_token' }),
-      );
-      return { revoked: true };
-    } catch (err) {
-      throw new ProviderError(
-        'unavailable',
-        `${this.displayName} did not confirm the revocation.`,
-        err instanceof Error ? err.message : String(err),
-      );
-    }
+    return revokeToken(await this.#server(), tokens, what);
   }
 
   /**
@@ -305,25 +288,7 @@ export class OAuthProvider implements Provider {
     );
   }
 
-  #tokens(response: oidc.TokenEndpointResponse, requestedScopes: string[]): ProviderTokens {
-    // RFC 6749 §5.1: an omitted scope means "as requested"; an empty one is treated the same (some
-    // servers send "" when the access token is for another resource than the OIDC scopes).
-    const listed = typeof response.scope === 'string' ? response.scope.split(/[\s,]+/).filter(Boolean) : [];
-    const granted = listed.length ? listed : requestedScopes;
-    return {
-      accessToken: response.access_token,
-      tokenType: response.token_type,
-      ...(response.refresh_token ? { refreshToken: response.refresh_token } : {}),
-      ...(typeof response.expires_in === 'number' && response.expires_in > 0 ? { expiresAt: Date.now() + response.expires_in * 1000 } : {}),
-      scopes: this.scopesApply ? granted : [],
-    };
-  }
-
-  async #account(
-    config: oidc.Configuration,
-    response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
-    tokens: ProviderTokens,
-  ): Promise<ProviderAccount> {
+  async #account(config: oidc.Configuration, response: TokenResponse, tokens: ProviderTokens): Promise<ProviderAccount> {
     const identity = this.#options.definition.identity;
     let source: unknown;
     switch (identity.source) {
@@ -338,11 +303,7 @@ export class OAuthProvider implements Provider {
         try {
           source = await this.#span('userinfo', () => oidc.fetchUserInfo(config, tokens.accessToken, sub ?? oidc.skipSubjectCheck));
         } catch (err) {
-          throw new ProviderError(
-            'unavailable',
-            `${this.displayName} did not say who you are. Please try again.`,
-            err instanceof Error ? err.message : String(err),
-          );
+          throw new ProviderError('unavailable', `${this.displayName} did not say who you are. Please try again.`, errorDetail(err));
         }
         break;
       }
@@ -377,39 +338,6 @@ export class OAuthProvider implements Provider {
     }
     // The login is only shown; a NUL in it would not even store on PostgreSQL.
     return { id: String(id), login: displayText(String(login)) ?? String(id) };
-  }
-
-  #grantError(err: unknown, grant: 'code' | 'refresh'): ProviderError {
-    const name = this.displayName;
-    if (err instanceof ProviderError) return err;
-    if (err instanceof oidc.ResponseBodyError || err instanceof oidc.AuthorizationResponseError) {
-      const code = err.error;
-      const detail = `${code}: ${err.error_description ?? ''}`;
-      if (code === 'access_denied') return new ProviderError('access_denied', `You cancelled at ${name}.`, detail);
-      if (code === 'invalid_grant' || code === 'bad_refresh_token' || code === 'bad_verification_code') {
-        return grant === 'refresh'
-          ? new ProviderError('invalid_grant', `${name} no longer accepts the saved authorization; reconnect ${name}.`, detail)
-          : new ProviderError(
-              'bad_verification_code',
-              `${name} did not accept the authorization (it may have expired). Please start again.`,
-              detail,
-            );
-      }
-      if (
-        [
-          'invalid_client',
-          'unauthorized_client',
-          'incorrect_client_credentials',
-          'redirect_uri_mismatch',
-          'unsupported_grant_type',
-        ].includes(code)
-      ) {
-        return new ProviderError('misconfigured', `This service is not set up correctly with ${name}. Tell the operator.`, detail);
-      }
-      return new ProviderError('unavailable', `${name} could not complete the authorization. Please try again.`, detail);
-    }
-    const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-    return new ProviderError('unavailable', `${name} did not answer properly (it may be down). Please try again in a moment.`, detail);
   }
 }
 

@@ -1,4 +1,3 @@
-import type { Config } from '../config/env.js';
 import { openPostgresStore } from './postgres/index.js';
 import { openSqliteStore } from './sqlite/index.js';
 import { tracingEnabled } from '../observability/tracing.js';
@@ -12,12 +11,24 @@ export { extendSqliteSchema, openSqliteStore, sqliteHandle, type SqliteStore } f
 export type { Db as SqliteDb } from './sqlite/database.js';
 
 /**
+ * Where the data is (src/config/env.ts `Config['database']`), spelled out here so that src/store/
+ * imports nothing of src/config/, which reads provider definitions from src/providers/, which keeps
+ * its registrations in the store (test/layering.test.ts: no folder cycle).
+ */
+export interface DatabaseSettings {
+  url: string | undefined;
+  path: string;
+  poolMax: number;
+  statementTimeoutMs: number;
+}
+
+/**
  * Opens (and migrates) the store the configuration names: PostgreSQL when DATABASE_URL is set,
  * shared by every instance; otherwise the embedded SQLite file at DATABASE_PATH. While tracing is
  * on, every repository call runs in a span (src/store/traced.ts).
  */
 export async function openStore(
-  database: Config['database'],
+  database: DatabaseSettings,
   onError?: (event: string, detail: Record<string, unknown>) => void,
 ): Promise<Store> {
   const store = await openConfiguredStore(database, onError);
@@ -25,7 +36,7 @@ export async function openStore(
 }
 
 async function openConfiguredStore(
-  database: Config['database'],
+  database: DatabaseSettings,
   onError?: (event: string, detail: Record<string, unknown>) => void,
 ): Promise<Store> {
   if (!database.url) return openSqliteStore(database.path);

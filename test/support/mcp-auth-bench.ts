@@ -1,4 +1,4 @@
-// Parts for the suites that drive an `auth: mcp` provider (src/gateway/mcp-auth/) on its own: the
+// Parts for the suites that drive an `auth: mcp` provider (src/providers/mcp-auth/) on its own: the
 // provider over a SQLite store of its own, loopback servers (http or https) that answer with just
 // the metadata a test needs and record every request, and the sign-in at an upstream's
 // authorization server up to the callback the provider would receive.
@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as oidc from 'openid-client';
 import { Sealer } from '../../src/crypto/index.js';
-import { createMcpAuthProvider, type McpAuthProvider, type McpAuthProviderOptions } from '../../src/gateway/mcp-auth/index.js';
+import { createMcpAuthProvider, type McpAuthProvider, type McpAuthProviderOptions } from '../../src/providers/mcp-auth/index.js';
 import { createLogger } from '../../src/log.js';
 import { ProviderError } from '../../src/providers/provider.js';
 import { openSqliteStore, type Store } from '../../src/store/index.js';

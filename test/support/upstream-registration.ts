@@ -1,10 +1,10 @@
 // Test helper: the broker's client registration at an `auth: mcp` upstream's authorization server,
-// made and read by the broker's own code (src/gateway/mcp-auth/registration.ts: dynamic registration,
+// made and read by the broker's own code (src/providers/mcp-auth/registration.ts: dynamic registration,
 // the secret sealed with the key ring of `env`) over the database `env` names.
 import { loadConfig } from '../../src/config/env.js';
 import { Sealer } from '../../src/crypto/index.js';
-import { discoverUpstreamAuthorization } from '../../src/gateway/mcp-auth/index.js';
-import { becomeClient, type UpstreamClient } from '../../src/gateway/mcp-auth/registration.js';
+import { discoverUpstreamAuthorization } from '../../src/providers/mcp-auth/index.js';
+import { becomeClient, type UpstreamClient } from '../../src/providers/mcp-auth/registration.js';
 import { createLogger } from '../../src/log.js';
 import { openStore } from '../../src/store/index.js';
 import type { ProtectedUpstream } from './mcp-auth-upstream.js';

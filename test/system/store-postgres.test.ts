@@ -14,7 +14,7 @@ import pg from 'pg';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { rotateKeys } from '../../src/cli/rotate-keys.js';
 import { rotationText } from '../../src/cli/rotation/messages.js';
-import { clientSecretContext } from '../../src/gateway/mcp-auth/registration.js';
+import { clientSecretContext } from '../../src/providers/mcp-auth/registration.js';
 import { ConnectionService } from '../../src/connections/index.js';
 import { ConnectLinks } from '../../src/connections/links.js';
 import { Sealer } from '../../src/crypto/index.js';
@@ -484,7 +484,7 @@ describe('key rotation on PostgreSQL', () => {
   });
 });
 
-/** A registration row as src/gateway/mcp-auth/registration.ts stores it, with `secret` (sealed) or none. */
+/** A registration row as src/providers/mcp-auth/registration.ts stores it, with `secret` (sealed) or none. */
 function registration(c: { issuer: string; client_key: string }, secret?: { keyId: string; value: string }) {
   return {
     ...c,

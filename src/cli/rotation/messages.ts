@@ -1,5 +1,5 @@
 /** Every line `npm run rotate-keys` shows a person. */
-import type { RotationReport as RotationSummary } from '../rotate-keys.js';
+import type { RotationReport as RotationSummary } from './report.js';
 
 export function rotationText(r: RotationSummary): string {
   const c = r.clientSecrets;

@@ -20,6 +20,7 @@ import { constantTimeEqual, randomBelow, randomText, sha256Base64url } from '../
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../store/index.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
 import { createSandboxMcp, type SandboxMcpCall, type SandboxMcpFault } from './mcp/index.js';
+import { scopeList } from '../../providers/scopes.js';
 
 export { SANDBOX_LABEL } from './html.js';
 export { CONFIRM_FIELD, CONFIRM_KEY, MAX_RECORDED_CALLS, TOOL_SCOPES, type SandboxMcpCall, type SandboxMcpFault } from './mcp/index.js';
@@ -130,7 +131,7 @@ const BAD_CREDENTIALS = { message: 'Bad credentials', documentation_url: `${DOCS
 const NOT_FOUND = { message: 'Not Found', documentation_url: `${DOCS}/rest`, status: '404' };
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const parseScopes = (raw: string | undefined): string[] => [...new Set((raw ?? '').split(/[\s,]+/).filter(Boolean))];
+const parseScopes = (raw: string | undefined): string[] => [...new Set(scopeList(raw, { commas: true }))];
 
 /** Scopes another scope includes (github/docs "Scopes for OAuth apps", table of available scopes). */
 const IMPLIED_BY: Record<string, string> = {

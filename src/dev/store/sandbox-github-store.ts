@@ -1,5 +1,6 @@
 import { sha256Hex } from '../../crypto/index.js';
 import type { SqliteDb as Db } from '../../store/index.js';
+import { scopeList as splitScopes, scopeString as joinScopes } from '../../providers/scopes.js';
 
 // Storage for the sandbox GitHub (src/dev/sandbox-github/). Authorization codes, access tokens and
 // refresh tokens are kept as SHA-256 hex digests: callers pass the raw value, which never reaches
@@ -125,8 +126,6 @@ interface RepoRow {
 type IssueRow = Omit<SandboxIssue, 'labels' | 'createdAt'> & { labels: string; created_at: number };
 
 const hash = (value: string): string => sha256Hex(value);
-const joinScopes = (scopes: string[]): string => scopes.join(' ');
-const splitScopes = (raw: string): string[] => raw.split(' ').filter(Boolean);
 const unionScopes = (a: string[], b: string[]): string[] => [...new Set([...a, ...b])];
 
 const toRepository = (r: RepoRow): SandboxRepository => ({ id: r.id, owner: r.owner, name: r.repo, createdAt: r.created_at });

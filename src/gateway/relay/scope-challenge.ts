@@ -1,9 +1,9 @@
 import { requireConnection, toolError, type ConnectionGate, type ConnectionNeed } from '../../mcp/index.js';
 import type { Provider } from '../../providers/provider.js';
 import { M } from './messages.js';
-import { bearerChallenge } from './www-authenticate.js';
+import { bearerChallenge } from '../../providers/www-authenticate.js';
 
-export { bearerChallenge, parseChallenges, type BearerChallenge, type Challenge } from './www-authenticate.js';
+export { bearerChallenge, parseChallenges, type BearerChallenge, type Challenge } from '../../providers/www-authenticate.js';
 
 /**
  * Exactly the scopes to ask the user for after an upstream's scope challenge: those of the

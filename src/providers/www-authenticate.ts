@@ -6,6 +6,7 @@
  * `extractWWWAuthenticateParams` matches a regular expression against the whole header (no
  * escapes, no telling one challenge's parameters from another's).
  */
+import { scopeList } from './scopes.js';
 
 /** One challenge: its scheme lowercased, parameter names lowercased, values unescaped. */
 export interface Challenge {
@@ -187,8 +188,14 @@ export const MAX_SCOPE_LENGTH = 128;
  * above, else none: what an upstream names is asked for, and shown on the consent page, exactly or not at all.
  */
 export function scopeTokens(scopes: readonly string[]): string[] {
+  return boundedScopeTokens(scopes) ?? [];
+}
+
+function boundedScopeTokens(scopes: readonly string[]): string[] | undefined {
   const unique = [...new Set(scopes.filter(Boolean))];
-  return unique.length <= MAX_CHALLENGED_SCOPES && unique.every((s) => s.length <= MAX_SCOPE_LENGTH && SCOPE_TOKEN.test(s)) ? unique : [];
+  return unique.length <= MAX_CHALLENGED_SCOPES && unique.every((s) => s.length <= MAX_SCOPE_LENGTH && SCOPE_TOKEN.test(s))
+    ? unique
+    : undefined;
 }
 
 /** What an RFC 6750 §3 Bearer challenge says. */
@@ -213,9 +220,8 @@ export function bearerChallenge(header: string | null | undefined): BearerChalle
   if (p.error_description !== undefined) out.description = p.error_description;
   if (p.resource_metadata !== undefined) out.resourceMetadata = p.resource_metadata;
   if (p.scope !== undefined) {
-    const scopes = [...new Set(p.scope.split(' ').filter(Boolean))];
-    if (scopes.length <= MAX_CHALLENGED_SCOPES && scopes.every((s) => s.length <= MAX_SCOPE_LENGTH && SCOPE_TOKEN.test(s)))
-      out.scope = scopes;
+    const scopes = boundedScopeTokens(scopeList(p.scope));
+    if (scopes) out.scope = scopes;
   }
   return out;
 }

@@ -2,8 +2,6 @@ import type * as oidc from 'openid-client';
 import { egressFetch, type EgressRequestInit } from '../../net/egress-fetch.js';
 import type { EgressRule } from '../../net/egress-rule.js';
 
-export { ResponseTooLarge } from '../../net/egress-fetch.js';
-
 /**
  * The largest answer the broker reads from an upstream's authorization server (metadata, JWKS,
  * registration, token responses): each is a few kilobytes. The server is whoever the upstream's
@@ -27,11 +25,4 @@ export function authorizationServerFetch(
     if (init.body instanceof ReadableStream) return Promise.reject(new TypeError('a streamed request body is not supported'));
     return send(url, init as EgressRequestInit);
   };
-}
-
-/** An error as a log detail, with the cause openid-client wraps ours in ("something went wrong" alone says nothing). */
-export function errorDetail(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = err.cause instanceof Error ? ` (${err.cause.name}: ${err.cause.message})` : '';
-  return `${err.name}: ${err.message}${cause}`;
 }

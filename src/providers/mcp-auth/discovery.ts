@@ -1,12 +1,14 @@
 import * as oidc from 'openid-client';
 import { isLoopbackHostname } from '../../net/loopback.js';
-import { fetchWithTimeout } from '../../providers/http.js';
-import { ProviderError } from '../../providers/provider.js';
-import { bearerChallenge, scopeTokens } from '../relay/www-authenticate.js';
+import { fetchWithTimeout } from '../http.js';
+import { ProviderError } from '../provider.js';
+import { bearerChallenge, scopeTokens } from '../www-authenticate.js';
 import { readBounded } from '../../http/bounded-read.js';
-import { egressFetch, egressRefusalIn, ResponseTooLarge } from '../../net/egress-fetch.js';
+import { egressFetch, egressRefusalIn } from '../../net/egress-fetch.js';
 import type { EgressRule } from '../../net/egress-rule.js';
-import { authorizationServerFetch, errorDetail } from './bounded-fetch.js';
+import { oauthMessages as T } from '../messages.js';
+import { errorDetail, fetchFailure } from '../oauth-client.js';
+import { authorizationServerFetch } from './bounded-fetch.js';
 import { M } from './messages.js';
 
 /** Metadata documents are small; anything larger is not one. */
@@ -52,14 +54,14 @@ function sameUrl(a: string, b: string): boolean {
 /** Reads at most MAX_METADATA_BYTES of a JSON object, else `unavailable`. */
 async function readMetadata(response: Response, name: string): Promise<Record<string, unknown>> {
   const body = await readBounded(response, MAX_METADATA_BYTES);
-  if (!body) throw new ProviderError('unavailable', M.garbled(name), `metadata over ${MAX_METADATA_BYTES} bytes`);
+  if (!body) throw new ProviderError('unavailable', T.garbled(name), `metadata over ${MAX_METADATA_BYTES} bytes`);
   try {
     const value: unknown = JSON.parse(body.toString('utf8'));
     if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
   } catch {
     // fall through
   }
-  throw new ProviderError('unavailable', M.garbled(name), `HTTP ${response.status}, ${body.byteLength} bytes of non-JSON metadata`);
+  throw new ProviderError('unavailable', T.garbled(name), `HTTP ${response.status}, ${body.byteLength} bytes of non-JSON metadata`);
 }
 
 const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
@@ -132,7 +134,7 @@ export async function discoverUpstreamAuthorization(
     }
     await response.body?.cancel().catch(() => undefined);
     if (response.status !== 404)
-      throw new ProviderError('unavailable', M.unreachable(name), `protected resource metadata: HTTP ${response.status}`);
+      throw new ProviderError('unavailable', T.unreachable(name), `protected resource metadata: HTTP ${response.status}`);
   }
   if (!prm)
     throw new ProviderError(
@@ -197,17 +199,5 @@ async function authorizationServerMetadata(
     }
   }
   const detail = errorDetail(first);
-  throw new ProviderError('unavailable', M.unreachable(name), `authorization server metadata: ${detail}`);
-}
-
-/**
- * A fetch of something a document named that did not happen: refused by the egress rule
- * (`misconfigured`, the log detail says why) or unreachable. The message names the upstream only.
- */
-export function fetchFailure(err: unknown, name: string, what: string): ProviderError {
-  const refused = egressRefusalIn(err);
-  if (refused) return new ProviderError('misconfigured', M.refusedAddress(name), `${what}: ${refused.message}`);
-  if (err instanceof ProviderError) return err;
-  if (err instanceof ResponseTooLarge) return new ProviderError('unavailable', M.garbled(name), `${what} ${err.message}`);
-  return new ProviderError('unavailable', M.unreachable(name), `${what}: ${errorDetail(err)}`);
+  throw new ProviderError('unavailable', T.unreachable(name), `authorization server metadata: ${detail}`);
 }

@@ -2,12 +2,24 @@ import * as oidc from 'openid-client';
 import type { Sealer } from '../../crypto/index.js';
 import { displayText, hasInvisibleCharacters } from '../../http/display-text.js';
 import type { Logger } from '../../log.js';
-import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../../providers/provider.js';
+import { ProviderError, type Provider, type ProviderAccount, type ProviderScope, type ProviderTokens } from '../provider.js';
 import type { Store } from '../../store/index.js';
 import type { EgressRule } from '../../net/egress-rule.js';
-import { authorizationServerFetch, errorDetail } from './bounded-fetch.js';
-import { egressRefusalIn } from '../../net/egress-fetch.js';
-import { discoverUpstreamAuthorization, fetchFailure, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
+import { oauthMessages as T } from '../messages.js';
+import {
+  authorizationUrl,
+  clientAuthentication,
+  codeGrant,
+  errorDetail,
+  refreshGrant,
+  revokeToken,
+  timeoutSeconds,
+  type OAuthServer,
+  type TokenResponse,
+} from '../oauth-client.js';
+import { scopeString } from '../scopes.js';
+import { authorizationServerFetch } from './bounded-fetch.js';
+import { discoverUpstreamAuthorization, isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
 import { becomeClient, forgetRegistration, type RegistrationContext, type UpstreamClient } from './registration.js';
 import { RegistrationWatch, type LostRegistrationRule } from './registration-watch.js';
@@ -47,7 +59,8 @@ const IDENTITY_SCOPES = ['openid', 'profile', 'offline_access'];
 interface Setup {
   auth: UpstreamAuthorization;
   client: UpstreamClient;
-  config: oidc.Configuration;
+  /** The authorization server as src/providers/oauth-client.ts calls it. */
+  server: OAuthServer;
   /** The server speaks OpenID Connect: the account comes from a verified ID token. */
   openid: boolean;
   /** The identity and refresh scopes this server lists, added to every authorization request. */
@@ -198,12 +211,8 @@ export class McpAuthProvider implements Provider {
       // Registered with the scopes it will ask for: an AS that checks them (the Python SDK's) refuses any other.
       const client = await becomeClient(auth, this.#registration([...new Set([...this.defaultScopes, ...extraScopes])]));
       const secret = client.clientSecret ?? '';
-      const clientAuth =
-        client.authMethod === 'client_secret_basic'
-          ? basicWithClientId(secret)
-          : client.authMethod === 'client_secret_post'
-            ? oidc.ClientSecretPost(secret)
-            : oidc.None();
+      // The client_id in the body too: FastMCP's authorization server needs it (see clientAuthentication).
+      const clientAuth = clientAuthentication(client.authMethod, secret, { clientIdInBody: true });
       const config = new oidc.Configuration(
         server,
         client.clientId,
@@ -217,12 +226,28 @@ export class McpAuthProvider implements Provider {
         )
       )
         oidc.allowInsecureRequests(config);
-      config.timeout = Math.max(1, Math.ceil(this.#options.timeoutMs / 1000));
+      config.timeout = timeoutSeconds(this.#options.timeoutMs);
       // Token, revocation and JWKS requests go under the egress rule, their answers read only up to a bound.
       config[oidc.customFetch] = authorizationServerFetch(this.#egress, this.#options.timeoutMs);
       const openid = strings(server.scopes_supported).includes('openid');
       this.#options.log.info('upstream_client_ready', { upstream: this.id, issuer: server.issuer, via: client.via, openid });
-      return (this.#resolved = { auth, client, config, openid, extraScopes });
+      const oauthServer: OAuthServer = {
+        config,
+        name: this.displayName,
+        // Every request names the upstream, so the tokens are for that upstream alone.
+        resource: auth.resource,
+        scopeCommas: false,
+        // The identity and refresh scopes the broker adds are kept only where they were asked for.
+        keepScopes: (granted, requested) => granted.filter((s) => !IDENTITY_SCOPES.includes(s) || requested.includes(s)),
+        keepsRefreshToken: true,
+        // A dynamic registration the server no longer knows: forget it, so the next connect registers anew.
+        unknownClient: async () => {
+          if (client.via !== 'dynamic-registration') return;
+          this.#setup = undefined;
+          await forgetRegistration(auth, this.#registration(), client.clientId);
+        },
+      };
+      return (this.#resolved = { auth, client, server: oauthServer, openid, extraScopes });
     })().catch((err: unknown) => {
       this.#setup = undefined;
       throw asProviderError(err, this.displayName);
@@ -283,13 +308,12 @@ export class McpAuthProvider implements Provider {
   async buildAuthorizationUrl(params: { redirectUri: string; state: string; codeChallenge: string; scopes: string[] }): Promise<URL> {
     const setup = await this.#setupForNewFlow();
     const scopes = params.scopes.length ? params.scopes : this.defaultScopes;
-    const scope = [...new Set([...scopes, ...setup.extraScopes])].join(' ');
-    return oidc.buildAuthorizationUrl(setup.config, {
+    const scope = scopeString([...new Set([...scopes, ...setup.extraScopes])]);
+    return authorizationUrl(setup.server, {
       redirect_uri: params.redirectUri,
       state: params.state,
       code_challenge: params.codeChallenge,
       code_challenge_method: 'S256',
-      resource: setup.auth.resource,
       ...(scope ? { scope } : {}),
       // oidc-provider (and the OpenID spec) issue refresh tokens for offline_access only after consent.
       ...(setup.extraScopes.includes('offline_access') ? { prompt: 'consent' } : {}),
@@ -303,19 +327,13 @@ export class McpAuthProvider implements Provider {
     requestedScopes: string[];
   }): Promise<{ tokens: ProviderTokens; account: ProviderAccount }> {
     const setup = await this.#ready();
-    let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
-    try {
-      // openid-client checks state, and RFC 9207 `iss` whenever the server advertises it.
-      response = await oidc.authorizationCodeGrant(
-        setup.config,
-        params.callbackUrl,
-        { expectedState: params.expectedState, pkceCodeVerifier: params.codeVerifier, idTokenExpected: setup.openid },
-        { resource: setup.auth.resource },
-      );
-    } catch (err) {
-      throw await this.#grantError(err, 'code', setup);
-    }
-    const tokens = this.#tokens(response, params.requestedScopes.length ? params.requestedScopes : this.defaultScopes);
+    const { response, tokens } = await codeGrant(setup.server, {
+      callbackUrl: params.callbackUrl,
+      expectedState: params.expectedState,
+      codeVerifier: params.codeVerifier,
+      idTokenExpected: setup.openid,
+      requestedScopes: params.requestedScopes.length ? params.requestedScopes : this.defaultScopes,
+    });
     try {
       return { tokens, account: this.#account(setup, response) };
     } catch (err) {
@@ -325,48 +343,16 @@ export class McpAuthProvider implements Provider {
   }
 
   async refresh(tokens: ProviderTokens): Promise<ProviderTokens> {
-    if (!tokens.refreshToken) throw new ProviderError('invalid_grant', M.noRefreshToken(this.displayName), 'no refresh token');
+    // Checked before the upstream is discovered: no refresh token needs no server to say so.
+    if (!tokens.refreshToken) throw new ProviderError('invalid_grant', T.noRefreshToken(this.displayName), 'no refresh token');
     const setup = await this.#ready();
-    let response: oidc.TokenEndpointResponse;
-    try {
-      response = await oidc.refreshTokenGrant(setup.config, tokens.refreshToken, { resource: setup.auth.resource });
-    } catch (err) {
-      throw await this.#grantError(err, 'refresh', setup);
-    }
-    const next = this.#tokens(response, tokens.scopes);
-    // A server that does not rotate answers without a refresh_token: the one we have stays valid.
-    if (!next.refreshToken) next.refreshToken = tokens.refreshToken;
-    return next;
+    return refreshGrant(setup.server, tokens);
   }
 
   async revoke(tokens: ProviderTokens, what: 'grant' | 'token' = 'grant'): Promise<{ revoked: boolean }> {
     const setup = await this.#ready();
     if (!setup.auth.server.revocation_endpoint) return { revoked: false };
-    // RFC 7009 §2.1: revoking the refresh token revokes its access tokens too (the whole grant, where it has one).
-    // A token the broker does not keep ('token') must not take that grant, which another connection may use, with it.
-    const refresh = what === 'grant' ? tokens.refreshToken : undefined;
-    try {
-      await oidc.tokenRevocation(setup.config, refresh ?? tokens.accessToken, {
-        token_type_hint: refresh ? 'refresh_token' : 'access_token',
-      });
-      return { revoked: true };
-    } catch (err) {
-      // RFC 7009 §2.2.1: a server that cannot revoke this kind of token (a JWT access token, often) revoked nothing.
-      if (oauthError(err)?.error === 'unsupported_token_type') return { revoked: false };
-      throw new ProviderError('unavailable', M.revokeUnconfirmed(this.displayName), describe(err).detail);
-    }
-  }
-
-  #tokens(response: oidc.TokenEndpointResponse, requestedScopes: string[]): ProviderTokens {
-    const listed = typeof response.scope === 'string' ? response.scope.split(' ').filter(Boolean) : [];
-    const granted = (listed.length ? listed : requestedScopes).filter((s) => !IDENTITY_SCOPES.includes(s) || requestedScopes.includes(s));
-    return {
-      accessToken: response.access_token,
-      tokenType: response.token_type,
-      ...(response.refresh_token ? { refreshToken: response.refresh_token } : {}),
-      ...(typeof response.expires_in === 'number' && response.expires_in > 0 ? { expiresAt: Date.now() + response.expires_in * 1000 } : {}),
-      scopes: granted,
-    };
+    return revokeToken(setup.server, tokens, what);
   }
 
   /**
@@ -376,7 +362,7 @@ export class McpAuthProvider implements Provider {
    * With neither, the account is "account at <upstream name>", marked unverified: the different-account
    * and shared-account checks cannot apply to it.
    */
-  #account(setup: Setup, response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): ProviderAccount {
+  #account(setup: Setup, response: TokenResponse): ProviderAccount {
     let id: unknown;
     let login: unknown;
     if (setup.openid) {
@@ -388,47 +374,11 @@ export class McpAuthProvider implements Provider {
       if (named === undefined) return { id: setup.auth.server.issuer, login: M.anonymousLogin(this.displayName), unverified: true };
       id = named;
     }
-    if (typeof id !== 'string' || id === '') throw new ProviderError('unavailable', M.garbled(this.displayName), 'no sub in the ID token');
+    if (typeof id !== 'string' || id === '') throw new ProviderError('unavailable', T.garbled(this.displayName), 'no sub in the ID token');
     if (hasInvisibleCharacters(id))
       throw new ProviderError('unavailable', M.noAccountId(this.displayName), 'sub has control or invisible characters');
     return { id, login: (typeof login === 'string' ? displayText(login) : undefined) ?? id };
   }
-
-  async #grantError(err: unknown, grant: 'code' | 'refresh', setup: Setup): Promise<ProviderError> {
-    const name = this.displayName;
-    if (err instanceof ProviderError) return err;
-    if (egressRefusalIn(err)) return fetchFailure(err, name, grant);
-    const oauth = oauthError(err);
-    if (oauth) {
-      const detail = `${oauth.error}: ${oauth.description ?? ''}`;
-      if (oauth.error === 'access_denied') return new ProviderError('access_denied', M.cancelled(name), detail);
-      if (oauth.error === 'invalid_grant')
-        return grant === 'refresh'
-          ? new ProviderError('invalid_grant', M.refreshRefused(name), detail)
-          : new ProviderError('bad_verification_code', M.codeRefused(name), detail);
-      if (['invalid_client', 'unauthorized_client', 'unsupported_grant_type'].includes(oauth.error)) {
-        // A registration the server no longer knows: forget it, so the next connect registers anew.
-        if (oauth.error === 'invalid_client' && setup.client.via === 'dynamic-registration') {
-          this.#setup = undefined;
-          await forgetRegistration(setup.auth, this.#registration(), setup.client.clientId).catch(() => undefined);
-        }
-        return new ProviderError('misconfigured', M.clientRefused(name), detail);
-      }
-      return new ProviderError('unavailable', M.notCompleted(name), detail);
-    }
-    return new ProviderError('unavailable', M.garbled(name), describe(err).detail);
-  }
-}
-
-/** The OAuth error code of a failed request: from the JSON body, the redirect, or (client authentication over Basic) a 401 challenge. */
-function oauthError(err: unknown): { error: string; description?: string } | undefined {
-  if (err instanceof oidc.ResponseBodyError || err instanceof oidc.AuthorizationResponseError)
-    return { error: err.error, ...(err.error_description ? { description: err.error_description } : {}) };
-  if (err instanceof oidc.WWWAuthenticateChallengeError) {
-    const params = err.cause[0]?.parameters;
-    if (params?.error) return { error: params.error, ...(params.error_description ? { description: params.error_description } : {}) };
-  }
-  return undefined;
 }
 
 function describe(err: unknown): { code?: string; detail: string } {
@@ -437,21 +387,7 @@ function describe(err: unknown): { code?: string; detail: string } {
 }
 
 function asProviderError(err: unknown, name: string): ProviderError {
-  return err instanceof ProviderError ? err : new ProviderError('unavailable', M.unreachable(name), describe(err).detail);
-}
-
-/**
- * client_secret_basic, with the client_id in the body as well: the Python SDK's authorization
- * server (FastMCP's) looks the client up by the body's client_id before reading the header, and
- * refuses a request without it. RFC 6749 §2.3.1 does not forbid sending it, and servers that do
- * not need it compare it with the header's.
- */
-function basicWithClientId(secret: string): oidc.ClientAuth {
-  const basic = oidc.ClientSecretBasic(secret);
-  return (as, client, body, headers) => {
-    basic(as, client, body, headers);
-    body.set('client_id', client.client_id);
-  };
+  return err instanceof ProviderError ? err : new ProviderError('unavailable', T.unreachable(name), describe(err).detail);
 }
 
 /** The identity and refresh scopes `server` lists, added to every authorization request. */

@@ -1,16 +1,16 @@
 import * as oidc from 'openid-client';
 import { SealError, type Sealer } from '../../crypto/index.js';
 import type { Logger } from '../../log.js';
-import { ProviderError } from '../../providers/provider.js';
+import { ProviderError } from '../provider.js';
 import type { Store, UpstreamClientRow } from '../../store/index.js';
 import type { EgressRule } from '../../net/egress-rule.js';
 import { authorizationServerFetch } from './bounded-fetch.js';
-import { fetchFailure } from './discovery.js';
+import { oauthMessages as T } from '../messages.js';
+import { fetchFailure, type ClientAuthMethod } from '../oauth-client.js';
 import { egressRefusalIn } from '../../net/egress-fetch.js';
 import { isLoopbackHttp, type UpstreamAuthorization } from './discovery.js';
 import { M } from './messages.js';
-
-export type ClientAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
+import { scopeList, scopeString } from '../scopes.js';
 
 /** The broker as a client of an upstream's authorization server. */
 export interface UpstreamClient {
@@ -108,7 +108,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
         response_types: ['code'],
         token_endpoint_auth_method: authMethod,
         application_type: 'web',
-        ...(ctx.scopes.length ? { scope: ctx.scopes.join(' ') } : {}),
+        ...(ctx.scopes.length ? { scope: scopeString(ctx.scopes) } : {}),
       },
       undefined,
       {
@@ -125,7 +125,7 @@ async function registered(auth: UpstreamAuthorization, ctx: RegistrationContext)
     const refused = err instanceof oidc.ResponseBodyError;
     throw new ProviderError(
       refused ? 'misconfigured' : 'unavailable',
-      refused ? M.registrationFailed(ctx.name) : M.unreachable(ctx.name),
+      refused ? M.registrationFailed(ctx.name) : T.unreachable(ctx.name),
       detail,
     );
   }
@@ -165,7 +165,7 @@ function fromRow(row: UpstreamClientRow, ctx: RegistrationContext): UpstreamClie
   }
   // Registered for fewer scopes than are asked for now (the operator changed them, or it predates registering them).
   if (typeof metadata.scope === 'string') {
-    const registered = metadata.scope.split(' ');
+    const registered = scopeList(metadata.scope);
     if (ctx.scopes.some((s) => !registered.includes(s))) return undefined;
   }
   const expiresAt = typeof metadata.client_secret_expires_at === 'number' ? metadata.client_secret_expires_at : 0;

@@ -1,14 +1,34 @@
 // The providers a configuration describes, built once here for every process that acts on
 // connections: the broker (src/broker.ts) and `npm run admin` (src/cli/admin/run.ts). Both must
 // agree, or a connection the broker made (an `auth: mcp` upstream's) is one the admin cannot revoke.
-import type { Config } from '../config/env.js';
 import type { Sealer } from '../crypto/index.js';
 import type { Logger } from '../log.js';
 import { EgressRule } from '../net/egress-rule.js';
-import { OAuthProvider } from '../providers/oauth-provider.js';
-import type { Provider } from '../providers/provider.js';
+import { OAuthProvider } from './oauth-provider.js';
+import type { Provider } from './provider.js';
 import type { Store } from '../store/index.js';
+import type { ProviderDefinition } from './definition.js';
 import { createMcpAuthProvider, type McpAuthProvider } from './mcp-auth/index.js';
+
+/**
+ * The part of the configuration (src/config/env.ts `Config`) the providers are built from, spelled
+ * out here: src/config/ reads provider definitions from src/providers/, so src/providers/ does not
+ * import src/config/ back (test/layering.test.ts holds the folders to no cycle).
+ */
+export interface ProviderSetConfig {
+  providers: ReadonlyArray<{ definition: ProviderDefinition; clientId: string; clientSecret: string; scopes?: string[] }>;
+  upstreams: ReadonlyArray<{
+    id: string;
+    displayName: string;
+    url: URL;
+    scopes: string[];
+    auth: { kind: string; clientId?: string; clientSecret?: string };
+  }>;
+  egress: Parameters<typeof EgressRule.from>[0];
+  publicUrl: URL;
+  productName: string;
+  providerTimeoutMs: number;
+}
 
 export interface ProviderSet {
   /** Every provider by id: the configured `providers`, then the `auth: mcp` upstreams under their upstream id. */
@@ -27,7 +47,7 @@ export interface ProviderSetDeps {
 }
 
 /** The providers `config` describes, over `deps.store` and `deps.sealer`. */
-export function buildProviders(config: Config, deps: ProviderSetDeps): ProviderSet {
+export function buildProviders(config: ProviderSetConfig, deps: ProviderSetDeps): ProviderSet {
   const providers = new Map<string, Provider>();
   for (const p of config.providers) {
     providers.set(
