@@ -8,6 +8,7 @@ import type { AccessTokenVerifier } from './auth/bearer.js';
 import type { IdentityProviderHealth } from './auth/idp-health.js';
 import type { OidcClient } from './auth/oidc-client.js';
 import { connectRoutes, type ConnectRouteDeps } from './connect/routes.js';
+import { activateRoutes } from './connect/activate.js';
 import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from './crypto/index.js';
@@ -197,16 +198,16 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   const verifierSealer = new Sealer([deriveKey(config.brokerSecret, 'connect-pkce-verifier')]);
-  app.use(
-    connectRoutes({
-      ...deps,
-      page,
-      requireCsrf,
-      verifierSealer,
-      serviceNames: new Map(config.services.map((s) => [s.id, s.displayName])),
-      limits: { connect: limits.connect, callback: limits.callback, connectStart: limits.connectStart },
-    }),
-  );
+  const connect = connectRoutes({
+    ...deps,
+    page,
+    requireCsrf,
+    verifierSealer,
+    serviceNames: new Map(config.services.map((s) => [s.id, s.displayName])),
+    limits: { connect: limits.connect, callback: limits.callback, connectStart: limits.connectStart },
+  });
+  app.use(connect);
+  app.use(activateRoutes({ ...deps, page, requireCsrf, openLink: connect.openLink, limitKey, pageLimit: limits.connect }));
   // The start page: what this is, and the way to one's accounts (signing in on the way).
   const providerNames = [...deps.providers.values()].map((p) => p.displayName);
   const mcpUrl = new URL('/mcp', config.publicUrl).href;

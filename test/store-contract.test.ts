@@ -406,6 +406,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           outcome_reason: null,
           purpose: null,
           service_id: null,
+          activation_hash: null,
+          activated_at: null,
           created_at: stored.created_at,
           updated_at: stored.created_at,
         };
@@ -433,6 +435,52 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         assert.equal((await b.pending.byId(emptyPurpose.id))?.purpose, '', 'an empty purpose is not turned into null');
         assert.equal(await b.pending.byId('pc-unknown'), undefined);
         assert.equal(await b.pending.byLinkHash('link-unknown'), undefined);
+      });
+
+      test('byActivationHash finds only open, unexpired rows with that unused code; redeemActivation uses a code once', async () => {
+        const [c, d] = await fresh();
+        const now = Date.now();
+        const row = pendingRow(ALICE, { activation_hash: 'code-1' });
+        await c.pending.create(row);
+        assert.equal((await d.pending.byId(row.id))?.activation_hash, 'code-1', 'the hash is stored');
+        assert.deepEqual(
+          (await d.pending.byActivationHash('code-1', now)).map((r) => r.id),
+          [row.id],
+        );
+        assert.deepEqual(await d.pending.byActivationHash('code-2', now), [], 'another hash finds nothing');
+        assert.deepEqual(await d.pending.byActivationHash('code-1', row.expires_at), [], 'expired: nothing');
+        assert.equal(await c.pending.redeemActivation(row.id, 'code-2', now), false, 'the id with another hash is not redeemed');
+        assert.equal(await c.pending.redeemActivation(row.id, 'code-1', row.expires_at), false, 'not once expired');
+        // Two instances redeem at once: exactly one wins.
+        const both = await Promise.all([
+          c.pending.redeemActivation(row.id, 'code-1', now),
+          d.pending.redeemActivation(row.id, 'code-1', now),
+        ]);
+        assert.deepEqual(both.filter(Boolean).length, 1, 'one of two concurrent redemptions');
+        const used = await d.pending.byId(row.id);
+        assert.equal(used?.activated_at, now, 'when it was used');
+        assert.equal(used?.status, 'open', 'the link itself is untouched');
+        assert.deepEqual(await d.pending.byActivationHash('code-1', now), [], 'a used code finds nothing');
+
+        const claimed = pendingRow(ALICE, { activation_hash: 'code-3' });
+        const settled = pendingRow(ALICE, { activation_hash: 'code-4' });
+        await c.pending.create(claimed);
+        await c.pending.create(settled);
+        assert.equal(await c.pending.claim(claimed.id), true);
+        assert.equal(await c.pending.settle(settled.id, 'cancelled'), true);
+        for (const [hash, what] of [
+          ['code-3', 'authorizing'],
+          ['code-4', 'settled'],
+        ] as const) {
+          assert.deepEqual(await d.pending.byActivationHash(hash), [], `${what}: nothing`);
+          assert.equal(await d.pending.redeemActivation(hash === 'code-3' ? claimed.id : settled.id, hash), false, `${what}: not redeemed`);
+        }
+
+        // Two open rows with one hash (a collision): both are returned, so the caller can refuse.
+        await c.pending.create(pendingRow(ALICE, { activation_hash: 'code-5' }));
+        await c.pending.create(pendingRow(BOB, { activation_hash: 'code-5' }));
+        await c.pending.create(pendingRow(CAROL, { activation_hash: 'code-5' }));
+        assert.equal((await d.pending.byActivationHash('code-5')).length, 2, 'at most two');
       });
 
       test('create refuses a duplicate id and a duplicate link hash', async () => {
@@ -628,6 +676,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           ...winner,
           purpose: 'list my issues',
           service_id: null,
+          activation_hash: null,
+          activated_at: null,
           status: 'open',
           outcome_reason: null,
           created_at: t0,

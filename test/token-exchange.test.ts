@@ -414,10 +414,15 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     const connectRequest = String(first.json.connect_request);
     const row = (await stack.broker.broker.store.pending.byId(connectRequest.split('.')[0]!))!;
     assert.equal(row.service_id, BOT.id);
+    // The link's short form for another device, under RFC 8628's names: the row's own code.
+    assert.equal(first.json.verification_uri, `${stack.publicUrl}/activate`);
+    assert.match(String(first.json.user_code), /^[2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4}$/);
+    assert.equal(first.json.user_code, stack.broker.broker.toolDeps.links.activationCode(row));
 
-    // While unopened, the repeat answers with the same link.
+    // While unopened, the repeat answers with the same link and the same code.
     const again = await exchange('bob', { scope: 'public_repo', connect_request: connectRequest });
     assert.equal(again.json.connect_uri, link);
+    assert.equal(again.json.user_code, first.json.user_code);
 
     // The held repeat is released when the callback lands.
     const held = exchange('bob', { scope: 'public_repo', connect_request: connectRequest, wait: '20' });

@@ -45,6 +45,9 @@ export interface ConnectRouteDeps {
   serviceNames?: ReadonlyMap<string, string>;
 }
 
+/** Shows a link's consent page to its principal (see `openLink` in {@link connectRoutes}). */
+export type OpenLink = (res: Response, providerId: string, handle: string | undefined, returnTo: string) => Promise<void>;
+
 function verifierContext(flow: { pending_id: string; session_hash: string }) {
   return { issuer: 'connect', subject: `${flow.pending_id} ${flow.session_hash}`, provider: 'code_verifier' };
 }
@@ -72,12 +75,16 @@ function single(value: unknown): string | undefined {
  * provider with state + PKCE, and take the callback. Each step re-checks what the previous one
  * established, since every request can be forged on its own.
  */
-export function connectRoutes(deps: ConnectRouteDeps): Router {
+export function connectRoutes(deps: ConnectRouteDeps): Router & { openLink: OpenLink } {
   const { publicUrl, store, links, connections, watcher, providers, page, log } = deps;
   const router = Router({ caseSensitive: true, strict: true });
 
   function providerFor(req: Request): Provider {
-    const provider = providers.get(String(req.params.provider));
+    return providerById(String(req.params.provider));
+  }
+
+  function providerById(id: string): Provider {
+    const provider = providers.get(id);
     if (!provider) {
       throw new BrokerError(404, 'unknown_provider', 'This service does not connect to that provider.', { heading: 'Unknown provider' });
     }
@@ -149,11 +156,15 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
   }
 
-  router.get('/connect/:provider', deps.limits.connect, async (req, res) => {
-    const provider = providerFor(req);
-    const handle = single(req.query.req);
+  /**
+   * The consent page of the link `handle` for `providerId`, to its principal only: what a link opens,
+   * and what an activation code opens (src/connect/activate.ts, which passes `/activate` as
+   * `returnTo`). Every check of the link is made here, for both.
+   */
+  async function openLink(res: Response, providerId: string, handle: string | undefined, returnTo: string): Promise<void> {
+    const provider = providerById(providerId);
     const pending = await loadLink(handle, provider);
-    const viewer = requireOwner(res, pending, provider, req.originalUrl);
+    const viewer = requireOwner(res, pending, provider, returnTo);
     if (!viewer) return;
     // The consent form's redirect goes to the provider's authorization endpoint: know it before
     // this page's CSP is written (discovery, for OIDC providers).
@@ -179,6 +190,10 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       handle,
       formAction: `/connect/${encodeURIComponent(provider.id)}`,
     });
+  }
+
+  router.get('/connect/:provider', deps.limits.connect, async (req, res) => {
+    await openLink(res, String(req.params.provider), single(req.query.req), req.originalUrl);
   });
 
   router.post('/connect/:provider', deps.limits.connect, async (req, res) => {
@@ -435,6 +450,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       providerName: provider.displayName,
       login: account.login,
       sandbox: provider.sandbox,
+      // Reached through an activation code, maybe on another device: say where the question was asked.
+      ...(pending.activated_at ? { goBackTo: pending.client_name ?? 'your AI assistant' } : {}),
     });
   }
 
@@ -487,5 +504,5 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
     });
   });
 
-  return router;
+  return Object.assign(router, { openLink });
 }

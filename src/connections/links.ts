@@ -14,12 +14,37 @@ export interface ConnectLinkOptions {
 }
 
 /**
+ * The activation code's alphabet: digits and capitals without the ones people confuse (0/O, 1/I/L).
+ * 31 symbols, so 8 of them make 31^8 ≈ 8.5 × 10^11 codes (about 2^39.6).
+ */
+export const ACTIVATION_ALPHABET = '23456789ABCDEFGHJKMNPQRSTUVWXYZ';
+export const ACTIVATION_CODE_LENGTH = 8;
+
+/**
+ * A typed code in its canonical form (8 symbols, no dash), or undefined when it cannot be one:
+ * surrounding spaces, any case, and one dash or space between its halves are accepted.
+ */
+export function normalizeActivationCode(input: string): string | undefined {
+  const m = /^([0-9A-Z]{4})[-\s]?([0-9A-Z]{4})$/.exec(input.trim().toUpperCase());
+  if (!m) return undefined;
+  const code = m[1]! + m[2]!;
+  return [...code].every((c) => ACTIVATION_ALPHABET.includes(c)) ? code : undefined;
+}
+
+/**
  * Connect links. Each pending connection has a random id (carried in the signed requestState) and
  * a link secret derived from it under a link-only key: 256 bits, stored only as a hash, so the same
  * link can be shown again on a repeat without keeping the secret anywhere.
+ *
+ * Each link also has a short form for another device: `/activate` and an 8-symbol code, derived
+ * from the id under a key of its own (so a repeat shows the same code) and stored only as a keyed
+ * hash (a copy of the database cannot run through the 2^40 codes to find it). The code opens the
+ * link's consent page once, for the link's principal only (src/connect/activate.ts).
  */
 export class ConnectLinks {
   readonly #key: Buffer;
+  readonly #codeKey: Buffer;
+  readonly #codeHashKey: Buffer;
   readonly #maxOpen: number;
   readonly #onCancelled: (pendingId: string) => void;
 
@@ -31,12 +56,31 @@ export class ConnectLinks {
     options: ConnectLinkOptions = {},
   ) {
     this.#key = deriveKey(brokerSecret, 'connect-link');
+    this.#codeKey = deriveKey(brokerSecret, 'activation-code');
+    this.#codeHashKey = deriveKey(brokerSecret, 'activation-code-hash');
     this.#maxOpen = options.maxOpenPerUser ?? 20;
     this.#onCancelled = options.onCancelled ?? (() => undefined);
   }
 
   #handle(pendingId: string): string {
     return mac(this.#key, pendingId);
+  }
+
+  /** The canonical activation code of a pending id: 8 symbols of the alphabet from a MAC of the id. */
+  #code(pendingId: string): string {
+    let n = BigInt(`0x${Buffer.from(mac(this.#codeKey, pendingId), 'base64url').toString('hex')}`);
+    const base = BigInt(ACTIVATION_ALPHABET.length);
+    let code = '';
+    // 256 bits reduced to 31^8 values: the bias is below 2^-200.
+    for (let i = 0; i < ACTIVATION_CODE_LENGTH; i++) {
+      code += ACTIVATION_ALPHABET[Number(n % base)];
+      n /= base;
+    }
+    return code;
+  }
+
+  #codeHash(code: string): string {
+    return mac(this.#codeHashKey, code);
   }
 
   /**
@@ -59,6 +103,7 @@ export class ConnectLinks {
       {
         id,
         link_hash: sha256Hex(this.#handle(id)),
+        activation_hash: this.#codeHash(this.#code(id)),
         issuer: principal.issuer,
         subject: principal.subject,
         provider,
@@ -80,6 +125,38 @@ export class ConnectLinks {
     const url = new URL(`/connect/${encodeURIComponent(pending.provider)}`, this.publicUrl);
     url.searchParams.set('req', this.#handle(pending.id));
     return url.href;
+  }
+
+  /** The link's secret handle, for the consent page's form (the page a code opens carries it like the link's own). */
+  handle(pending: Pick<PendingConnection, 'id'>): string {
+    return this.#handle(pending.id);
+  }
+
+  /** The link's activation code as shown to a person: two groups of four, `K7QM-4XPD`. The same on every repeat. */
+  activationCode(pending: Pick<PendingConnection, 'id'>): string {
+    const code = this.#code(pending.id);
+    return `${code.slice(0, 4)}-${code.slice(4)}`;
+  }
+
+  /** Where a person types the code: `<PUBLIC_URL>/activate`. */
+  activateUrl(): string {
+    return new URL('/activate', this.publicUrl).href;
+  }
+
+  /**
+   * The open, unexpired pending connection whose unused code this is, of any principal (the caller
+   * checks whose); undefined when the input is not a code, matches nothing, or matches more than one.
+   */
+  async byActivationCode(input: string): Promise<PendingConnection | undefined> {
+    const code = normalizeActivationCode(input);
+    if (!code) return undefined;
+    const rows = await this.store.pending.byActivationHash(this.#codeHash(code));
+    return rows.length === 1 ? rows[0] : undefined;
+  }
+
+  /** Uses the pending connection's code up: true for the one caller that did. */
+  redeemActivationCode(pending: Pick<PendingConnection, 'id'>): Promise<boolean> {
+    return this.store.pending.redeemActivation(pending.id, this.#codeHash(this.#code(pending.id)));
   }
 
   /** Finds the pending connection a link handle points at (any status; callers decide). */

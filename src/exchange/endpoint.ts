@@ -321,6 +321,9 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       reason,
       missing_scopes: resolution.scopes,
       connect_uri: deps.links.url(pending),
+      // The same link's short form for another device, under RFC 8628's names: open verification_uri, type user_code.
+      user_code: deps.links.activationCode(pending),
+      verification_uri: deps.links.activateUrl(),
       connect_request: connectRequests.issue(pending.id, service.id, principal),
     });
   }

@@ -66,8 +66,10 @@ const secondsUntil = (resetAt: number | undefined, windowMs: number) =>
 
 /** What sets one limiter apart from the others; everything else (the window, the headers, the shared counters) they have in common. */
 interface LimitSpec {
-  /** Hits a minute; `0` disables the limiter. */
+  /** Hits a minute (a window); `0` disables the limiter. */
   limitPerMinute: number;
+  /** The window, when it is not a minute. */
+  windowMs?: number;
   /** The limit's own counters (their prefix keeps its budget apart from the others'). */
   counters: SharedCounters;
   /** Whose budget a request spends: a verified identity from `res`, undefined for none (not counted). Default: the client address. */
@@ -84,7 +86,7 @@ interface LimitSpec {
 function sharedLimit(spec: LimitSpec): RateLimitRequestHandler {
   const { limitPerMinute, key, failed } = spec;
   return rateLimit({
-    windowMs: WINDOW_MS,
+    windowMs: spec.windowMs ?? WINDOW_MS,
     limit: limitPerMinute,
     skip: (req, res) => limitPerMinute === 0 || (key !== undefined && key(res, req) === undefined),
     ...(key ? { keyGenerator: (req: Request, res: Response) => key(res, req)! } : {}),
@@ -119,6 +121,36 @@ export function pageRateLimit(name: string, limitPerMinute: number, store: Count
         new BrokerError(429, 'rate_limited', 'Too many attempts from your network in a short time. Wait a minute, then try again.', {
           heading: 'Too many requests',
         }),
+      ),
+  });
+}
+
+/**
+ * At most `limit` tries per `windowMs` on a browser form that checks something short enough to
+ * guess (an activation code), per `key`: the signed-in principal or the client address (undefined =
+ * not counted here). Every try counts, right or wrong. Shared counters; `0` disables.
+ */
+export function attemptLimit(
+  name: string,
+  limit: number,
+  windowMs: number,
+  store: CounterStore,
+  hashKey: Buffer,
+  key: (res: Response, req: Request) => string | undefined,
+): RateLimitRequestHandler {
+  return sharedLimit({
+    limitPerMinute: limit,
+    windowMs,
+    counters: new SharedCounters(store, hashKey, name),
+    key,
+    refuse: (_res, next, retryAfter) =>
+      next(
+        new BrokerError(
+          429,
+          'rate_limited',
+          `Too many tries in a short time. Wait ${Math.ceil(retryAfter / 60)} minute${retryAfter > 60 ? 's' : ''}, then try again.`,
+          { heading: 'Too many tries' },
+        ),
       ),
   });
 }

@@ -58,14 +58,19 @@ export interface PendingConnection {
   updated_at: number;
   /** The service (token exchange) whose request made this link; null for the broker's own tools and pages. */
   service_id?: string | null;
+  /** The keyed hash of the link's activation code (src/connect/activate.ts); null on rows made before codes. */
+  activation_hash?: string | null;
+  /** When its activation code opened the consent page (a code works once); null while unused. */
+  activated_at?: number | null;
 }
 
 export type NewPendingConnection = Omit<
   PendingConnection,
-  'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose' | 'service_id'
+  'status' | 'created_at' | 'updated_at' | 'outcome_reason' | 'purpose' | 'service_id' | 'activation_hash' | 'activated_at'
 > & {
   purpose?: string | null;
   service_id?: string | null;
+  activation_hash?: string | null;
 };
 
 export type ConnectionStatus = 'active' | 'reauth_required';
@@ -159,6 +164,16 @@ export interface PendingConnectionRepository {
   create(row: NewPendingConnection): Promise<void>;
   byId(id: string): Promise<PendingConnection | undefined>;
   byLinkHash(linkHash: string): Promise<PendingConnection | undefined>;
+  /**
+   * The open, unexpired rows whose unused activation code has this hash, of every owner (at most two:
+   * the caller refuses anything but exactly one).
+   */
+  byActivationHash(activationHash: string, now?: number): Promise<PendingConnection[]>;
+  /**
+   * Marks the activation code of an open, unexpired row used, exactly once: of two concurrent
+   * redemptions only one sees a changed row. What makes a code single-use; the link is untouched.
+   */
+  redeemActivation(id: string, activationHash: string, now?: number): Promise<boolean>;
   /**
    * The owner's open, unexpired pending connection with the same provider, scopes and client name,
    * or else `row`, inserted — atomically, so concurrent calls never mint two. Before inserting, the

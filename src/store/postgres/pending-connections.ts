@@ -15,8 +15,8 @@ export const SETTLED_CHANNEL = 'broker_pending_settled';
 
 const DAY_MS = 86_400_000;
 
-const INSERT = `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, service_id, status, created_at, expires_at, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $10, $11, 'open', $8, $9, $8)`;
+const INSERT = `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, service_id, activation_hash, status, created_at, expires_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $10, $11, $12, 'open', $8, $9, $8)`;
 
 function insertValues(row: NewPendingConnection, now: number): unknown[] {
   return [
@@ -31,6 +31,7 @@ function insertValues(row: NewPendingConnection, now: number): unknown[] {
     row.expires_at,
     row.purpose ?? null,
     row.service_id ?? null,
+    row.activation_hash ?? null,
   ];
 }
 
@@ -80,6 +81,24 @@ export class PgPendingConnectionRepository implements PendingConnectionRepositor
 
   async byLinkHash(linkHash: string): Promise<PendingConnection | undefined> {
     return (await this.q.query<PendingConnection>('SELECT * FROM pending_connections WHERE link_hash = $1', [linkHash])).rows[0];
+  }
+
+  async byActivationHash(activationHash: string, now = Date.now()): Promise<PendingConnection[]> {
+    const r = await this.q.query<PendingConnection>(
+      `SELECT * FROM pending_connections
+       WHERE activation_hash = $1 AND activated_at IS NULL AND status = 'open' AND expires_at > $2 LIMIT 2`,
+      [activationHash, now],
+    );
+    return r.rows;
+  }
+
+  async redeemActivation(id: string, activationHash: string, now = Date.now()): Promise<boolean> {
+    const r = await this.q.query(
+      `UPDATE pending_connections SET activated_at = $3
+       WHERE id = $1 AND activation_hash = $2 AND activated_at IS NULL AND status = 'open' AND expires_at > $3`,
+      [id, activationHash, now],
+    );
+    return r.rowCount === 1;
   }
 
   async latestInFlight(owner: Owner, provider: string, now = Date.now()): Promise<PendingConnection | undefined> {

@@ -36,10 +36,10 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   #insert(row: NewPendingConnection, now: number): void {
     this.db
       .prepare(
-        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, service_id, status, created_at, expires_at, updated_at)
-         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, @service_id, 'open', @now, @expires_at, @now)`,
+        `INSERT INTO pending_connections (id, link_hash, issuer, subject, provider, client_name, scopes, purpose, service_id, activation_hash, status, created_at, expires_at, updated_at)
+         VALUES (@id, @link_hash, @issuer, @subject, @provider, @client_name, @scopes, @purpose, @service_id, @activation_hash, 'open', @now, @expires_at, @now)`,
       )
-      .run({ ...row, purpose: row.purpose ?? null, service_id: row.service_id ?? null, now });
+      .run({ ...row, purpose: row.purpose ?? null, service_id: row.service_id ?? null, activation_hash: row.activation_hash ?? null, now });
   }
 
   openOrCreate(row: NewPendingConnection, maxOpen: number, now = Date.now()): Promise<{ pending: PendingConnection; cancelled: string[] }> {
@@ -77,6 +77,30 @@ export class SqlitePendingConnectionRepository implements PendingConnectionRepos
   byLinkHash(linkHash: string): Promise<PendingConnection | undefined> {
     return this.gate.run(
       () => this.db.prepare('SELECT * FROM pending_connections WHERE link_hash = ?').get(linkHash) as PendingConnection | undefined,
+    );
+  }
+
+  byActivationHash(activationHash: string, now = Date.now()): Promise<PendingConnection[]> {
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(
+            `SELECT * FROM pending_connections
+             WHERE activation_hash = ? AND activated_at IS NULL AND status = 'open' AND expires_at > ? LIMIT 2`,
+          )
+          .all(activationHash, now) as PendingConnection[],
+    );
+  }
+
+  redeemActivation(id: string, activationHash: string, now = Date.now()): Promise<boolean> {
+    return this.gate.run(
+      () =>
+        this.db
+          .prepare(
+            `UPDATE pending_connections SET activated_at = ?
+             WHERE id = ? AND activation_hash = ? AND activated_at IS NULL AND status = 'open' AND expires_at > ?`,
+          )
+          .run(now, id, activationHash, now).changes === 1,
     );
   }
 
