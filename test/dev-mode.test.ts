@@ -307,6 +307,14 @@ describe('npm run dev: the broker with nothing configured', () => {
     }
   });
 
+  it('logs the per-request access lines at debug, so the terminal keeps its banner, and the banner says how to see them', async () => {
+    await fetch(`${dev.publicUrl}/idp/jwks`);
+    const access = logs.map((l) => JSON.parse(l) as { event: string; level: string }).filter((l) => l.event === 'http_request');
+    assert.ok(access.length > 0, 'requests were logged at LOG_LEVEL=debug');
+    assert.deepEqual([...new Set(access.map((l) => l.level))], ['debug']);
+    assert.match(dev.banner, /LOG_LEVEL=debug npm run dev shows one line per request/);
+  });
+
   it('never logs a token', () => {
     assert.ok(logs.length > 0);
     assert.doesNotMatch(logs.join('\n'), /gho_|eyJ[A-Za-z0-9_-]{20,}\./);

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { startIssueService, type IssueService } from '../../examples/issue-service/service.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { isLoopbackHostname } from '../net/loopback.js';
-import type { Logger } from '../log.js';
+import { ACCESS_EVENT, type Logger } from '../log.js';
 import { startBroker, type RunningBroker } from '../server.js';
 import { createIdentityProvider } from './identity-provider.js';
 import { sqliteAdapter } from './idp-adapter.js';
@@ -35,7 +35,10 @@ export interface DevBroker {
  * operator's IdP, a sandbox GitHub at /sandbox/github plays GitHub unless real GitHub credentials
  * are set, and generated secrets are kept beside the database. Refuses production and non-loopback.
  */
-export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promise<DevBroker> {
+export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): Promise<DevBroker> {
+  // A terminal, not a collector: one access line per request (the IdP's JWKS poll alone is one a
+  // minute) would scroll the banner away. They stay at debug (LOG_LEVEL=debug, as the banner says).
+  const log = accessLinesAtDebug(baseLog);
   if (env.NODE_ENV === 'production')
     throw new ConfigError(
       'NODE_ENV is "production": development mode (embedded sign-in, sandbox GitHub) refuses to run there; use npm start with real configuration',
@@ -247,6 +250,16 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     `    {"mcpServers": {"connect-broker": {"type": "http", "url": "${mcpUrl}"}}}`,
     `    MCP Inspector: npx @modelcontextprotocol/inspector → Streamable HTTP → ${mcpUrl}`,
     '',
+    '  Requests are logged at debug level here: LOG_LEVEL=debug npm run dev shows one line per request.',
+    '',
   ].join('\n');
   return { running, publicUrl, mcpUrl, sandboxGitHub: !realGitHub, secretsPath, databasePath, banner, ...(example ? { example } : {}) };
+}
+
+/** `log`, with the per-request access line at debug instead of info (development mode's terminal). */
+export function accessLinesAtDebug(log: Logger): Logger {
+  return {
+    ...log,
+    info: (event, fields) => (event === ACCESS_EVENT ? log.debug(event, fields) : log.info(event, fields)),
+  };
 }
