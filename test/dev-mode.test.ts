@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { runAdmin } from '../src/cli/admin.js';
 import { ConfigError } from '../src/config/env.js';
 import { startDevBroker, type DevBroker } from '../src/dev/dev-broker.js';
 import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
@@ -313,6 +314,43 @@ describe('npm run dev: the broker with nothing configured', () => {
     assert.ok(access.length > 0, 'requests were logged at LOG_LEVEL=debug');
     assert.deepEqual([...new Set(access.map((l) => l.level))], ['debug']);
     assert.match(dev.banner, /LOG_LEVEL=debug npm run dev shows one line per request/);
+  });
+
+  it('npm run admin reads the development database with nothing configured, says so in one line, and never in production', async () => {
+    const run = async (extra: Record<string, string>, args: string[]) => {
+      let stdout = '';
+      let stderr = '';
+      const sink = (add: (t: string) => void) => ({ write: (t: string) => (add(t), true) }) as unknown as NodeJS.WritableStream;
+      const code = await runAdmin(args, {
+        env: { PATH: process.env.PATH, DATABASE_PATH: env().DATABASE_PATH, ...extra },
+        stdout: sink((t) => (stdout += t)),
+        stderr: sink((t) => (stderr += t)),
+      });
+      return { code, stdout, stderr };
+    };
+    const list = await run({}, ['connections', 'list', '--json']);
+    assert.equal(list.code, 0, list.stderr);
+    assert.equal(list.stderr, `Using the development database and secrets (npm run dev): ${env().DATABASE_PATH}\n`);
+    const rows = JSON.parse(list.stdout) as Array<{ issuer: string; login: string; provider: string }>;
+    assert.ok(
+      rows.some((r) => r.login === 'octocat' && r.provider === 'github' && r.issuer === `${dev.publicUrl}/idp`),
+      list.stdout,
+    );
+    const stats = await run({}, ['stats', '--json']);
+    assert.equal(stats.code, 0, stats.stderr);
+
+    // Production mode, or any setting of a configured broker: that configuration, never the development files.
+    const configured: Array<Record<string, string>> = [
+      { NODE_ENV: 'production' },
+      { OIDC_ISSUER: 'https://idp.example.com' },
+      { BROKER_SECRET: 'x'.repeat(40) },
+    ];
+    for (const extra of configured) {
+      const refused = await run(extra, ['stats']);
+      assert.equal(refused.code, 1);
+      assert.doesNotMatch(refused.stderr, /development database/);
+      assert.match(refused.stderr, /^Configuration error: .* is required\n/m);
+    }
   });
 
   it('never logs a token', () => {

@@ -1,7 +1,13 @@
 import express from 'express';
 import { writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
 import { startIssueService, type IssueService } from '../../examples/issue-service/service.js';
+import {
+  DEV_PAGES_CLIENT_ID,
+  developmentEnv,
+  developmentFiles,
+  developmentSettings,
+  SANDBOX_GITHUB_CLIENT_ID,
+} from '../config/development.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { isLoopbackHostname } from '../net/loopback.js';
 import { ACCESS_EVENT, type Logger } from '../log.js';
@@ -13,8 +19,7 @@ import { sandboxGitHubUpstream, sandboxGitHubUpstreamYaml } from './sandbox-gith
 import { loadOrCreateDevSecrets } from './secrets.js';
 import { openDevTables } from './store/index.js';
 
-export const DEV_PAGES_CLIENT_ID = 'connect-broker-pages';
-export const SANDBOX_GITHUB_CLIENT_ID = 'Iv1.sandbox-broker';
+export { DEV_PAGES_CLIENT_ID, SANDBOX_GITHUB_CLIENT_ID };
 /** The example issue service's id at the broker (its `services:` entry). */
 export const EXAMPLE_SERVICE_ID = 'issue-service';
 
@@ -43,8 +48,8 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
     throw new ConfigError(
       'NODE_ENV is "production": development mode (embedded sign-in, sandbox GitHub) refuses to run there; use npm start with real configuration',
     );
-  const port = env.PORT ?? '3000';
-  const publicUrl = (env.PUBLIC_URL ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+  const settings = developmentSettings(env);
+  const { publicUrl, host, issuer, sandboxBase, realGitHub, exampleUrl } = settings;
   let hostname: string;
   try {
     hostname = new URL(publicUrl).hostname;
@@ -53,7 +58,6 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
   }
   if (!isLoopbackHostname(hostname))
     throw new ConfigError('PUBLIC_URL must be a loopback URL in development mode (its sign-in accepts any user name)');
-  const host = env.HOST ?? '127.0.0.1';
   if (!isLoopbackHostname(host)) throw new ConfigError('HOST must be a loopback address in development mode');
   // Nothing may make the any-user-name sign-in reachable under another name (e.g. behind a proxy).
   for (const name of (env.ALLOWED_HOSTS ?? '')
@@ -78,24 +82,18 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
       'DATABASE_URL is not used in development mode (everything lives in the SQLite file at DATABASE_PATH); unset it, or use npm start for PostgreSQL',
     );
 
-  const databasePath = resolve(env.DATABASE_PATH ?? './data/broker.db');
-  const secretsPath = join(dirname(databasePath), 'dev-secrets.json');
+  const files = developmentFiles(env);
+  const { databasePath, secretsPath } = files;
   const { secrets } = await loadOrCreateDevSecrets(secretsPath);
-  const realGitHub = !!(env.GITHUB_CLIENT_ID && env.GITHUB_CLIENT_SECRET);
-  const issuer = `${publicUrl}/idp`;
-  const sandboxBase = `${publicUrl}/sandbox/github`;
   const githubApiUrl = realGitHub ? (env.GITHUB_API_URL ?? 'https://api.github.com') : `${sandboxBase}/api/v3`;
 
   // The example issue service (examples/issue-service): a second MCP server on the next port, its
   // users signed in by the same embedded IdP for its own audience, declared to the broker as a
   // service so it obtains their GitHub tokens through POST /oauth/token. An operator's own
   // PROVIDERS_FILE is left alone (no example then).
-  const exampleUrl = env.PROVIDERS_FILE ? undefined : new URL(`http://${new URL(publicUrl).hostname}:${Number(port) + 1}/mcp`);
-  const exampleEnv: Record<string, string> = {};
   if (exampleUrl) {
-    const servicesFile = join(dirname(databasePath), 'dev-services.yaml');
     writeFileSync(
-      servicesFile,
+      files.servicesPath,
       [
         '# Written by npm run dev: the example issue service, a service of this development broker.',
         'services:',
@@ -109,35 +107,10 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
         '',
       ].join('\n'),
     );
-    exampleEnv.PROVIDERS_FILE = servicesFile;
-    exampleEnv.SERVICE_ISSUE_SERVICE_SECRET = secrets.exampleServiceSecret;
   }
 
   const config = loadConfig(
-    {
-      ...env,
-      PORT: port,
-      HOST: host,
-      PUBLIC_URL: publicUrl,
-      DATABASE_PATH: databasePath,
-      OIDC_ISSUER: issuer,
-      OIDC_CLIENT_ID: DEV_PAGES_CLIENT_ID,
-      OIDC_CLIENT_SECRET: secrets.pagesClientSecret,
-      OIDC_CLIENT_AUTH_METHOD: 'client_secret_basic',
-      // The embedded IdP issues the `mcp` scope for the /mcp resource; clients learn it from the metadata.
-      MCP_SCOPES: env.MCP_SCOPES ?? 'mcp',
-      BROKER_SECRET: env.BROKER_SECRET ?? secrets.brokerSecret,
-      TOKEN_ENCRYPTION_KEY: env.TOKEN_ENCRYPTION_KEY ?? secrets.tokenEncryptionKey,
-      ...exampleEnv,
-      ...(realGitHub
-        ? {}
-        : {
-            GITHUB_CLIENT_ID: SANDBOX_GITHUB_CLIENT_ID,
-            GITHUB_CLIENT_SECRET: secrets.sandboxGitHubClientSecret,
-            GITHUB_WEB_URL: sandboxBase,
-            GITHUB_API_URL: `${sandboxBase}/api/v3`,
-          }),
-    },
+    developmentEnv(env, settings, files, secrets),
     // Upstreams, their authorization servers and webhook receivers run on this machine in development.
     { developmentMode: true },
   );
