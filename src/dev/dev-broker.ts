@@ -193,6 +193,10 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
       };
     } catch (err) {
       await running.close();
+      if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE')
+        throw new Error(
+          `EXAMPLE_SERVICE_PORT: ${exampleUrl.host} (the example issue service, PORT + 1 by default) is already in use; stop that process or set EXAMPLE_SERVICE_PORT to a free port`,
+        );
       throw err;
     }
   }
