@@ -91,6 +91,8 @@ describe('npm run dev: the broker with nothing configured', () => {
       assert.match(textOf(page.html), /Connect your GitHub \(sandbox\) account/);
       page = await browser.submit(page, { button: 'allow' });
       assert.match(textOf(page.html), /Sandbox GitHub — simulated, not github.com/);
+      // The login pre-filled is derived from who is signed in at the broker, not octocat for everyone.
+      assert.match(page.html, /<input type="text" id="login" name="login" value="alice">/);
       page = await browser.submit(page, { button: 'authorize', fields: { login: 'octocat' } });
       connectedPage = textOf(page.html);
     });

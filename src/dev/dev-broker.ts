@@ -9,6 +9,8 @@ import {
   SANDBOX_GITHUB_CLIENT_ID,
 } from '../config/development.js';
 import { ConfigError, loadConfig } from '../config/env.js';
+import type { Principal } from '../auth/principal.js';
+import { Sessions, type BrowserSession } from '../auth/sessions.js';
 import { isLoopbackHostname } from '../net/loopback.js';
 import { ACCESS_EVENT, type Logger } from '../log.js';
 import { startBroker, type RunningBroker } from '../server.js';
@@ -157,14 +159,18 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
       });
       app.use(idpRoutes);
       if (!realGitHub) {
+        // The sandbox cannot see who is signed in; the broker's session (same origin) can: the
+        // authorize page pre-fills a login derived from that person, so a second dev user is not octocat too.
+        const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
         const sandbox = createSandboxGitHub({
           store: devTables.sandboxGitHub,
+          suggestLogin: (_req, res) => sandboxLoginFor((res.locals.session as BrowserSession | undefined)?.principal),
           clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
           publicBase: sandboxBase,
           // Persisted, so a restart between delete_repository's question and its answer still works.
           mcpStateKey: secrets.sandboxMcpStateKey,
         });
-        app.use('/sandbox/github', sandbox.router);
+        app.use('/sandbox/github', sessions.load, sandbox.router);
       }
     },
   });
@@ -239,4 +245,16 @@ export function accessLinesAtDebug(log: Logger): Logger {
     ...log,
     info: (event, fields) => (event === ACCESS_EVENT ? log.debug(event, fields) : log.info(event, fields)),
   };
+}
+
+/** A GitHub-shaped login (letters, digits, single hyphens, at most 39) from a signed-in person's name or subject. */
+export function sandboxLoginFor(principal: Principal | undefined): string | undefined {
+  if (!principal) return undefined;
+  const login = (principal.name || principal.subject)
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 39)
+    .replace(/-+$/, '');
+  return login || undefined;
 }
