@@ -36,7 +36,15 @@ export async function startBroker(config: Config, log: Logger, options: StartOpt
   else
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve);
-      server.once('error', reject);
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        reject(
+          err.code === 'EADDRINUSE'
+            ? new Error(
+                `PORT: ${config.host}:${config.port} is already in use (another broker or npm run dev?); stop that process or set PORT to a free port`,
+              )
+            : err,
+        );
+      });
     });
   // Requests Node's HTTP parser refuses (oversized or malformed headers) still get a JSON body.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {

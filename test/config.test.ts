@@ -118,9 +118,10 @@ describe('loadConfig: secrets', () => {
       validEnv({ TOKEN_ENCRYPTION_KEY: 'not base64! not base64! not b64!' }),
       'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 0 bytes)',
     );
+    // 64 hex digits (openssl rand -hex 32) decode as base64 to 48 bytes: the line says what was meant.
     refuses(
       validEnv({ TOKEN_ENCRYPTION_KEY: KEY.toString('hex') }),
-      'TOKEN_ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (got 48 bytes)',
+      'TOKEN_ENCRYPTION_KEY looks like hex (64 hex digits); it must be the base64 encoding of 32 bytes: generate one with openssl rand -base64 32, or convert this one with echo <hex> | xxd -r -p | base64',
     );
   });
 
@@ -673,6 +674,10 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     refuses(withFile('webhooks: audit-sink\n'), 'PROVIDERS_FILE webhooks must be a list');
     refuses(
       withFile('hooks: []\n'),
+      'PROVIDERS_FILE has unknown top-level key "hooks"; it may hold "providers", "services", "upstreams", "builtinTools", "webhooks"',
+    );
+    refuses(
+      withFile('{}\n'),
       'PROVIDERS_FILE must hold a list of providers, or an object with any of "providers", "services", "upstreams", "builtinTools", "webhooks"',
     );
   });
@@ -718,5 +723,65 @@ describe('loadConfig: OpenTelemetry traces (OTEL_*)', () => {
       'https://user:s3cret-key@collector.example.com/v1/traces':
         'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must not carry credentials (put them in OTEL_EXPORTER_OTLP_HEADERS)',
     });
+  });
+});
+
+describe('loadConfig: what a newcomer gets wrong first, all named at once', () => {
+  const placeholder = (name: string) => `${name} is still a placeholder such as change-me (its value is not shown): set the real value`;
+
+  it('refuses a placeholder for every secret and client id, not only the two keys, without echoing it', () => {
+    for (const name of [
+      'OIDC_CLIENT_ID',
+      'OIDC_CLIENT_SECRET',
+      'GITHUB_CLIENT_ID',
+      'GITHUB_CLIENT_SECRET',
+      'BROKER_SECRET',
+      'TOKEN_ENCRYPTION_KEY',
+    ])
+      for (const value of ['change-me', 'CHANGEME', 'example', 'xxx', '<your secret>', 'change-me-change-me-change-me-change-me'])
+        refuses(validEnv({ [name]: value }), placeholder(name));
+    refuses(validEnv({ METRICS_TOKEN: 'change-me-please-0123' }), placeholder('METRICS_TOKEN'));
+    refuses(validEnv({ SERVICE_ISSUE_BOT_SECRET: 'change-me' }), placeholder('SERVICE_ISSUE_BOT_SECRET'));
+    refuses(validEnv({ GITLAB_CLIENT_ID: 'gitlab-app', GITLAB_CLIENT_SECRET: 'change-me' }), placeholder('GITLAB_CLIENT_SECRET'));
+    // Real-looking values pass.
+    assert.ok(loadConfig(validEnv({ OIDC_CLIENT_SECRET: 'an-example-of-nothing-9f3a', GITHUB_CLIENT_SECRET: 'x' })));
+  });
+
+  it('refuses an unknown LOG_LEVEL instead of reading it as info', () => {
+    refuses(validEnv({ LOG_LEVEL: 'verbose' }), 'LOG_LEVEL must be one of debug, info, warn, error (got "verbose")');
+    for (const level of ['debug', 'info', 'warn', 'error']) assert.ok(loadConfig(validEnv({ LOG_LEVEL: level })));
+  });
+
+  it('names a misspelt top-level key of PROVIDERS_FILE, with the section it probably meant', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'config-keys-'));
+    const file = join(dir, 'providers.yaml');
+    writeFileSync(file, 'servics: []\nupstreams: []\nwebhook: []\n');
+    refuses(
+      validEnv({ PROVIDERS_FILE: file }),
+      'PROVIDERS_FILE has unknown top-level keys "servics" (did you mean "services"?), "webhook" (did you mean "webhooks"?); it may hold "providers", "services", "upstreams", "builtinTools", "webhooks"',
+    );
+  });
+
+  it('stops naming every bad setting in one go: placeholders, a hex key, a log level and a missing variable', () => {
+    assert.throws(
+      () =>
+        loadConfig(
+          validEnv({
+            OIDC_CLIENT_SECRET: 'change-me',
+            GITHUB_CLIENT_SECRET: 'change-me',
+            TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+            LOG_LEVEL: 'loud',
+            PUBLIC_URL: undefined,
+          }),
+        ),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.deepEqual(
+          err.problems.map((p) => /^[A-Z_]+/.exec(p)?.[0]),
+          ['OIDC_CLIENT_SECRET', 'GITHUB_CLIENT_SECRET', 'PUBLIC_URL', 'LOG_LEVEL', 'TOKEN_ENCRYPTION_KEY'],
+        );
+        return true;
+      },
+    );
   });
 });

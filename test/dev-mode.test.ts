@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { runAdmin } from '../src/cli/admin.js';
 import { ConfigError } from '../src/config/env.js';
 import { startDevBroker, type DevBroker } from '../src/dev/dev-broker.js';
 import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
@@ -90,6 +91,8 @@ describe('npm run dev: the broker with nothing configured', () => {
       assert.match(textOf(page.html), /Connect your GitHub \(sandbox\) account/);
       page = await browser.submit(page, { button: 'allow' });
       assert.match(textOf(page.html), /Sandbox GitHub — simulated, not github.com/);
+      // The login pre-filled is derived from who is signed in at the broker, not octocat for everyone.
+      assert.match(page.html, /<input type="text" id="login" name="login" value="alice">/);
       page = await browser.submit(page, { button: 'authorize', fields: { login: 'octocat' } });
       connectedPage = textOf(page.html);
     });
@@ -304,6 +307,51 @@ describe('npm run dev: the broker with nothing configured', () => {
       assert.match(textOf(page.html), /Development sign-in .*Offline CIMD assistant \(the name it gives itself\) asks you to sign in\./);
     } finally {
       await close();
+    }
+  });
+
+  it('logs the per-request access lines at debug, so the terminal keeps its banner, and the banner says how to see them', async () => {
+    await fetch(`${dev.publicUrl}/idp/jwks`);
+    const access = logs.map((l) => JSON.parse(l) as { event: string; level: string }).filter((l) => l.event === 'http_request');
+    assert.ok(access.length > 0, 'requests were logged at LOG_LEVEL=debug');
+    assert.deepEqual([...new Set(access.map((l) => l.level))], ['debug']);
+    assert.match(dev.banner, /LOG_LEVEL=debug npm run dev shows one line per request/);
+  });
+
+  it('npm run admin reads the development database with nothing configured, says so in one line, and never in production', async () => {
+    const run = async (extra: Record<string, string>, args: string[]) => {
+      let stdout = '';
+      let stderr = '';
+      const sink = (add: (t: string) => void) => ({ write: (t: string) => (add(t), true) }) as unknown as NodeJS.WritableStream;
+      const code = await runAdmin(args, {
+        env: { PATH: process.env.PATH, DATABASE_PATH: env().DATABASE_PATH, ...extra },
+        stdout: sink((t) => (stdout += t)),
+        stderr: sink((t) => (stderr += t)),
+      });
+      return { code, stdout, stderr };
+    };
+    const list = await run({}, ['connections', 'list', '--json']);
+    assert.equal(list.code, 0, list.stderr);
+    assert.equal(list.stderr, `Using the development database and secrets (npm run dev): ${env().DATABASE_PATH}\n`);
+    const rows = JSON.parse(list.stdout) as Array<{ issuer: string; login: string; provider: string }>;
+    assert.ok(
+      rows.some((r) => r.login === 'octocat' && r.provider === 'github' && r.issuer === `${dev.publicUrl}/idp`),
+      list.stdout,
+    );
+    const stats = await run({}, ['stats', '--json']);
+    assert.equal(stats.code, 0, stats.stderr);
+
+    // Production mode, or any setting of a configured broker: that configuration, never the development files.
+    const configured: Array<Record<string, string>> = [
+      { NODE_ENV: 'production' },
+      { OIDC_ISSUER: 'https://idp.example.com' },
+      { BROKER_SECRET: 'x'.repeat(40) },
+    ];
+    for (const extra of configured) {
+      const refused = await run(extra, ['stats']);
+      assert.equal(refused.code, 1);
+      assert.doesNotMatch(refused.stderr, /development database/);
+      assert.match(refused.stderr, /^Configuration error: .* is required\n/m);
     }
   });
 

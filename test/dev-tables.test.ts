@@ -174,7 +174,13 @@ describe('development tables out of the production schema', () => {
     const dev = sqlFiles(DEV_MIGRATIONS_DIR);
     assert.deepEqual(
       dev,
-      ['002_sandbox_github.sql', '003_dev_identity_provider.sql', '005_sandbox_github_app.sql', '008_sandbox_github_repositories.sql'],
+      [
+        '002_sandbox_github.sql',
+        '003_dev_identity_provider.sql',
+        '005_sandbox_github_app.sql',
+        '008_sandbox_github_repositories.sql',
+        '016_sandbox_github_repo_creator.sql',
+      ],
       'src/dev/migrations/ holds the moved files under their old names, and the ones added since',
     );
     assert.deepEqual(

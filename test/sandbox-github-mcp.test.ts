@@ -285,6 +285,38 @@ describe('the sandbox GitHub MCP endpoint', () => {
     assert.ok(sb.store.findRepository('octocat', 'keeper'));
   });
 
+  it('makes a person admin of the repository their first issue created: delete_repository works for them once delete_repo is granted, the scope asked first', async () => {
+    // hubot files the first issue of octocat/made-by-hubot, creating it (GitHub makes a repository's creator its admin).
+    const created = await call(await client(hubotAdmin), 'create_issue', { owner: 'octocat', repo: 'made-by-hubot', title: 'first' });
+    assert.equal(created.isError, undefined, resultText(created));
+    assert.equal(sb.store.findRepository('octocat', 'made-by-hubot')?.createdBy, 'hubot');
+
+    // Without delete_repo, the creator is asked for the scope first (not refused for admin rights).
+    const withoutScope = sb.gh.issueToken(OAUTH_APP.clientId, 'hubot', { scopes: ['repo'] }).accessToken;
+    const challenged = await rawTool(sb.gh, withoutScope, 'delete_repository', { owner: 'octocat', repo: 'made-by-hubot' });
+    assert.equal(challenged.status, 403);
+    assert.match(challenged.headers.get('www-authenticate') ?? '', /error_description="Additional scopes required: delete_repo"/);
+
+    // Someone neither its owner nor its creator, holding the scope: still 403 admin rights, nothing deleted.
+    const monalisa = sb.gh.issueToken(OAUTH_APP.clientId, 'monalisa', { scopes: ['repo', 'delete_repo'] }).accessToken;
+    const stranger = await call(
+      await client(monalisa, async () => ({ action: 'accept', content: { repository_name: 'octocat/made-by-hubot' } })),
+      'delete_repository',
+      { owner: 'octocat', repo: 'made-by-hubot' },
+    );
+    assert.match(resultText(stranger), /403 Must have admin rights/);
+    assert.ok(sb.store.findRepository('octocat', 'made-by-hubot'));
+
+    // With the scope granted, the creator deletes it after confirming.
+    const deleted = await call(
+      await client(hubotAdmin, async () => ({ action: 'accept', content: { repository_name: 'octocat/made-by-hubot' } })),
+      'delete_repository',
+      { owner: 'octocat', repo: 'made-by-hubot' },
+    );
+    assert.equal(resultText(deleted), 'Repository octocat/made-by-hubot was deleted.');
+    assert.equal(sb.store.findRepository('octocat', 'made-by-hubot'), undefined);
+  });
+
   it('refuses a tampered requestState, another user’s, another sandbox’s and one for a repository created again, deleting nothing', async () => {
     sb.store.ensureRepository('octocat', 'guarded', 1);
     const args = { owner: 'octocat', repo: 'guarded' };

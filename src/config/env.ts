@@ -4,7 +4,7 @@ import { isLoopbackHostname } from '../net/loopback.js';
 import { isAudienceIdentifier } from './audience.js';
 import { ConfigError, ConfigProblems } from './errors.js';
 import { loadServices, type ConfiguredService } from './services.js';
-import { loadProviders, type ConfiguredProvider } from './providers.js';
+import { envPrefix, loadProviders, type ConfiguredProvider } from './providers.js';
 import { loadGateway, type ConfiguredUpstream } from './upstreams.js';
 import { loadWebhooks, type ConfiguredWebhook } from './webhooks.js';
 import { checkWebhookAddresses, parseEgressAllow } from './egress.js';
@@ -160,6 +160,7 @@ const OPTIONAL = {
   auditTrail: ['AUDIT_RETENTION_DAYS'],
   traceExport: ['OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'],
   traces: ['OTEL_SERVICE_NAME', 'OTEL_SDK_DISABLED'],
+  logs: ['LOG_LEVEL'],
 } as const;
 
 const optional = z.string().optional();
@@ -212,9 +213,42 @@ function oneOf<const T extends readonly string[]>(name: string, value: string | 
 }
 
 function decodeKey(name: string, value: string): Buffer {
+  // 64 hex digits (openssl rand -hex 32) are valid base64 too, of 48 bytes: say what was meant.
+  if (/^[0-9a-fA-F]{64}$/.test(value))
+    throw new ConfigError(
+      `${name} looks like hex (64 hex digits); it must be the base64 encoding of 32 bytes: generate one with openssl rand -base64 32, or convert this one with echo <hex> | xxd -r -p | base64`,
+    );
   const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(value) ? Buffer.from(value, 'base64') : Buffer.alloc(0);
   if (key.length !== 32) throw new ConfigError(`${name} must be the base64 encoding of exactly 32 bytes (got ${key.length} bytes)`);
   return key;
+}
+
+/** Values a template leaves for the operator to replace (.env.example's `change-me`), never a real secret. */
+const PLACEHOLDER = /^(<.*>|\.\.\.|x{3,8}|example|todo|tbd|placeholder|replace[-_ ]?me|your[-_ ].*)$|change[-_ ]?me/i;
+
+/** The secrets (and client ids) a template fills with placeholders, fixed names first. */
+const SECRET_VARIABLES = [
+  'OIDC_CLIENT_ID',
+  'OIDC_CLIENT_SECRET',
+  'GITHUB_CLIENT_ID',
+  'GITHUB_CLIENT_SECRET',
+  'BROKER_SECRET',
+  'TOKEN_ENCRYPTION_KEY',
+  'TOKEN_ENCRYPTION_KEYS',
+  'METRICS_TOKEN',
+];
+/** Our own per-entry secrets: SERVICE_<ID>_SECRET and WEBHOOK_<ID>_SECRET. */
+const ENTRY_SECRET = /^(SERVICE|WEBHOOK)_[A-Z0-9_]+_SECRET$/;
+
+/** Each of `names` that is set to a placeholder, as one problem line each. */
+function placeholderProblems(env: NodeJS.ProcessEnv, names: Iterable<string>): string[] {
+  const out: string[] = [];
+  for (const name of names) {
+    const value = env[name]?.trim();
+    if (value && PLACEHOLDER.test(value))
+      out.push(`${name} is still a placeholder such as change-me (its value is not shown): set the real value`);
+  }
+  return out;
 }
 
 const TOKEN_KEY_REQUIRED = 'TOKEN_ENCRYPTION_KEY is required (set TOKEN_ENCRYPTION_KEY or the key ring TOKEN_ENCRYPTION_KEYS)';
@@ -327,7 +361,12 @@ function parseTrustProxy(value: string | undefined): boolean | number | string {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { developmentMode?: boolean } = {}): Config {
   const problems = new ConfigProblems();
   const take = <T>(parse: () => T): T => problems.take(parse);
+  // Placeholders first: a `change-me` secret is named as one, not as too short or not base64.
+  placeholderProblems(env, [...SECRET_VARIABLES, ...Object.keys(env).filter((name) => ENTRY_SECRET.test(name))]).forEach((p) =>
+    problems.add(p),
+  );
   const e = readRaw(env, problems);
+  take(() => oneOf('LOG_LEVEL', e.LOG_LEVEL, ['debug', 'info', 'warn', 'error'] as const, 'info'));
 
   const port = take(() => integer('PORT', e.PORT, 3000, 0, 65535));
   const host = e.HOST?.trim() || '127.0.0.1';
@@ -365,6 +404,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { deve
   const providers = take(() =>
     loadProviders(env, { githubWebUrl: github.webUrl, githubApiUrl: github.apiUrl, githubAppType: github.appType }),
   );
+  // Every configured provider's credentials, besides GitHub's above.
+  placeholderProblems(
+    env,
+    (providers ?? []).flatMap((p) => [`${envPrefix(p.definition.id)}_CLIENT_ID`, `${envPrefix(p.definition.id)}_CLIENT_SECRET`]),
+  ).forEach((p) => problems.add(p));
   // What the services' and the upstreams' allow lists are checked against: each provider's scopes (none: it takes any).
   const providerScopes = new Map(
     (providers ?? []).map((p) => [

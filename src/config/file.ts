@@ -35,6 +35,17 @@ export function readConfigSections(path: string): Partial<Record<ConfigFileSecti
   const data = readConfigFile(path);
   if (Array.isArray(data)) return { providers: data };
   const object = typeof data === 'object' && data !== null ? (data as Record<string, unknown>) : {};
+  // A misspelt section would be ignored, and what it configures silently missing: name it.
+  const unknown = Object.keys(object).filter((key) => !(CONFIG_FILE_SECTIONS as readonly string[]).includes(key));
+  if (unknown.length > 0) {
+    const named = unknown.map((key) => {
+      const close = CONFIG_FILE_SECTIONS.find((name) => editDistance(key.toLowerCase(), name) <= 2);
+      return `"${key}"${close ? ` (did you mean "${close}"?)` : ''}`;
+    });
+    throw new ConfigError(
+      `PROVIDERS_FILE has unknown top-level ${unknown.length === 1 ? 'key' : 'keys'} ${named.join(', ')}; it may hold ${CONFIG_FILE_SECTIONS.map((s) => `"${s}"`).join(', ')}`,
+    );
+  }
   const sections: Partial<Record<ConfigFileSection, unknown>> = {};
   for (const name of CONFIG_FILE_SECTIONS) if (object[name] !== undefined) sections[name] = object[name];
   if (Object.keys(sections).length === 0)
@@ -73,4 +84,15 @@ export function forEachEntry<S extends z.ZodType<{ id: string }>>(
     ids.add(parsed.data.id);
     each(parsed.data, named);
   });
+}
+
+/** Levenshtein distance, for "did you mean" (short keys only). */
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next.push(Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    row = next;
+  }
+  return row[b.length]!;
 }

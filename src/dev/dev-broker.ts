@@ -1,10 +1,18 @@
 import express from 'express';
 import { writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
 import { startIssueService, type IssueService } from '../../examples/issue-service/service.js';
+import {
+  DEV_PAGES_CLIENT_ID,
+  developmentEnv,
+  developmentFiles,
+  developmentSettings,
+  SANDBOX_GITHUB_CLIENT_ID,
+} from '../config/development.js';
 import { ConfigError, loadConfig } from '../config/env.js';
+import type { Principal } from '../auth/principal.js';
+import { Sessions, type BrowserSession } from '../auth/sessions.js';
 import { isLoopbackHostname } from '../net/loopback.js';
-import type { Logger } from '../log.js';
+import { ACCESS_EVENT, type Logger } from '../log.js';
 import { startBroker, type RunningBroker } from '../server.js';
 import { createIdentityProvider } from './identity-provider.js';
 import { sqliteAdapter } from './idp-adapter.js';
@@ -13,8 +21,7 @@ import { sandboxGitHubUpstream, sandboxGitHubUpstreamYaml } from './sandbox-gith
 import { loadOrCreateDevSecrets } from './secrets.js';
 import { openDevTables } from './store/index.js';
 
-export const DEV_PAGES_CLIENT_ID = 'connect-broker-pages';
-export const SANDBOX_GITHUB_CLIENT_ID = 'Iv1.sandbox-broker';
+export { DEV_PAGES_CLIENT_ID, SANDBOX_GITHUB_CLIENT_ID };
 /** The example issue service's id at the broker (its `services:` entry). */
 export const EXAMPLE_SERVICE_ID = 'issue-service';
 
@@ -35,13 +42,16 @@ export interface DevBroker {
  * operator's IdP, a sandbox GitHub at /sandbox/github plays GitHub unless real GitHub credentials
  * are set, and generated secrets are kept beside the database. Refuses production and non-loopback.
  */
-export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promise<DevBroker> {
+export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): Promise<DevBroker> {
+  // A terminal, not a collector: one access line per request (the IdP's JWKS poll alone is one a
+  // minute) would scroll the banner away. They stay at debug (LOG_LEVEL=debug, as the banner says).
+  const log = accessLinesAtDebug(baseLog);
   if (env.NODE_ENV === 'production')
     throw new ConfigError(
       'NODE_ENV is "production": development mode (embedded sign-in, sandbox GitHub) refuses to run there; use npm start with real configuration',
     );
-  const port = env.PORT ?? '3000';
-  const publicUrl = (env.PUBLIC_URL ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+  const settings = developmentSettings(env);
+  const { publicUrl, host, issuer, sandboxBase, realGitHub, exampleUrl } = settings;
   let hostname: string;
   try {
     hostname = new URL(publicUrl).hostname;
@@ -50,7 +60,6 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
   }
   if (!isLoopbackHostname(hostname))
     throw new ConfigError('PUBLIC_URL must be a loopback URL in development mode (its sign-in accepts any user name)');
-  const host = env.HOST ?? '127.0.0.1';
   if (!isLoopbackHostname(host)) throw new ConfigError('HOST must be a loopback address in development mode');
   // Nothing may make the any-user-name sign-in reachable under another name (e.g. behind a proxy).
   for (const name of (env.ALLOWED_HOSTS ?? '')
@@ -75,24 +84,18 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       'DATABASE_URL is not used in development mode (everything lives in the SQLite file at DATABASE_PATH); unset it, or use npm start for PostgreSQL',
     );
 
-  const databasePath = resolve(env.DATABASE_PATH ?? './data/broker.db');
-  const secretsPath = join(dirname(databasePath), 'dev-secrets.json');
+  const files = developmentFiles(env);
+  const { databasePath, secretsPath } = files;
   const { secrets } = await loadOrCreateDevSecrets(secretsPath);
-  const realGitHub = !!(env.GITHUB_CLIENT_ID && env.GITHUB_CLIENT_SECRET);
-  const issuer = `${publicUrl}/idp`;
-  const sandboxBase = `${publicUrl}/sandbox/github`;
   const githubApiUrl = realGitHub ? (env.GITHUB_API_URL ?? 'https://api.github.com') : `${sandboxBase}/api/v3`;
 
   // The example issue service (examples/issue-service): a second MCP server on the next port, its
   // users signed in by the same embedded IdP for its own audience, declared to the broker as a
   // service so it obtains their GitHub tokens through POST /oauth/token. An operator's own
   // PROVIDERS_FILE is left alone (no example then).
-  const exampleUrl = env.PROVIDERS_FILE ? undefined : new URL(`http://${new URL(publicUrl).hostname}:${Number(port) + 1}/mcp`);
-  const exampleEnv: Record<string, string> = {};
   if (exampleUrl) {
-    const servicesFile = join(dirname(databasePath), 'dev-services.yaml');
     writeFileSync(
-      servicesFile,
+      files.servicesPath,
       [
         '# Written by npm run dev: the example issue service, a service of this development broker.',
         'services:',
@@ -106,35 +109,10 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
         '',
       ].join('\n'),
     );
-    exampleEnv.PROVIDERS_FILE = servicesFile;
-    exampleEnv.SERVICE_ISSUE_SERVICE_SECRET = secrets.exampleServiceSecret;
   }
 
   const config = loadConfig(
-    {
-      ...env,
-      PORT: port,
-      HOST: host,
-      PUBLIC_URL: publicUrl,
-      DATABASE_PATH: databasePath,
-      OIDC_ISSUER: issuer,
-      OIDC_CLIENT_ID: DEV_PAGES_CLIENT_ID,
-      OIDC_CLIENT_SECRET: secrets.pagesClientSecret,
-      OIDC_CLIENT_AUTH_METHOD: 'client_secret_basic',
-      // The embedded IdP issues the `mcp` scope for the /mcp resource; clients learn it from the metadata.
-      MCP_SCOPES: env.MCP_SCOPES ?? 'mcp',
-      BROKER_SECRET: env.BROKER_SECRET ?? secrets.brokerSecret,
-      TOKEN_ENCRYPTION_KEY: env.TOKEN_ENCRYPTION_KEY ?? secrets.tokenEncryptionKey,
-      ...exampleEnv,
-      ...(realGitHub
-        ? {}
-        : {
-            GITHUB_CLIENT_ID: SANDBOX_GITHUB_CLIENT_ID,
-            GITHUB_CLIENT_SECRET: secrets.sandboxGitHubClientSecret,
-            GITHUB_WEB_URL: sandboxBase,
-            GITHUB_API_URL: `${sandboxBase}/api/v3`,
-          }),
-    },
+    developmentEnv(env, settings, files, secrets),
     // Upstreams, their authorization servers and webhook receivers run on this machine in development.
     { developmentMode: true },
   );
@@ -181,14 +159,18 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       });
       app.use(idpRoutes);
       if (!realGitHub) {
+        // The sandbox cannot see who is signed in; the broker's session (same origin) can: the
+        // authorize page pre-fills a login derived from that person, so a second dev user is not octocat too.
+        const sessions = new Sessions(store, { secure: config.secureCookies }, config.brokerSecret);
         const sandbox = createSandboxGitHub({
           store: devTables.sandboxGitHub,
+          suggestLogin: (_req, res) => sandboxLoginFor((res.locals.session as BrowserSession | undefined)?.principal),
           clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
           publicBase: sandboxBase,
           // Persisted, so a restart between delete_repository's question and its answer still works.
           mcpStateKey: secrets.sandboxMcpStateKey,
         });
-        app.use('/sandbox/github', sandbox.router);
+        app.use('/sandbox/github', sessions.load, sandbox.router);
       }
     },
   });
@@ -217,6 +199,10 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
       };
     } catch (err) {
       await running.close();
+      if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE')
+        throw new Error(
+          `EXAMPLE_SERVICE_PORT: ${exampleUrl.host} (the example issue service, PORT + 1 by default) is already in use; stop that process or set EXAMPLE_SERVICE_PORT to a free port`,
+        );
       throw err;
     }
   }
@@ -247,6 +233,28 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, log: Logger): Promi
     `    {"mcpServers": {"connect-broker": {"type": "http", "url": "${mcpUrl}"}}}`,
     `    MCP Inspector: npx @modelcontextprotocol/inspector → Streamable HTTP → ${mcpUrl}`,
     '',
+    '  Requests are logged at debug level here: LOG_LEVEL=debug npm run dev shows one line per request.',
+    '',
   ].join('\n');
   return { running, publicUrl, mcpUrl, sandboxGitHub: !realGitHub, secretsPath, databasePath, banner, ...(example ? { example } : {}) };
+}
+
+/** `log`, with the per-request access line at debug instead of info (development mode's terminal). */
+export function accessLinesAtDebug(log: Logger): Logger {
+  return {
+    ...log,
+    info: (event, fields) => (event === ACCESS_EVENT ? log.debug(event, fields) : log.info(event, fields)),
+  };
+}
+
+/** A GitHub-shaped login (letters, digits, single hyphens, at most 39) from a signed-in person's name or subject. */
+export function sandboxLoginFor(principal: Principal | undefined): string | undefined {
+  if (!principal) return undefined;
+  const login = (principal.name || principal.subject)
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 39)
+    .replace(/-+$/, '');
+  return login || undefined;
 }

@@ -6,7 +6,8 @@ import { describe, it } from 'node:test';
 import { spawnAdmin } from '../support/node-process.js';
 
 describe('npm run admin, the process', () => {
-  const env = { PATH: process.env.PATH ?? '' };
+  // No development database either (the repository's ./data may hold one from npm run dev).
+  const env = { PATH: process.env.PATH ?? '', DATABASE_PATH: '/nonexistent/broker.db' };
 
   it('answers --help and a command --help on stdout with exit 0, without any configuration', async () => {
     const top = await spawnAdmin(env, ['--help']);

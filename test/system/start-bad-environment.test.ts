@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { freePort } from '../../src/dev/free-port.js';
@@ -98,5 +99,56 @@ describe('starting the service with a bad environment', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('names PORT when the port is taken, and the file and what to do when the database is not SQLite', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'broker-start-'));
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const inUse = await runMain({
+        PATH: process.env.PATH,
+        ...validEnv({ PORT: String(port), PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_PATH: join(dir, 'broker.db') }),
+      });
+      assert.equal(inUse.code, 1);
+      assert.equal(
+        inUse.stderr,
+        `Could not start: PORT: 127.0.0.1:${port} is already in use (another broker or npm run dev?); stop that process or set PORT to a free port\n`,
+      );
+
+      const corrupt = join(dir, 'corrupt.db');
+      writeFileSync(corrupt, 'this is not a SQLite file, but it is long enough to have a header: '.repeat(20));
+      const damaged = await runMain({
+        PATH: process.env.PATH,
+        ...validEnv({ PORT: '0', PUBLIC_URL: 'http://127.0.0.1:1', DATABASE_PATH: corrupt }),
+      });
+      assert.equal(damaged.code, 1);
+      assert.match(
+        damaged.stderr,
+        new RegExp(
+          `^Could not start: DATABASE_PATH: ${corrupt.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is not a SQLite database or is damaged \\(.*\\); restore it from a backup, or move it away to start with an empty one\n$`,
+        ),
+      );
+      assert.doesNotMatch(damaged.stderr, /\n\s+at /, 'no stack trace');
+    } finally {
+      taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names every bad setting at once, placeholders and an unknown LOG_LEVEL included', async () => {
+    const { code, stderr } = await runMain({
+      PATH: process.env.PATH,
+      ...validEnv({ OIDC_CLIENT_SECRET: 'change-me', BROKER_SECRET: 'change-me', LOG_LEVEL: 'verbose', PUBLIC_URL: undefined }),
+    });
+    assert.equal(code, 1);
+    assert.deepEqual(
+      stderr
+        .trimEnd()
+        .split('\n')
+        .map((l) => /^Configuration error: ([A-Z_]+)/.exec(l)?.[1]),
+      ['OIDC_CLIENT_SECRET', 'BROKER_SECRET', 'PUBLIC_URL', 'LOG_LEVEL'],
+    );
   });
 });

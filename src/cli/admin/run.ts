@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { principalFromVerifiedClaims } from '../../auth/principal.js';
+import { developmentEnvForAdmin, USING_DEVELOPMENT_FILES } from '../../config/development.js';
 import { ConfigError, loadConfig, type Config } from '../../config/env.js';
 import { ConnectionService } from '../../connections/index.js';
 import { Sealer } from '../../crypto/index.js';
@@ -46,8 +47,12 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
   }
 
   let config: Config;
+  const env = io.env ?? process.env;
+  // Nothing configured, and `npm run dev` left its files: that broker's database, with its settings.
+  const development = developmentEnvForAdmin(env);
+  if (development) io.stderr.write(USING_DEVELOPMENT_FILES(development.databasePath) + '\n');
   try {
-    config = loadConfig(io.env ?? process.env);
+    config = development ? loadConfig(development.env, { developmentMode: true }) : loadConfig(env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     io.stderr.write(err.problems.map((p) => `Configuration error: ${p}\n`).join(''));

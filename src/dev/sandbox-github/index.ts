@@ -73,6 +73,11 @@ export interface SandboxGitHubOptions {
   /** Called first for every request, with the path relative to publicBase and without the query. */
   onRequest?: (method: string, path: string) => void;
   /**
+   * The login the authorize page pre-fills when the request names none (`login`), e.g. one derived
+   * from who is signed in at the broker (development mode's wiring); `octocat` when undefined.
+   */
+  suggestLogin?: (req: Request, res: Response) => string | undefined;
+  /**
    * Called for every token request with grant_type=refresh_token, as it arrives: `ok` says whether
    * it rotated the pair (false for a fault, bad client credentials or a bad refresh token).
    */
@@ -352,7 +357,7 @@ export function createSandboxGitHub(options: SandboxGitHubOptions): SandboxGitHu
 <p class="meta">Authorizing will redirect to <code>${target.origin}</code>.</p>
 <form method="post" action="${basePath}/login/oauth/authorize">
 ${hidden}  <label for="login">Sign in as</label>
-  <input type="text" id="login" name="login" value="${params.get('login') || 'octocat'}">
+  <input type="text" id="login" name="login" value="${params.get('login') || options.suggestLogin?.(req, res) || 'octocat'}">
   <button type="submit" name="decision" value="authorize">Authorize</button>
   <button type="submit" name="decision" value="cancel">Cancel</button>
 </form>`,

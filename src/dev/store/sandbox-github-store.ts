@@ -84,6 +84,8 @@ export interface SandboxRepository {
   owner: string;
   name: string;
   createdAt: number;
+  /** The login that created it (filed its first issue): an admin of it, like its owner. */
+  createdBy: string | null;
 }
 
 interface CodeRow {
@@ -121,6 +123,7 @@ interface RepoRow {
   owner: string;
   repo: string;
   created_at: number;
+  created_by: string | null;
 }
 /** An issue as its row stores it: the labels as JSON text, the time under its column name. */
 type IssueRow = Omit<SandboxIssue, 'labels' | 'createdAt'> & { labels: string; created_at: number };
@@ -128,7 +131,13 @@ type IssueRow = Omit<SandboxIssue, 'labels' | 'createdAt'> & { labels: string; c
 const hash = (value: string): string => sha256Hex(value);
 const unionScopes = (a: string[], b: string[]): string[] => [...new Set([...a, ...b])];
 
-const toRepository = (r: RepoRow): SandboxRepository => ({ id: r.id, owner: r.owner, name: r.repo, createdAt: r.created_at });
+const toRepository = (r: RepoRow): SandboxRepository => ({
+  id: r.id,
+  owner: r.owner,
+  name: r.repo,
+  createdAt: r.created_at,
+  createdBy: r.created_by,
+});
 
 const toIssue = (r: IssueRow): SandboxIssue => ({
   id: r.id,
@@ -436,10 +445,10 @@ export class SandboxGitHubStore {
       .transaction(() => {
         const { last_number: number } = this.db
           .prepare(
-            `INSERT INTO sandbox_github_repos (owner, repo, last_number, created_at) VALUES (?, ?, 1, ?)
+            `INSERT INTO sandbox_github_repos (owner, repo, last_number, created_at, created_by) VALUES (?, ?, 1, ?, ?)
            ON CONFLICT (owner, repo) DO UPDATE SET last_number = last_number + 1 RETURNING last_number`,
           )
-          .get(issue.owner, issue.repo, issue.createdAt) as { last_number: number };
+          .get(issue.owner, issue.repo, issue.createdAt, issue.author) as { last_number: number };
         const row = this.db
           .prepare(
             'INSERT INTO sandbox_github_issues (owner, repo, number, title, body, labels, author, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *',
@@ -486,20 +495,20 @@ export class SandboxGitHubStore {
   /** The repository owner/repo (names compared case-insensitively), if it exists. */
   findRepository(owner: string, repo: string): SandboxRepository | undefined {
     const row = this.db
-      .prepare('SELECT id, owner, repo, created_at FROM sandbox_github_repos WHERE owner = ? AND repo = ?')
+      .prepare('SELECT id, owner, repo, created_at, created_by FROM sandbox_github_repos WHERE owner = ? AND repo = ?')
       .get(owner, repo) as RepoRow | undefined;
     return row && toRepository(row);
   }
 
-  /** The repository owner/repo, created (without issues, with the next id) when there is none. */
-  ensureRepository(owner: string, repo: string, createdAt: number): SandboxRepository {
+  /** The repository owner/repo, created (without issues, with the next id, by `createdBy`) when there is none. */
+  ensureRepository(owner: string, repo: string, createdAt: number, createdBy: string | null = null): SandboxRepository {
     return this.db
       .transaction(() => {
         this.db
           .prepare(
-            'INSERT INTO sandbox_github_repos (owner, repo, last_number, created_at) VALUES (?, ?, 0, ?) ON CONFLICT (owner, repo) DO NOTHING',
+            'INSERT INTO sandbox_github_repos (owner, repo, last_number, created_at, created_by) VALUES (?, ?, 0, ?, ?) ON CONFLICT (owner, repo) DO NOTHING',
           )
-          .run(owner, repo, createdAt);
+          .run(owner, repo, createdAt, createdBy);
         return this.findRepository(owner, repo)!;
       })
       .immediate();
@@ -510,7 +519,7 @@ export class SandboxGitHubStore {
     return (
       this.db
         .prepare(
-          'SELECT id, owner, repo, created_at FROM sandbox_github_repos WHERE @owner IS NULL OR owner = @owner ORDER BY created_at, id',
+          'SELECT id, owner, repo, created_at, created_by FROM sandbox_github_repos WHERE @owner IS NULL OR owner = @owner ORDER BY created_at, id',
         )
         .all({ owner: owner ?? null }) as RepoRow[]
     ).map(toRepository);

@@ -14,7 +14,18 @@ export function openDatabase(path: string): Db {
     ownerOnly(path);
   }
   const db = new Database(path);
-  db.pragma('journal_mode = WAL');
+  try {
+    db.pragma('journal_mode = WAL');
+  } catch (err) {
+    db.close();
+    // A file that is not SQLite (or damaged): say which file, and what to do, not just "file is not a database".
+    const code = (err as { code?: unknown }).code;
+    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT')
+      throw new Error(
+        `DATABASE_PATH: ${path} is not a SQLite database or is damaged (${(err as Error).message}); restore it from a backup, or move it away to start with an empty one`,
+      );
+    throw err;
+  }
   // WAL + NORMAL is durable across process crashes (only an OS crash can lose the last commits).
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');

@@ -207,7 +207,10 @@ export function registerSandboxTools(server: McpServer, deps: SandboxMcpTools, e
       const fullName = `${args.owner}/${args.repo}`;
       const current = store.findRepository(args.owner, args.repo);
       if (!current) return failure(M.repositoryNotFound('get repository', fullName));
-      if (!sameName(current.owner, caller.login)) return failure(M.notAdmin(fullName));
+      // Admin rights: its owner's, and its creator's (whoever filed its first issue), as GitHub gives a creator.
+      // The scope (delete_repo) was checked before the tool ran, as GitHub checks it first.
+      if (!sameName(current.owner, caller.login) && !(current.createdBy && sameName(current.createdBy, caller.login)))
+        return failure(M.notAdmin(fullName));
 
       const answer = inputResponse(ctx.mcpReq.inputResponses, CONFIRM_KEY);
       if (answer.kind === 'missing') {
