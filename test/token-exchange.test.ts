@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { randomUUID } from 'node:crypto';
 import { sha256Hex } from '../src/crypto/index.js';
-import { Browser } from './support/browser.js';
+import { Browser, textOf } from './support/browser.js';
 import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { readConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, heldCalls, signIn, startStack, type Stack } from './support/stack.js';
@@ -476,6 +476,12 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     await signIn(browser, stack, 'hank');
     const consent = await browser.open(String(first.json.connect_uri));
     assert.match(consent.html, /The service <strong><bdi>Issue Bot<\/bdi><\/strong>/);
+    // The token is handed to that service: the page says so, and that the assistant never gets it.
+    assert.match(
+      textOf(consent.html),
+      /The access token is kept on this server and handed to Issue Bot whenever it acts for you: that service receives it, your AI assistant never does\./,
+    );
+    assert.doesNotMatch(textOf(consent.html), /stays on this server/);
     const alice = new Browser();
     await signIn(alice, stack, 'alice');
     const page = await alice.open(`${stack.publicUrl}/connections`);

@@ -166,10 +166,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router {
       title: `Connect ${provider.displayName}`,
       provider: { id: provider.id, displayName: provider.displayName },
       // A scope the provider's definition does not describe (one an upstream's challenge named) is shown by its raw name, and said to be so.
-      scopes: asked.map((name) => ({
-        name,
-        description: provider.scopes.find((s) => s.name === name)?.description ?? M.undescribedScope(provider.displayName),
-      })),
+      scopes: asked.map((name) => {
+        const known = provider.scopes.find((s) => s.name === name);
+        return {
+          name,
+          description: known?.description ?? M.undescribedScope(provider.displayName),
+          destructive: known?.destructive === true,
+        };
+      }),
       purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
       existingLogin: existing?.account_login,
       // A token exchange's link names the operator's service (from the configuration), not a client's self-chosen name.
