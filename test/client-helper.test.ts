@@ -109,6 +109,9 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
     const connectRequest = link.searchParams.get('req')!;
     assert.ok(broker.pendingIds().includes(connectRequest));
     assert.match(request.params.message, /Connect your GitHub account so I can create the issue in octo-org\/hello/);
+    // The token goes to this service (the helper's caller), not to "the connection broker" alone: said truthfully.
+    assert.match(request.params.message, /the broker hands the token to this service, never to your assistant\./);
+    assert.doesNotMatch(request.params.message, /stays with the connection broker/);
 
     const state: string = result.requestState;
     assert.match(state, /^mcbs1\.[A-Za-z0-9_-]+$/);

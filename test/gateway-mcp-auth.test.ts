@@ -225,7 +225,9 @@ describe('auth: mcp upstreams through the connect flow', () => {
 
       // Disconnecting revokes at the AS (RFC 7009, advertised there): the refresh token, and with it the grant.
       const list = await browser.open(`${w.stack.publicUrl}/connections`);
-      const gone = await browser.submit(list, { match: /^\/connections\/tracker\/disconnect$/ });
+      const confirm = await browser.open(`${w.stack.publicUrl}/connections/tracker/disconnect`);
+      assert.match(list.html, /href="\/connections\/tracker\/disconnect"/, 'the page links to the confirmation');
+      const gone = await browser.submit(confirm, { match: /^\/connections\/tracker\/disconnect$/, button: 'yes' });
       assert.match(textOf(gone.html), /Your Tracker account is disconnected and the access was revoked at Tracker\./);
       const revocation = w.upstream.asRequests.filter((r) => r.path === '/token/revocation');
       assert.equal(revocation.length, 1);

@@ -216,7 +216,12 @@ describe('scopeChallengeGate, at the function level against a real stack', () =>
     if (/Development sign-in/.test(page.html)) page = await browser.submit(page, { fields: { login: 'nora' } });
     const consent = page.html;
     assert.match(textOf(consent), /Read and write your public and private repositories/, 'a described scope keeps its words');
-    assert.match(consent, /A permission GitHub did not describe to us:<\/span> <code class="muted small">admin:org<\/code>/);
+    // admin:org is one of GitHub's documented scopes: described, and flagged as destructive with a marker and words.
+    assert.match(
+      consent,
+      /<li class="destructive"><strong class="danger-tag"><span aria-hidden="true">⚠ <\/span>Destructive:<\/strong> <span class="scope-desc">Fully manage your organizations[^<]*<\/span> <code class="muted small">admin:org<\/code>/,
+    );
+    assert.match(textOf(consent), /One permission below can delete things or take away access for good/);
     assert.match(consent, /A permission GitHub did not describe to us:<\/span> <code class="muted small">team:&lt;b&gt;&amp;x<\/code>/);
     assert.doesNotMatch(consent, /<b>&x/, 'escaped');
     assert.doesNotMatch(textOf(consent), /Read your GitHub profile/, 'only what is missing is listed');

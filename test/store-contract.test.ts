@@ -1427,6 +1427,8 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
       });
 
       test('service usage keeps the latest time per (principal, provider, service)', async () => {
+        await a.connections.save(connection(ALICE, 'github'));
+        await a.connections.save(connection(BOB, 'github'));
         await a.serviceUsage.touch(ALICE, 'github', 'issue-bot', 1000);
         await b.serviceUsage.touch(ALICE, 'github', 'issue-bot', 3000);
         await a.serviceUsage.touch(ALICE, 'github', 'issue-bot', 2000);
@@ -1437,6 +1439,46 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
           { provider: 'github', service_id: 'tracker-bot', last_used_at: 1500 },
         ]);
         assert.deepEqual(await a.serviceUsage.list({ issuer: 'https://other.example', subject: 'alice' }), []);
+      });
+
+      test('service usage goes with its connection: deleted with it, cleared when another account replaces it, never recorded without one', async () => {
+        const DAN: Owner = { issuer: 'https://idp.example.com', subject: 'dan-usage' };
+        await a.serviceUsage.touch(DAN, 'github', 'issue-bot', 1000);
+        assert.deepEqual(await b.serviceUsage.list(DAN), [], 'no connection, no usage');
+
+        await a.connections.save(connection(DAN, 'github'));
+        await a.connections.save(connection(DAN, 'gitlab'));
+        await a.serviceUsage.touch(DAN, 'github', 'issue-bot', 2000);
+        await b.serviceUsage.touch(DAN, 'gitlab', 'issue-bot', 2000);
+        // The same account saved again (more access, a reconnect) keeps its usage.
+        await b.connections.save(connection(DAN, 'github', { scopes: 'repo delete_repo', sealed_tokens: 'sealed-2' }));
+        assert.equal((await a.serviceUsage.list(DAN)).length, 2);
+
+        // A delete rolled back keeps both; a committed one takes the usage with it, and only that provider's.
+        await assert.rejects(
+          a.transaction(async (tx) => {
+            assert.equal(await tx.connections.delete(DAN, 'github'), true);
+            throw new Error('rolled back');
+          }),
+          /rolled back/,
+        );
+        assert.equal((await b.serviceUsage.list(DAN)).length, 2, 'a rolled-back delete keeps the usage');
+        assert.equal(await b.connections.delete(DAN, 'github'), true);
+        assert.deepEqual(await a.serviceUsage.list(DAN), [{ provider: 'gitlab', service_id: 'issue-bot', last_used_at: 2000 }]);
+
+        // Reconnected (even as another account): nothing from before it existed.
+        await a.connections.save(connection(DAN, 'github', { account_id: 'acct-other', account_login: 'other' }));
+        assert.deepEqual(
+          (await b.serviceUsage.list(DAN)).map((u) => u.provider),
+          ['gitlab'],
+        );
+        // Another upstream account replacing a connection in place clears its usage too.
+        await a.serviceUsage.touch(DAN, 'github', 'issue-bot', 3000);
+        await b.connections.save(connection(DAN, 'github', { account_id: 'acct-third', account_login: 'third' }));
+        assert.deepEqual(
+          (await a.serviceUsage.list(DAN)).map((u) => u.provider),
+          ['gitlab'],
+        );
       });
 
       test('a pending connection keeps its service; openOrCreate shows an open link again only to the same service', async () => {

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { randomUUID } from 'node:crypto';
 import { sha256Hex } from '../src/crypto/index.js';
-import { Browser } from './support/browser.js';
+import { Browser, textOf } from './support/browser.js';
 import { revokeGrantUpstream, seedExpired } from './support/expiring-tokens.js';
 import { readConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, heldCalls, signIn, startStack, type Stack } from './support/stack.js';
@@ -481,11 +481,56 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     await signIn(browser, stack, 'hank');
     const consent = await browser.open(String(first.json.connect_uri));
     assert.match(consent.html, /The service <strong><bdi>Issue Bot<\/bdi><\/strong>/);
+    // The token is handed to that service: the page says so, and that the assistant never gets it.
+    assert.match(
+      textOf(consent.html),
+      /The access token is kept on this server and handed to Issue Bot whenever it acts for you: that service receives it, your AI assistant never does\./,
+    );
+    assert.doesNotMatch(textOf(consent.html), /stays on this server/);
     const alice = new Browser();
     await signIn(alice, stack, 'alice');
     const page = await alice.open(`${stack.publicUrl}/connections`);
     assert.match(page.html, /Used by services/);
     assert.match(page.html, /<bdi>Issue Bot<\/bdi>, last/);
+  });
+
+  it("Disconnect on /connections asks first; confirmed, it revokes and takes the services' usage along, so a reconnect (another GitHub login) shows none", async () => {
+    await seedGitHub('ivy', 'ivy-gh', ['repo']);
+    assert.equal((await exchange('ivy')).status, 200);
+    const browser = new Browser();
+    const list = await signIn(browser, stack, 'ivy');
+    assert.match(list.html, /<bdi>Issue Bot<\/bdi>, last/);
+    // The card links to a confirmation; it holds no form that would disconnect in one click.
+    assert.match(list.html, /<a class="button secondary" href="\/connections\/github\/disconnect">Disconnect/);
+    assert.doesNotMatch(list.html, /action="\/connections\/github\/disconnect"/);
+    const revokedBefore = stack.github.revokedGrants.length;
+
+    const confirm = await browser.open(`${stack.publicUrl}/connections/github/disconnect`);
+    assert.equal(confirm.status, 200);
+    const said = textOf(confirm.html);
+    assert.match(said, /Disconnect GitHub @ivy-gh \?/);
+    assert.match(said, /asks GitHub to revoke the access you granted/);
+    assert.match(said, /neither can Issue Bot , which used it/);
+    assert.equal(stack.github.revokedGrants.length, revokedBefore, 'showing the question changes nothing');
+    // A POST without the confirmation (an old one-click form) only shows the question.
+    const unconfirmed = await browser.submit(confirm, { match: /\/connections\/github\/disconnect$/, fields: { confirm: '' } });
+    assert.equal(unconfirmed.url, `${stack.publicUrl}/connections/github/disconnect`);
+    assert.ok(await readConnection(stack.env, 'ivy', 'github'), 'still connected');
+    assert.equal(stack.github.revokedGrants.length, revokedBefore);
+
+    const done = await browser.submit(confirm, { button: 'yes' });
+    assert.match(textOf(done.html), /GitHub disconnected Your GitHub account is disconnected and the access was revoked at GitHub\./);
+    assert.equal(stack.github.revokedGrants.length, revokedBefore + 1);
+
+    // Reconnected through the page as another GitHub login: no service use from before it existed.
+    const empty = await browser.open(`${stack.publicUrl}/connections`);
+    assert.match(textOf(empty.html), /No accounts are connected right now\. Connect an account/);
+    const consent = await browser.submit(empty, { match: /\/connections\/github\/connect$/ });
+    const connected = await completeConnect(browser, consent.url, 'ivy', { githubLogin: 'ivy-second' });
+    assert.equal(connected.status, 200, textOf(connected.html));
+    const after = await browser.open(`${stack.publicUrl}/connections`);
+    assert.match(textOf(after.html), /GitHub @ivy-second/);
+    assert.doesNotMatch(after.html, /Used by services|Issue Bot/);
   });
 
   it('sits behind the Host guard: a foreign Host gets 403 and no exchange', async () => {

@@ -240,17 +240,25 @@ test('message page optional parts', async () => {
 
 test('connections page lists rows, dates, disconnect and connect forms', async () => {
   const html = await render('connections', pages.connections ?? {});
-  assert.match(html, /action="\/connections\/github\/disconnect"/);
-  assert.match(html, /action="\/connections\/gitlab\/disconnect"/);
+  // Disconnect leads to a confirmation page; nothing on this page disconnects in one click.
+  assert.match(html, /href="\/connections\/github\/disconnect"/);
+  assert.match(html, /href="\/connections\/gitlab\/disconnect"/);
+  assert.doesNotMatch(html, /action="\/connections\/[^"]+\/disconnect"/);
   assert.match(html, /Disconnect<span class="visually-hidden"> GitHub &lt;script&gt;/);
-  assert.ok(html.includes(new Date('2025-01-02T03:04:05.000Z').toUTCString()));
+  // Dates: UTC as written by the server (in the title too), for the page's script to show in the reader's zone.
+  assert.ok(
+    html.includes(
+      `<time datetime="2025-01-02T03:04:05.000Z" title="${new Date('2025-01-02T03:04:05.000Z').toUTCString()}" data-local>2025-01-02 03:04 UTC</time>`,
+    ),
+  );
   assert.ok(html.includes(new Date('2025-02-03T04:05:06.000Z').toUTCString()));
   assert.match(html, />never</);
   assert.match(html, /action="\/connections\/bitbucket\/connect"/);
   assert.ok(!html.includes('/connections/github/connect'), 'connected providers are not offered again');
   assert.match(html, /Connect Bitbucket &lt;script&gt;/);
   const empty = await render('connections', minimal.connections ?? {});
-  assert.ok(empty.includes('not connected any accounts'));
+  assert.ok(empty.includes('No accounts are connected right now.'));
+  assert.ok(!empty.includes('not connected any accounts'), 'no "yet": the person may have disconnected one');
   assert.ok(!empty.includes('Connect another account'));
 });
 
@@ -265,9 +273,17 @@ test('templates never use unescaped output except include()', () => {
   for (const f of files) {
     const src = readFileSync(path.join(viewsDir, `${f}.ejs`), 'utf8');
     for (const m of src.matchAll(/<%-(.*?)%>/g)) {
-      assert.match(m[1] ?? '', /^\s*include\('partials\/(head|foot)'\)\s*$/, `${f}.ejs: raw output ${m[0]}`);
+      assert.match(
+        m[1] ?? '',
+        /^\s*include\('partials\/(head|foot|local-time)'(, \{ at: [\w.]+ \})?\)\s*$/,
+        `${f}.ejs: raw output ${m[0]}`,
+      );
     }
-    assert.ok(!/style=|<style|<script/i.test(src), `${f}.ejs: no inline style/script`);
+    assert.ok(!/style=|<style/i.test(src), `${f}.ejs: no inline style`);
+    // A script only as a static file of ours with the response's nonce (never inline).
+    for (const tag of src.matchAll(/<script\b.*?defer>|<script\b(?![^\n]*defer>)/gi))
+      assert.match(tag[0], /^<script src="\/static\/[\w-]+\.js" nonce="<%= scriptNonce %>" defer>$/, `${f}.ejs: ${tag[0]}`);
+    assert.equal((src.match(/<script\b/gi) ?? []).length, (src.match(/ defer><\/script>/g) ?? []).length, `${f}.ejs: no inline script`);
   }
 });
 

@@ -11,6 +11,8 @@ export const M = {
   accountRefused: (problem: string) => `${problem} This account cannot sign in here.`,
   signedOutHereOnly:
     'You are signed out of this service, but not of your identity provider: it offers no sign-out to this service, so its session remains and the next sign-in here may not ask for your password. Sign out at the identity provider itself, or close the browser, if others use this computer. Your connected accounts stay connected.',
+  signedOutSignIn:
+    'You signed out of this service in this browser, so it does not sign you back in by itself. Sign in to continue. Your connected accounts stay connected.',
   signedOutEverywhere:
     'You are signed out of this service and of your identity provider: the next visit asks you to sign in again. Your connected accounts stay connected.',
   // Why /mcp and the token exchange refuse a token (WWW-Authenticate error_description, invalid_grant).

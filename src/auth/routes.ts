@@ -86,8 +86,19 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     res.redirect(303, url.href);
   }
 
+  // After a sign-out here, a page that needs a sign-in lands on "Signed out — sign in" rather than
+  // signing the browser straight back in through an IdP session left running (its "Sign out?"
+  // page abandoned); the person's own click (`again=1`) signs in, and the IdP is asked to ask again.
   router.get('/auth/login', async (req, res) => {
-    await startSignIn(res, safeReturnPath(req.query.returnTo, publicUrl), false);
+    const returnTo = safeReturnPath(req.query.returnTo, publicUrl);
+    const signedOut = sessions.signedOut(req) && !res.locals.session?.principal;
+    if (signedOut && req.query.again !== '1') {
+      renderMessage(res, page, 200, 'Signed out', M.signedOutSignIn, {
+        action: { href: signInAgainHref(returnTo), label: 'Sign in' },
+      });
+      return;
+    }
+    await startSignIn(res, returnTo, signedOut);
   });
 
   // "Sign in as a different user": drop our session and make the IdP ask again.
@@ -171,7 +182,9 @@ export function authRoutes(deps: AuthRouteDeps): Router {
   // one too (RP-initiated logout) where the IdP offers it, and say so truthfully where it does not.
   router.post('/auth/logout', async (req, res) => {
     deps.requireCsrf(req, res);
+    // The broker's session ends first, whatever the IdP's page then does.
     const { idToken } = await sessions.signOut(res);
+    sessions.markSignedOut(res);
     const config = await idp.configuration().catch(() => undefined);
     const endSession = config?.serverMetadata().end_session_endpoint;
     if (config && endSession) {
@@ -186,18 +199,23 @@ export function authRoutes(deps: AuthRouteDeps): Router {
     }
     log.info('signed_out', { identityProvider: config ? 'no_end_session' : 'unreachable' });
     renderMessage(res, page, 200, 'Signed out', M.signedOutHereOnly, {
-      action: { href: '/connections', label: 'Sign in again' },
+      action: { href: signInAgainHref('/connections'), label: 'Sign in again' },
     });
   });
 
   // Where the IdP sends the browser back after its logout (the registered post_logout_redirect_uri).
   router.get('/auth/signed-out', (_req, res) => {
     renderMessage(res, page, 200, 'Signed out', M.signedOutEverywhere, {
-      action: { href: '/connections', label: 'Sign in again' },
+      action: { href: signInAgainHref('/connections'), label: 'Sign in again' },
     });
   });
 
   return router;
+}
+
+/** The sign-in a person asks for after signing out: past the "Signed out" page, back to `returnTo`. */
+function signInAgainHref(returnTo: string): string {
+  return `/auth/login?again=1&returnTo=${encodeURIComponent(returnTo)}`;
 }
 
 function openSignInSecrets(sealer: Sealer, tx: LoginTransaction): { codeVerifier: string; nonce: string } | undefined {

@@ -5,6 +5,8 @@ import type { Store } from '../store/index.js';
 import { principalFromVerifiedClaims, type Principal } from './principal.js';
 
 const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+/** How long "you signed out here" is remembered: the next visit within it asks before signing in. */
+const SIGNED_OUT_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
 function idTokenContext(sessionHash: string) {
   return { issuer: 'sign-in', subject: sessionHash, provider: 'id_token' };
@@ -29,6 +31,8 @@ declare module 'express-serve-static-core' {
  */
 export class Sessions {
   readonly cookie: string;
+  /** Set at sign-out, cleared at sign-in: holds no secret, only "this browser signed out". */
+  readonly signedOutCookie: string;
   readonly #csrfKey: Buffer;
   readonly #idTokenSealer: Sealer;
 
@@ -38,6 +42,7 @@ export class Sessions {
     brokerSecret: Buffer,
   ) {
     this.cookie = cookieName('broker_session', settings);
+    this.signedOutCookie = cookieName('broker_signed_out', settings);
     this.#csrfKey = deriveKey(brokerSecret, 'csrf');
     this.#idTokenSealer = new Sealer([deriveKey(brokerSecret, 'session-id-token')]);
   }
@@ -87,7 +92,22 @@ export class Sessions {
       sealedIdToken: sealed,
     });
     setCookie(res, this.cookie, id, this.settings, SESSION_TTL_MS);
+    clearCookie(res, this.signedOutCookie, this.settings);
     res.locals.session = { idHash, principal };
+  }
+
+  /**
+   * Remembers that this browser signed out, whatever the IdP's own sign-out page then does: the
+   * next page that needs a sign-in shows "Signed out — sign in" instead of signing in silently
+   * through an IdP session the person may have left running.
+   */
+  markSignedOut(res: Response): void {
+    setCookie(res, this.signedOutCookie, '1', this.settings, SIGNED_OUT_TTL_MS);
+  }
+
+  /** Whether this browser signed out here (and has not signed in since). */
+  signedOut(req: Request): boolean {
+    return readCookie(req, this.signedOutCookie) === '1';
   }
 
   /** Ends the session here; returns the sign-in's ID token (if one was kept and still opens) for the IdP's logout. */

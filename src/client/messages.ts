@@ -20,9 +20,9 @@ export const DENIAL_META_KEY = 'mcp-connect-broker/authorization';
 
 export const messages = {
   connect: (p: string, purpose: string) =>
-    `Connect your ${p} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with the connection broker.`,
+    `Connect your ${p} account so I can ${purpose}. Open the link, sign in, and approve; the broker hands the token to this service, never to your assistant.`,
   reconnect: (p: string, purpose: string) =>
-    `${p} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the token stays with the connection broker.`,
+    `${p} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the broker hands the token to this service, never to your assistant.`,
   moreAccess: (p: string, purpose: string, missing: string[]) =>
     `${p} needs to grant more access${missing.length ? ` (${missing.join(', ')})` : ''} so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`,
   linkInResult: (p: string, reason: string, missing: string[], url: string, purpose: string) =>

@@ -4,7 +4,7 @@ import { samePrincipal } from '../auth/principal.js';
 import { randomHandle, sha256Hex, type Sealer } from '../crypto/index.js';
 import { BrokerError } from '../http/errors.js';
 import { renderMessage, renderPage, type PageContext } from '../http/render.js';
-import { allowFormAction } from '../http/security-headers.js';
+import { allowFormAction, allowScriptNonce } from '../http/security-headers.js';
 import type { Logger } from '../log.js';
 import { pkcePair } from '../providers/oauth-client.js';
 import { ProviderError, type Provider, type ProviderAccount, type ProviderTokens } from '../providers/provider.js';
@@ -178,10 +178,14 @@ export function connectRoutes(deps: ConnectRouteDeps): Router & { openLink: Open
       title: `Connect ${provider.displayName}`,
       provider: { id: provider.id, displayName: provider.displayName },
       // A scope the provider's definition does not describe (one an upstream's challenge named) is shown by its raw name, and said to be so.
-      scopes: asked.map((name) => ({
-        name,
-        description: provider.scopes.find((s) => s.name === name)?.description ?? M.undescribedScope(provider.displayName),
-      })),
+      scopes: asked.map((name) => {
+        const known = provider.scopes.find((s) => s.name === name);
+        return {
+          name,
+          description: known?.description ?? M.undescribedScope(provider.displayName),
+          destructive: known?.destructive === true,
+        };
+      }),
       purpose: !existing ? 'connect' : existing.status === 'reauth_required' ? 'reconnect' : 'more_access',
       existingLogin: existing?.account_login,
       // A token exchange's link names the operator's service (from the configuration), not a client's self-chosen name.
@@ -461,6 +465,8 @@ export function connectRoutes(deps: ConnectRouteDeps): Router & { openLink: Open
     const [rows, usage] = await Promise.all([connections.list(viewer), deps.store.serviceUsage.list(viewer)]);
     renderPage(res, page, 'connections', {
       title: 'Connected accounts',
+      // Only this page runs a script (public/local-time.js: dates in the reader's own time zone).
+      scriptNonce: allowScriptNonce(res),
       connections: rows.map((r) => ({
         ...summarizeConnection(r),
         usedBy: usage
@@ -487,11 +493,40 @@ export function connectRoutes(deps: ConnectRouteDeps): Router & { openLink: Open
     res.redirect(303, url.pathname + url.search);
   });
 
+  /** The services that obtained a token through this principal's connection to `provider`, by name. */
+  async function servicesUsing(viewer: Principal, provider: Provider): Promise<string[]> {
+    const usage = await deps.store.serviceUsage.list(viewer);
+    return usage.filter((u) => u.provider === provider.id).map((u) => deps.serviceNames?.get(u.service_id) ?? u.service_id);
+  }
+
+  // Disconnecting revokes at the provider: like the disconnect_account tool, the page asks first
+  // (a page of its own, no script needed), and only the confirming POST (with its CSRF token) acts.
+  router.get('/connections/:provider/disconnect', async (req, res) => {
+    const provider = providerFor(req);
+    const viewer = res.locals.session?.principal;
+    if (!viewer) return res.redirect(303, `/auth/login?returnTo=${encodeURIComponent(req.originalUrl)}`);
+    const existing = await connections.find(viewer, provider.id);
+    if (!existing) {
+      return renderMessage(res, page, 200, `${provider.displayName} is not connected`, M.nothingToDisconnect(provider.displayName), {
+        action: { href: '/connections', label: 'Back to connected accounts' },
+      });
+    }
+    renderPage(res, page, 'disconnect', {
+      title: `Disconnect ${provider.displayName}?`,
+      providerName: provider.displayName,
+      login: existing.account_login,
+      services: await servicesUsing(viewer, provider),
+      formAction: `/connections/${encodeURIComponent(provider.id)}/disconnect`,
+    });
+  });
+
   router.post('/connections/:provider/disconnect', async (req, res) => {
     const provider = providerFor(req);
     deps.requireCsrf(req, res);
     const viewer = res.locals.session?.principal;
     if (!viewer) return res.redirect(303, '/auth/login?returnTo=%2Fconnections');
+    // Not confirmed (an older page's one-click form): show the question rather than act.
+    if (single(req.body?.confirm) !== 'yes') return res.redirect(303, `/connections/${encodeURIComponent(provider.id)}/disconnect`);
     const outcome = await connections.disconnect(viewer, provider);
     log.info('connection_disconnected', { provider: provider.id, revoked: outcome.revoked, via: 'page' });
     const message = !outcome.deleted

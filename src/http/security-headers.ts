@@ -1,3 +1,4 @@
+import { randomHandle } from '../crypto/index.js';
 import helmet from 'helmet';
 import type { RequestHandler, Response } from 'express';
 
@@ -49,4 +50,15 @@ export function allowFormAction(res: Response, origin: string): void {
   const directive = /form-action ([^;]*)/.exec(csp);
   if (!directive || directive[1]!.split(' ').includes(origin)) return;
   res.setHeader('Content-Security-Policy', csp.replace(directive[0], `${directive[0]} ${origin}`));
+}
+
+/**
+ * Lets this response's page run the scripts that carry the nonce returned (a static file of ours,
+ * never an inline one): `script-src 'none'` becomes `script-src 'nonce-…'` for this response only.
+ */
+export function allowScriptNonce(res: Response): string {
+  const nonce = randomHandle(16);
+  const csp = res.getHeader('Content-Security-Policy');
+  if (typeof csp === 'string') res.setHeader('Content-Security-Policy', csp.replace(/script-src [^;]*/, `script-src 'nonce-${nonce}'`));
+  return nonce;
 }

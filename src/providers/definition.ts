@@ -39,8 +39,8 @@ const names = {
 };
 
 const shared = {
-  /** Every scope the provider may be asked for, with words a person can judge. */
-  scopes: z.array(z.object({ name: z.string().min(1), description: z.string().min(1) })).default([]),
+  /** Every scope the provider may be asked for, with words a person can judge; `destructive` ones are flagged on the consent page. */
+  scopes: z.array(z.object({ name: z.string().min(1), description: z.string().min(1), destructive: z.boolean().optional() })).default([]),
   /** What a plain connect asks for; defaults to every scope listed. */
   defaultScopes: z.array(z.string()).optional(),
   /** Broader scopes that include narrower ones: `{ "public_repo": ["repo"] }` means repo grants public_repo. */

@@ -1,4 +1,5 @@
 import type { ProviderDefinitionInput } from './definition.js';
+import { GITHUB_OAUTH_SCOPES } from './github/scopes.js';
 
 export interface PresetContext {
   githubWebUrl: URL;
@@ -24,13 +25,7 @@ export function builtInDefinitions(ctx: PresetContext): ProviderDefinitionInput[
       kind: 'oauth2',
       authorizationEndpoint: join(ctx.githubWebUrl, 'login/oauth/authorize'),
       tokenEndpoint: join(ctx.githubWebUrl, 'login/oauth/access_token'),
-      scopes: githubApp
-        ? []
-        : [
-            { name: 'repo', description: 'Read and write your public and private repositories, including creating issues.' },
-            { name: 'public_repo', description: 'Read and write your public repositories, including creating issues.' },
-            { name: 'read:user', description: 'Read your GitHub profile.' },
-          ],
+      scopes: githubApp ? [] : GITHUB_OAUTH_SCOPES,
       defaultScopes: githubApp ? [] : ['repo'],
       impliedBy: { public_repo: ['repo'], 'read:user': ['user'] },
       scopesApply: !githubApp,

@@ -2,6 +2,8 @@
 export interface ProviderScope {
   name: string;
   description: string;
+  /** Can delete things or take away access for good: flagged (a marker and words) on the consent page. */
+  destructive?: boolean;
 }
 
 /** The upstream account a token belongs to. */

@@ -191,7 +191,16 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       assert.equal(iconResponse.status(), 200, `the icon ${icon} loads`);
       const html = await page.content();
       assert.doesNotMatch(html, GITHUB_TOKEN, 'no GitHub token in the page');
-      assert.doesNotMatch(html, /<script\b|\sstyle=/i, 'no script and no inline style');
+      assert.doesNotMatch(html, /\sstyle=/i, 'no inline style');
+      // No script but /connections' one static file, never inline.
+      const scripts = [...html.matchAll(/<script\b[^>]*>([^<]*)<\/script>/gi)];
+      const allowed = new URL(page.url()).pathname === '/connections' ? 1 : 0;
+      assert.equal((html.match(/<script\b/gi) ?? []).length, scripts.length, 'every script tag is a whole, empty element');
+      assert.ok(scripts.length <= allowed, `${scripts.length} scripts on ${page.url()}`);
+      for (const [tag, body] of scripts) {
+        assert.match(tag, /src="\/static\/local-time\.js"/);
+        assert.equal(body, '', 'no inline script');
+      }
     }
     if (expected.shot) await page.screenshot({ path: join(SHOTS, `${expected.shot}.png`), fullPage: true });
     return text;
@@ -205,7 +214,10 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       const csp = cspDirectives(visit.csp);
       const where = `${visit.status} ${new URL(visit.url).pathname}`;
       assert.equal(csp.get('default-src'), "'none'", `default-src on ${where}`);
-      assert.equal(csp.get('script-src'), "'none'", `script-src on ${where}`);
+      // /connections alone may run its one static script, by this response's nonce.
+      if (new URL(visit.url).pathname === '/connections')
+        assert.match(csp.get('script-src') ?? '', /^'(none|nonce-[A-Za-z0-9_-]{22,})'$/, `script-src on ${where}`);
+      else assert.equal(csp.get('script-src'), "'none'", `script-src on ${where}`);
       assert.equal(csp.get('frame-ancestors'), "'none'", `frame-ancestors on ${where}`);
       assert.equal(csp.get('style-src'), "'self'", `style-src on ${where}`);
       assert.doesNotMatch(visit.url, GITHUB_TOKEN, 'no token in any URL');
@@ -413,7 +425,8 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     await page.goto(`${stack.publicUrl}/connections`);
     await signInAtIdp(tab, 'frank', at(broker, '/connections'));
     const empty = await checkPage(tab, { status: 200, heading: 'Connected accounts' });
-    assert.match(empty, /You have not connected any accounts yet\./);
+    assert.match(empty, /No accounts are connected right now\./);
+    assert.equal(await page.getByRole('heading', { name: 'Connect an account' }).count(), 1, 'not "another" when there is none');
 
     // Connect from the page itself: it makes a link for the signed-in user and sends the browser there.
     await clickTo(tab, page.getByRole('button', { name: 'Connect GitHub', exact: true }), consentPage);
@@ -429,8 +442,22 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
     assert.match(squash(await card.innerText()), /Permissions/);
     assert.equal(await page.getByRole('button', { name: 'Connect GitHub', exact: true }).count(), 0, 'no "Connect GitHub" while connected');
 
+    // Dates in the reader's own locale and time zone (the page's one static script, allowed by its nonce); UTC in the title.
+    const connectedAt = card.locator('time').first();
+    assert.match((await connectedAt.getAttribute('title')) ?? '', /GMT$/);
+    assert.doesNotMatch(await connectedAt.innerText(), /UTC$/, "formatted in the browser, not the server's UTC fallback");
+
+    // Disconnect asks first, saying what will happen; nothing is revoked until the person confirms.
     const grantsBefore = stack.github.revokedGrants.length;
-    await clickTo(tab, card.getByRole('button', { name: 'Disconnect GitHub' }), at(broker, '/connections/github/disconnect'));
+    await clickTo(tab, card.getByRole('link', { name: 'Disconnect GitHub' }), at(broker, '/connections/github/disconnect'));
+    const question = await checkPage(tab, { status: 200, heading: 'Disconnect GitHub @octocat?', shot: 'disconnect-confirm' });
+    assert.match(question, /asks GitHub to revoke the access you granted/);
+    assert.equal(stack.github.revokedGrants.length, grantsBefore, 'nothing revoked by showing the question');
+    // The answer comes back at the same address (the POST): wait for that document, not for a new URL.
+    const answered = page.waitForResponse((r) => r.request().isNavigationRequest() && r.request().method() === 'POST');
+    await page.getByRole('button', { name: 'Disconnect and revoke access' }).click();
+    assert.equal((await answered).status(), 200);
+    await page.waitForLoadState('load');
     const gone = await checkPage(tab, { status: 200, heading: 'GitHub disconnected', shot: 'disconnected' });
     assert.match(gone, /Your GitHub account is disconnected and the access was revoked at GitHub\./);
     assert.deepEqual(stack.github.revokedGrants.slice(grantsBefore), [{ clientId: stack.github.clientId, login: 'octocat' }]);
@@ -438,7 +465,7 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
 
     await clickTo(tab, page.getByRole('link', { name: 'Back to connected accounts' }), at(broker, '/connections'));
     const after = await checkPage(tab, { status: 200, heading: 'Connected accounts' });
-    assert.match(after, /You have not connected any accounts yet\./);
+    assert.match(after, /No accounts are connected right now\./);
     assertCleanVisits(tab);
   });
 

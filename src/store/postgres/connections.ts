@@ -9,8 +9,14 @@ export class PgConnectionRepository implements ConnectionRepository {
   constructor(private readonly q: Queryable) {}
 
   async save(row: NewConnection): Promise<void> {
+    // One statement (its parts see one snapshot): a connection replaced by another upstream account
+    // starts without the old one's service usage.
     await this.q.query(
-      `INSERT INTO connections (issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at)
+      `WITH cleared AS (
+         DELETE FROM connection_service_usage WHERE issuer = $1 AND subject = $2 AND provider = $3
+         AND EXISTS (SELECT 1 FROM connections c WHERE c.issuer = $1 AND c.subject = $2 AND c.provider = $3 AND c.account_id <> $4)
+       )
+       INSERT INTO connections (issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
        ON CONFLICT (issuer, subject, provider) DO UPDATE SET
          account_id = excluded.account_id, account_login = excluded.account_login, scopes = excluded.scopes,
@@ -107,11 +113,12 @@ export class PgConnectionRepository implements ConnectionRepository {
   }
 
   async delete(owner: Owner, provider: string): Promise<boolean> {
-    const r = await this.q.query('DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3', [
-      owner.issuer,
-      owner.subject,
-      provider,
-    ]);
+    // The services' usage goes with the connection, in the same statement: a later connection never inherits it.
+    const r = await this.q.query(
+      `WITH usage AS (DELETE FROM connection_service_usage WHERE issuer = $1 AND subject = $2 AND provider = $3)
+       DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3`,
+      [owner.issuer, owner.subject, provider],
+    );
     return r.rowCount === 1;
   }
 }

@@ -20,7 +20,8 @@ export class PgServiceUsageRepository implements ServiceUsageRepository {
 
   async touch(owner: Owner, provider: string, serviceId: string, at = Date.now()): Promise<void> {
     await this.q.query(
-      `INSERT INTO connection_service_usage (issuer, subject, provider, service_id, last_used_at) VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO connection_service_usage (issuer, subject, provider, service_id, last_used_at)
+       SELECT issuer, subject, provider, $4::text, $5::bigint FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
        ON CONFLICT (issuer, subject, provider, service_id) DO UPDATE SET last_used_at = GREATEST(connection_service_usage.last_used_at, excluded.last_used_at)`,
       [owner.issuer, owner.subject, provider, serviceId, at],
     );

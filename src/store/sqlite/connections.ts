@@ -19,18 +19,27 @@ export class SqliteConnectionRepository implements ConnectionRepository {
 
   save(row: NewConnection): Promise<void> {
     const now = Date.now();
-    return this.gate.run(() => {
-      this.db
-        .prepare(
-          `INSERT INTO connections (issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at)
-           VALUES (@issuer, @subject, @provider, @account_id, @account_login, @scopes, @key_id, @sealed_tokens, @now, @now)
-           ON CONFLICT (issuer, subject, provider) DO UPDATE SET
-             account_id = excluded.account_id, account_login = excluded.account_login, scopes = excluded.scopes,
-             key_id = excluded.key_id, sealed_tokens = excluded.sealed_tokens, updated_at = excluded.updated_at,
-             status = 'active', status_reason = NULL`,
-        )
-        .run({ ...row, now });
-    });
+    return this.gate.run(() =>
+      this.db.transaction(() => {
+        // A connection replaced by another upstream account starts without the old one's service usage.
+        this.db
+          .prepare(
+            `DELETE FROM connection_service_usage WHERE issuer = ? AND subject = ? AND provider = ?
+             AND EXISTS (SELECT 1 FROM connections c WHERE c.issuer = ? AND c.subject = ? AND c.provider = ? AND c.account_id != ?)`,
+          )
+          .run(row.issuer, row.subject, row.provider, row.issuer, row.subject, row.provider, row.account_id);
+        this.db
+          .prepare(
+            `INSERT INTO connections (issuer, subject, provider, account_id, account_login, scopes, key_id, sealed_tokens, created_at, updated_at)
+             VALUES (@issuer, @subject, @provider, @account_id, @account_login, @scopes, @key_id, @sealed_tokens, @now, @now)
+             ON CONFLICT (issuer, subject, provider) DO UPDATE SET
+               account_id = excluded.account_id, account_login = excluded.account_login, scopes = excluded.scopes,
+               key_id = excluded.key_id, sealed_tokens = excluded.sealed_tokens, updated_at = excluded.updated_at,
+               status = 'active', status_reason = NULL`,
+          )
+          .run({ ...row, now });
+      })(),
+    );
   }
 
   find(owner: Owner, provider: string): Promise<ConnectionRow | undefined> {
@@ -113,11 +122,18 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   }
 
   delete(owner: Owner, provider: string): Promise<boolean> {
-    return this.gate.run(
-      () =>
+    // The services' usage goes with the connection, in the same transaction: a later connection never inherits it.
+    return this.gate.run(() =>
+      this.db.transaction(() => {
         this.db
-          .prepare('DELETE FROM connections WHERE issuer = ? AND subject = ? AND provider = ?')
-          .run(owner.issuer, owner.subject, provider).changes === 1,
+          .prepare('DELETE FROM connection_service_usage WHERE issuer = ? AND subject = ? AND provider = ?')
+          .run(owner.issuer, owner.subject, provider);
+        return (
+          this.db
+            .prepare('DELETE FROM connections WHERE issuer = ? AND subject = ? AND provider = ?')
+            .run(owner.issuer, owner.subject, provider).changes === 1
+        );
+      })(),
     );
   }
 }

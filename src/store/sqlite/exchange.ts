@@ -30,13 +30,14 @@ export class SqliteServiceUsageRepository implements ServiceUsageRepository {
     private readonly gate: Runner,
   ) {
     this.#touch = db.prepare(
-      `INSERT INTO connection_service_usage (issuer, subject, provider, service_id, last_used_at) VALUES (?, ?, ?, ?, ?)
+      `INSERT INTO connection_service_usage (issuer, subject, provider, service_id, last_used_at)
+       SELECT issuer, subject, provider, ?, ? FROM connections WHERE issuer = ? AND subject = ? AND provider = ?
        ON CONFLICT (issuer, subject, provider, service_id) DO UPDATE SET last_used_at = max(last_used_at, excluded.last_used_at)`,
     );
   }
 
   touch(owner: Owner, provider: string, serviceId: string, at = Date.now()): Promise<void> {
-    return this.gate.run(() => void this.#touch.run(owner.issuer, owner.subject, provider, serviceId, at));
+    return this.gate.run(() => void this.#touch.run(serviceId, at, owner.issuer, owner.subject, provider));
   }
 
   list(owner: Owner): Promise<ServiceUsageRow[]> {
