@@ -225,7 +225,11 @@ describe('/metrics', () => {
       d.delete(key);
       return n;
     };
-    assert.equal(take('broker_mcp_tool_calls_total', { tool: 'github_whoami', outcome: 'input_required' }), 3, 'alice, bob and carol were asked');
+    assert.equal(
+      take('broker_mcp_tool_calls_total', { tool: 'github_whoami', outcome: 'input_required' }),
+      3,
+      'alice, bob and carol were asked',
+    );
     assert.equal(take('broker_mcp_tool_calls_total', { tool: 'github_whoami', outcome: 'complete' }), 2, "alice's repeat and dave");
     assert.equal(take('broker_mcp_tool_calls_total', { tool: 'github_whoami', outcome: 'declined' }), 1, "bob's repeat");
     assert.equal(take('broker_mcp_tool_calls_total', { tool: 'github_whoami', outcome: 'error' }), 0, 'no error');

@@ -78,7 +78,11 @@ describe('sign-out at an IdP with RP-initiated logout', () => {
     assert.equal(next.status, 200);
     assert.match(textOf(next.html), /Signed out You signed out of this service in this browser/, next.trail.join(' -> '));
     const signIn = await browser.open(new URL(parseLink(next.html, 'Sign in'), stack.publicUrl).href);
-    assert.equal(new URL(signIn.url).origin, stack.idp.issuer, `sent to the IdP, not signed straight back in: ${signIn.trail.join(' -> ')}`);
+    assert.equal(
+      new URL(signIn.url).origin,
+      stack.idp.issuer,
+      `sent to the IdP, not signed straight back in: ${signIn.trail.join(' -> ')}`,
+    );
     assert.match(signIn.html, /Development sign-in/);
     assert.doesNotMatch(stack.logs.join('\n'), /eyJ[A-Za-z0-9_-]{20,}\./, 'no token in the logs');
   });
@@ -92,7 +96,10 @@ describe('sign-out at an IdP with RP-initiated logout', () => {
     const next = await browser.open(`${stack.publicUrl}/connections`);
     assert.equal(next.status, 200);
     assert.equal(new URL(next.url).origin, stack.publicUrl, `not sent anywhere: ${next.trail.join(' -> ')}`);
-    assert.match(textOf(next.html), /Signed out You signed out of this service in this browser, so it does not sign you back in by itself\./);
+    assert.match(
+      textOf(next.html),
+      /Signed out You signed out of this service in this browser, so it does not sign you back in by itself\./,
+    );
     assert.doesNotMatch(next.html, /Signed in as/);
     // A connect link opened now asks the same way (its return path kept).
     const link = await browser.open(`${stack.publicUrl}/connect/github?req=whatever`);
