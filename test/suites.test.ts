@@ -6,6 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { shardOf } from './support/quick-shard.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const TEST = join(ROOT, 'test');
@@ -94,8 +95,25 @@ describe('the quick suites (test/*.test.ts)', () => {
 
   it('are exactly what npm run test:quick runs, with TEST_QUICK=1; npm test runs them and test/system/', () => {
     const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-    assert.match(scripts['test:quick']!, /^TEST_QUICK=1 node --import tsx --test .*\btest\/\*\.test\.ts$/);
-    assert.match(scripts.test!, /^npm run typecheck && node --import tsx --test .*\btest\/\*\.test\.ts test\/system\/\*\.test\.ts$/);
+    assert.match(scripts['test:quick']!, /^TEST_QUICK=1 node --import tsx --test .*\btest\/quick\/\*\.ts$/);
+    assert.match(scripts.test!, /^npm run typecheck && node --import tsx --test .*\btest\/quick\/\*\.ts test\/system\/\*\.test\.ts$/);
+    // Both commands start the shards in test/quick/ (support/quick-shard.ts): shard i of n each, every
+    // one of 1..n there, and between them every quick suite exactly once.
+    const shards = readdirSync(join(TEST, 'quick')).sort();
+    const count = shards.length;
+    assert.ok(count >= 1, 'test/quick/ holds the shards');
+    shards.forEach((name, i) => {
+      assert.equal(name, `${i + 1}.ts`, 'test/quick/ holds only the shards 1.ts … n.ts');
+      const text = readFileSync(join(TEST, 'quick', name), 'utf8');
+      assert.equal([...text.matchAll(/\brunShard\(/g)].length, 1, `test/quick/${name} runs one shard`);
+      assert.match(
+        text,
+        new RegExp(`^await runShard\\(${i + 1}, ${count}\\);$`, 'm'),
+        `test/quick/${name} runs shard ${i + 1} of ${count}`,
+      );
+    });
+    const sharded = Array.from({ length: count }, (_, i) => shardOf(i + 1, count)).flat();
+    assert.deepEqual([...sharded].sort(), quickSuites().sort(), 'every quick suite in exactly one shard');
     const nested = readdirSync(TEST, { recursive: true, withFileTypes: true })
       .filter((e) => e.isFile() && e.name.endsWith('.test.ts'))
       .map((e) => join(e.parentPath, e.name).slice(TEST.length + 1))
