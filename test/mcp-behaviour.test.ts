@@ -277,6 +277,13 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
           assert.equal(link.pathname, '/connect/github');
           assert.ok(resultText(first).includes(`Open this link to connect GitHub (access asked: `), resultText(first));
           assert.ok(resultText(first).includes(data.connect_url), 'the text carries the same link');
+          const { user_code: code, verification_uri: activate } = first.structuredContent as {
+            user_code: string;
+            verification_uri: string;
+          };
+          assert.match(code, /^[2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4}$/);
+          assert.equal(activate, `${stack.publicUrl}/activate`);
+          assert.ok(resultText(first).includes(`open ${activate} and enter the code ${code}`), 'the short form beside the link');
           assert.deepEqual((first._meta as Record<string, unknown>)['mcp-connect-broker/authorization'], {
             reason: 'not_connected',
             authorizationContextId: (first._meta as Record<string, { authorizationContextId: string }>)['mcp-connect-broker/authorization']!
@@ -287,6 +294,7 @@ describe('MCP tools of the broker (2026-07-28 and 2025-11-25 clients)', () => {
           // A repeat before the person finished: held (bounded), then the same link, not a new one.
           const again = await call();
           assert.equal((again.structuredContent as { connect_url: string }).connect_url, data.connect_url);
+          assert.equal((again.structuredContent as { user_code: string }).user_code, code, 'and the same code');
 
           const page = await completeConnect(new Browser(), data.connect_url, sub, { githubLogin });
           assert.match(textOf(page.html), new RegExp(`Connected as @${githubLogin}`));

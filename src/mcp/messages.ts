@@ -14,6 +14,7 @@ export const M = {
   declinedLink: (provider: string) => `${provider} was not connected (you chose not to open the link), so nothing was done.`,
   linkInResult: (provider: string, state: string, scopes: string[], url: string, purpose: string) =>
     `${provider} ${state}, so I cannot ${purpose} yet. Open this link to connect ${provider}${scopes.length ? ` (access asked: ${scopes.join(', ')})` : ''}: ${url} ; then ask me again. The link works only for the person who asked, once, and expires soon.`,
+  otherDevice: (activateUrl: string, code: string) => ` On another device, open ${activateUrl} and enter the code ${code}.`,
   stateNotConnected: 'is not connected for your account',
   stateReconnect: 'needs to be reconnected',
   stateMoreAccess: 'needs to grant more access',

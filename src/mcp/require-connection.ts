@@ -115,18 +115,23 @@ export async function requireConnection(need: ConnectionNeed): Promise<Connectio
 
   pending ??= await deps.links.create(principal, provider.id, call.clientName, provider.scopesApply ? scopes : undefined, purpose);
   const url = deps.links.url(pending);
+  const code = deps.links.activationCode(pending);
+  const otherDevice = M.otherDevice(deps.links.activateUrl(), code);
   // No URL elicitation to carry it: the link itself goes in the result. It is bound to this
   // principal, single-use and short-lived, so the model may see it; a plain repeat before the
   // person finishes finds the same flow and answers the same link.
   if (linkInResult) {
     const state = usable.kind === 'none' ? M.stateNotConnected : usable.kind === 'reauth_required' ? M.stateReconnect : M.stateMoreAccess;
     const missing = usable.kind === 'ok' ? scopes : [];
-    const result = nothingDone(M.linkInResult(provider.displayName, state, provider.scopesApply ? scopes : [], url, purpose), {
+    const text = M.linkInResult(provider.displayName, state, provider.scopesApply ? scopes : [], url, purpose) + otherDevice;
+    const result = nothingDone(text, {
       status: 'not_connected',
       reason: resolution.reason,
       provider: provider.id,
       connect_url: url,
       missing_scopes: missing,
+      user_code: code,
+      verification_uri: deps.links.activateUrl(),
     });
     return {
       ok: false,
@@ -146,6 +151,7 @@ export async function requireConnection(need: ConnectionNeed): Promise<Connectio
   } else {
     message = M.askConnect(provider.displayName, purpose);
   }
+  message += otherDevice;
   if (call.era === 'legacy') throw new UrlElicitationRequiredError([{ mode: 'url', message, url, elicitationId: pending.id }], message);
   return {
     ok: false,

@@ -27,6 +27,9 @@ export const CONNECT_LINK_OUTPUT = {
   provider: z.string().optional(),
   connect_url: z.string().optional(),
   missing_scopes: z.array(z.string()).optional(),
+  /** The link's short form for another device (RFC 8628's names): open `verification_uri`, type `user_code`. */
+  user_code: z.string().optional(),
+  verification_uri: z.string().optional(),
 };
 
 /** A normal result that reports nothing was done (declines and cancels are not errors). */
