@@ -9,13 +9,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import { ACTIVATE_TRIES, ACTIVATE_WINDOW_MS, INVALID_CODE } from '../src/connect/activate.js';
 import { ACTIVATION_ALPHABET, ACTIVATION_CODE_LENGTH, ConnectLinks, normalizeActivationCode } from '../src/connections/links.js';
 import { openSqliteStore } from '../src/store/index.js';
 import { Browser, formSubmission, textOf, type Page } from './support/browser.js';
 import { envelope, rawCall } from './support/mcp.js';
+import { writeDb } from './support/seed.js';
 import type { Stack } from './support/stack.js';
 import { useStack } from './support/suite.js';
 
@@ -151,16 +152,6 @@ describe('/activate through the stack', () => {
     return browser.open(action, { method: 'POST', body, headers: { 'x-forwarded-for': from, ...headers } });
   }
 
-  function writeDb(sql: string, ...params: unknown[]): number {
-    const db = new Database(stack.env.DATABASE_PATH!, { fileMustExist: true });
-    try {
-      db.pragma('busy_timeout = 5000');
-      return db.prepare(sql).run(...params).changes;
-    } finally {
-      db.close();
-    }
-  }
-
   it('sends an anonymous browser to sign in and back; the form has one labelled input and a button', async () => {
     const browser = new Browser();
     const first = await browser.request(`${stack.publicUrl}/activate`);
@@ -243,7 +234,7 @@ describe('/activate through the stack', () => {
       answers.push(text);
     };
     const expired = await askForLink(stack, 'act-nina');
-    assert.equal(writeDb('UPDATE pending_connections SET expires_at = ? WHERE id = ?', Date.now() - 1000, expired.pending.id), 1);
+    assert.equal(writeDb(stack, 'UPDATE pending_connections SET expires_at = ? WHERE id = ?', Date.now() - 1000, expired.pending.id), 1);
     await neutral(expired.code, 'expired');
     const used = await askForLink(stack, 'act-nina', 'Other client');
     assert.equal((await tryCode(browser, await activatePage(browser, 'act-nina'), used.code, from)).status, 200);

@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import { writeDb } from './support/seed.js';
 import { generateKeyPair, SignJWT } from 'jose';
 import { Browser, formSubmission, parseForms, textOf, type FormChoice, type Page } from './support/browser.js';
 import type { GitHubStandIn } from './support/github-standin.js';
@@ -135,16 +136,6 @@ function readDb<T>(stack: Stack, fn: (db: Database.Database) => T): T {
   const db = new Database(stack.env.DATABASE_PATH!, { readonly: true, fileMustExist: true });
   try {
     return fn(db);
-  } finally {
-    db.close();
-  }
-}
-
-function writeDb(stack: Stack, sql: string, ...params: unknown[]): number {
-  const db = new Database(stack.env.DATABASE_PATH!, { fileMustExist: true });
-  try {
-    db.pragma('busy_timeout = 5000');
-    return db.prepare(sql).run(...params).changes;
   } finally {
     db.close();
   }

@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { loadConfig } from '../../src/config/env.js';
 import { ConnectionService } from '../../src/connections/index.js';
@@ -58,4 +59,15 @@ export async function seedGitHubConnection(
     { accessToken: issued.accessToken, tokenType: 'bearer', scopes: scopes ?? ['repo'] },
   );
   return issued;
+}
+
+/** Runs one write on the stack's SQLite file behind the broker's back (a row aged, a row moved), and returns how many rows changed. */
+export function writeDb(stack: { env: Record<string, string | undefined> }, sql: string, ...params: unknown[]): number {
+  const db = new Database(stack.env.DATABASE_PATH!, { fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 5000');
+    return db.prepare(sql).run(...params).changes;
+  } finally {
+    db.close();
+  }
 }
