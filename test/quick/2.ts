@@ -1,4 +1,4 @@
-// Shard 2 of 2 of the quick suites (test/support/quick-shard.ts says why they share a process).
+// Shard 2 of 4 of the quick suites (test/support/quick-shard.ts says why they share a process).
 import { runShard } from '../support/quick-shard.js';
 
-await runShard(2, 2);
+await runShard(2, 4);

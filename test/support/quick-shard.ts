@@ -1,7 +1,7 @@
-// The quick suites (test/*.test.ts) run in two processes instead of one process each: a process
+// The quick suites (test/*.test.ts) run in four processes instead of one process each: a process
 // loads the TypeScript loader, the broker and its libraries once, which costs about 3 s of CPU a
 // suite otherwise (most of the old `npm run test:quick`). `npm run test:quick` and `npm test` start
-// `test/quick/1.ts` and `test/quick/2.ts`; each imports its share of the suites, whose `describe`s
+// `test/quick/1.ts` … `4.ts`; each imports its share of the suites, whose `describe`s
 // register on that process's root test and run one after another, as they would alone.
 // `node --import tsx --test test/<name>.test.ts` still runs one suite in a process of its own.
 //
@@ -24,7 +24,7 @@ export const quickSuites = (): string[] =>
 
 /**
  * The suites of shard `index` (1-based) of `count`: the largest first, each to the shard with the
- * least so far (sizes stand in for cost), so both halves take about as long. Every suite is in
+ * least so far (sizes stand in for cost), so the shards take about as long. Every suite is in
  * exactly one shard, whatever the count.
  */
 export function shardOf(index: number, count: number): string[] {
