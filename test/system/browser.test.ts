@@ -591,7 +591,7 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
       assert.equal(tab.page.url(), link, 'back on the very link');
     });
 
-    it('signs out for real: the IdP asks to confirm, the broker says so, and the next visit shows the sign-in page again', async () => {
+    it('signs out for real: the IdP asks to confirm, the broker says so, and the next visit asks to sign in (never silently)', async () => {
       const tab = await openTab();
       const { page } = tab;
       await page.goto(`${devBroker()}/connections`);
@@ -608,8 +608,12 @@ describe('the pages in a real browser (headless Chromium)', { skip: existsSync(C
         'the ID token travels only to the IdP logout endpoint',
       );
 
+      // The next visit says "Signed out" with a Sign in button, instead of signing in silently.
       await page.goto(`${devBroker()}/connections`);
-      assert.ok(atDevIdpSignIn(new URL(page.url())), `the next visit asks to sign in again, not an automatic sign-in: ${page.url()}`);
+      assert.equal(new URL(page.url()).pathname, '/auth/login', `the broker asks first: ${page.url()}`);
+      const asked = await checkPage(tab, { status: 200, heading: 'Signed out' });
+      assert.doesNotMatch(asked, /Signed in as/);
+      await clickTo(tab, page.getByRole('link', { name: 'Sign in' }), atDevIdpSignIn);
       await checkPage(tab, { status: 200, heading: 'Development sign-in' });
     });
   });
