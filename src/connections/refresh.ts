@@ -6,6 +6,7 @@ import { ProviderError, type Provider, type ProviderTokens } from '../providers/
 import { StoreUnavailableError, type AuditEvent, type ConnectionRow, type Store } from '../store/index.js';
 import { metrics } from '../observability/metrics.js';
 import { changeWithEvent, noEvents, type EventSink } from '../events/index.js';
+import { scopeList } from '../providers/scopes.js';
 
 export interface OpenConnection {
   row: ConnectionRow;
@@ -214,7 +215,7 @@ export class TokenRefresher {
           subject: owner.subject,
           provider: provider.id,
           login: latest.row.account_login,
-          scopes: write.scopes.split(' ').filter(Boolean),
+          scopes: scopeList(write.scopes),
         });
       return replaced;
     });

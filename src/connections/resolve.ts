@@ -7,6 +7,7 @@ import type { CompletionWatcher } from './completion-watcher.js';
 import type { OpenConnection, Usable } from './refresh.js';
 import { metrics } from '../observability/metrics.js';
 import { failureReason } from './failure-reasons.js';
+import { scopeList } from '../providers/scopes.js';
 
 /** Why a usable token cannot be handed out: what the connect link will fix. */
 export type AskReason = 'not_connected' | 'reauth_required' | 'insufficient_scope';
@@ -61,7 +62,7 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
   const { principal, provider, requiredScopes } = req;
   const check = async (): Promise<{ usable: Usable; missing: string[] }> => {
     const usable = await deps.connections.usable(principal, provider);
-    const granted = usable.kind === 'ok' ? usable.connection.row.scopes.split(' ').filter(Boolean) : [];
+    const granted = usable.kind === 'ok' ? scopeList(usable.connection.row.scopes) : [];
     return { usable, missing: usable.kind === 'ok' ? provider.missingScopes(granted, requiredScopes) : [] };
   };
   let { usable, missing } = await check();
@@ -100,7 +101,7 @@ export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest):
   if (usable.kind === 'ok') return { kind: 'ask', reason: 'insufficient_scope', scopes: missing, usable, ...(pending ? { pending } : {}) };
   const scopes =
     usable.kind === 'reauth_required'
-      ? union(req.baseScopes, usable.row.scopes.split(' '), requiredScopes)
+      ? union(req.baseScopes, scopeList(usable.row.scopes), requiredScopes)
       : union(req.baseScopes, requiredScopes);
   return {
     kind: 'ask',

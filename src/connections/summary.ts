@@ -1,4 +1,5 @@
 import type { ConnectionRow } from '../store/index.js';
+import { scopeList } from '../providers/scopes.js';
 
 /** A connection as people and models see it (no tokens): the `/connections` page and `list_connections`. */
 export interface ConnectionSummary {
@@ -14,7 +15,7 @@ export function summarizeConnection(row: ConnectionRow): ConnectionSummary {
   return {
     provider: row.provider,
     login: row.account_login,
-    scopes: row.scopes.split(' ').filter(Boolean),
+    scopes: scopeList(row.scopes),
     connectedAt: new Date(row.created_at).toISOString(),
     lastUsedAt: row.last_used_at ? new Date(row.last_used_at).toISOString() : null,
     status: row.status,

@@ -11,6 +11,7 @@ import { allowedByFilters, CONNECT_TOOL } from './names.js';
 import type { UpstreamClient, UpstreamOutcome } from './upstream-client.js';
 import { listingOverBounds, MAX_UPSTREAM_TOOLS, tooDeep } from './bounds.js';
 import { backgroundFailure } from '../observability/process-guards.js';
+import { scopeList } from '../providers/scopes.js';
 
 /** A tool definition as an upstream lists it: passed on as is, only renamed. */
 export type ToolDefinition = Record<string, unknown> & { name: string };
@@ -187,7 +188,7 @@ export class Catalog {
     try {
       const usable = await this.options.connections.usable(principal, provider);
       if (usable.kind !== 'ok') return null;
-      const granted = usable.connection.row.scopes.split(' ').filter(Boolean);
+      const granted = scopeList(usable.connection.row.scopes);
       if (provider.missingScopes(granted, upstream.scopes).length > 0) return null;
       return usable.connection.tokens.accessToken;
     } catch (err) {

@@ -2,6 +2,7 @@ import { requireConnection, toolError, type ConnectionGate, type ConnectionNeed 
 import type { Provider } from '../../providers/provider.js';
 import { M } from './messages.js';
 import { bearerChallenge } from '../../providers/www-authenticate.js';
+import { scopeList } from '../../providers/scopes.js';
 
 export { bearerChallenge, parseChallenges, type BearerChallenge, type Challenge } from '../../providers/www-authenticate.js';
 
@@ -55,7 +56,7 @@ export async function scopeChallengeGate(
   const nothing: ConnectionGate = { ok: false, result: toolError(M.insufficientScopeNamedNothing(upstream)) };
   // Only what the challenge names decides whether the user can fix it (the base scopes were checked before the call).
   const row = await deps.connections.find(need.call.principal, provider.id);
-  const granted = row?.status === 'active' ? row.scopes.split(' ').filter(Boolean) : [];
+  const granted = row?.status === 'active' ? scopeList(row.scopes) : [];
   if (row?.status === 'active' && scopesToAskFor(provider, granted, [], challenged).length === 0) return nothing;
   const gate = await requireConnection({ ...need, scopes: [...new Set([...(need.scopes ?? []), ...challenged])] });
   return gate.ok ? nothing : gate;

@@ -6,6 +6,7 @@ import { withConnection } from '../require-connection.js';
 import { CONNECT_LINK_OUTPUT, sandboxNote } from '../results.js';
 import { T } from '../messages.js';
 import { providerInput } from './inputs.js';
+import { scopeList } from '../../providers/scopes.js';
 
 const outputSchema = z.object({
   ...CONNECT_LINK_OUTPUT,
@@ -32,7 +33,7 @@ export function registerConnectAccount(server: McpServer, deps: ToolDeps, call: 
       return withConnection(
         { ctx, call, deps, provider, purpose: `use your ${provider.displayName} account`, tool: 'connect_account' },
         async (connection) => {
-          const scopes = connection.row.scopes.split(' ').filter(Boolean);
+          const scopes = scopeList(connection.row.scopes);
           return {
             content: [
               {
