@@ -25,7 +25,7 @@ export interface RequestLogOptions {
   /**
    * Requests served outside the log context, which then pass `requestIdOf(res)` along themselves.
    * The context is an AsyncLocalStorage, whose promise hooks cost an MCP request ~13 % of its CPU
-   * (bench: list_connections at c=16; see bench/README.md on call-scope.ts): /mcp goes without.
+   * (bench: list_connections at c=16; see bench/README.md on call-scope.ts, now src/mcp/call.ts): /mcp goes without.
    */
   outsideContext?: (req: Request) => boolean;
 }
