@@ -105,7 +105,13 @@ export type AuditEvent =
   | 'token_exchanged'
   | 'token_exchange_refused'
   /** A tools/call forwarded to an upstream MCP server: `provider` is the upstream id, `detail` the tool, outcome and duration. */
-  | 'upstream_call';
+  | 'upstream_call'
+  /** A policy decision other than a plain allow: `detail` names the rule, the effect and the tool. */
+  | 'policy_decision'
+  /** An approval asked for, decided (once per approver), and used by the call it was bound to. */
+  | 'approval_requested'
+  | 'approval_decided'
+  | 'approval_used';
 
 export interface AuditRow {
   id: number;
