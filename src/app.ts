@@ -9,6 +9,7 @@ import type { IdentityProviderHealth } from './auth/idp-health.js';
 import type { OidcClient } from './auth/oidc-client.js';
 import { connectRoutes, type ConnectRouteDeps } from './connect/routes.js';
 import { activateRoutes } from './connect/activate.js';
+import { tokenRecipientsOf } from './connect/token-recipients.js';
 import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from './crypto/index.js';
@@ -204,6 +205,7 @@ export function createApp(deps: AppDeps): express.Express {
     requireCsrf,
     verifierSealer,
     serviceNames: new Map(config.services.map((s) => [s.id, s.displayName])),
+    tokenRecipients: tokenRecipientsOf(config),
     limits: { connect: limits.connect, callback: limits.callback, connectStart: limits.connectStart },
   });
   app.use(connect);

@@ -11,6 +11,8 @@ import { connectGitHub, providersFile } from './support/gateway.js';
 import { startHostileUpstream, type HostileRequest } from './support/hostile-upstream.js';
 import { closing, envelope, rawCall, resultText } from './support/mcp.js';
 import { readConnection } from './support/seed.js';
+import { Browser } from './support/browser.js';
+import { signIn } from './support/stack.js';
 import { clientAs, useStack, useSuite } from './support/suite.js';
 
 /** How long a test waits for an answer the broker owes: far below the client's own 60 s. */
@@ -196,6 +198,13 @@ describe('tokens and users: one upstream cannot break a connection, widen it, sh
       const ask = r.json.result.inputRequests.connect_account.params;
       assert.match(ask.url, /\/connect\/github\?req=/);
       assert.match(ask.message, /read:user/);
+      // The consent page says the token goes to the upstreams that use GitHub connections, not that it stays here.
+      const browser = new Browser();
+      await signIn(browser, stack, 'hal');
+      const consent = await browser.open(ask.url);
+      const text = consent.html.replace(/<[^>]+>/g, '').replace(/\s+/g, ' ');
+      assert.match(text, /This server sends it to: flaky, when you use its tools scoped, when you use its tools personal/);
+      assert.doesNotMatch(text, /stays on this server/);
     });
   });
 

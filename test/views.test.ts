@@ -207,6 +207,30 @@ test('consent page says why a tool asked, escaped and isolated, and nothing of t
   assert.match(fromPage, /You asked to connect your GitHub/);
 });
 
+test('consent page names every server and service the configuration sends the token to, escaped', async () => {
+  const html = await render('consent', {
+    ...pages.consent,
+    recipients: { upstreams: [`GitHub MCP ${HOSTILE}`], services: ['Issue Bot', 'Release Bot'] },
+    serviceName: 'Issue Bot',
+  });
+  const text = html.replace(/<[^>]+>/g, '').replace(/\s+/g, ' ');
+  assert.match(text, /handed to Issue Bot whenever it acts for you: that service receives it, your AI assistant never does\./);
+  assert.match(
+    text,
+    /This server also sends it to: GitHub MCP &lt;script&gt;alert\(1\)&lt;\/script&gt;, when you use its tools Release Bot, when it acts for you/,
+  );
+  // The asking service has its own sentence, and is not listed again.
+  assert.doesNotMatch(text.slice(text.indexOf('also sends it to')), /Issue Bot/);
+  const forAssistant = await render('consent', { ...pages.consent, recipients: { upstreams: ['GitHub MCP'], services: [] } });
+  assert.match(
+    forAssistant.replace(/<[^>]+>/g, ''),
+    /kept on this server, and your AI assistant never sees it\.\s*This server sends it to:\s*GitHub MCP, when you use its tools/,
+  );
+  assert.doesNotMatch(forAssistant, /stays on this server/);
+  const alone = await render('consent', pages.consent ?? {});
+  assert.match(alone, /The access token stays on this server: your assistant never sees it\./);
+});
+
 test('wrong-account page offers switch form and does not leak target', async () => {
   const html = await render('wrong-account', pages['wrong-account'] ?? {});
   assert.match(html, /<h1>This link is for a different account<\/h1>/);

@@ -43,6 +43,14 @@ export interface ConnectRouteDeps {
   verifierSealer: Sealer;
   /** Service id → display name, for "used by" on /connections (token exchange, src/exchange/). */
   serviceNames?: ReadonlyMap<string, string>;
+  /** Provider id → who besides this server receives its tokens (the consent page names them). */
+  tokenRecipients?: ReadonlyMap<string, TokenRecipients>;
+}
+
+/** Who the configuration sends a provider's tokens to: upstream MCP servers and the operator's services, by name. */
+export interface TokenRecipients {
+  upstreams: string[];
+  services: string[];
 }
 
 /** Shows a link's consent page to its principal (see `openLink` in {@link connectRoutes}). */
@@ -190,6 +198,7 @@ export function connectRoutes(deps: ConnectRouteDeps): Router & { openLink: Open
       existingLogin: existing?.account_login,
       // A token exchange's link names the operator's service (from the configuration), not a client's self-chosen name.
       ...(pending.service_id ? { serviceName: pending.client_name } : { clientName: pending.client_name }),
+      recipients: deps.tokenRecipients?.get(provider.id) ?? { upstreams: [], services: [] },
       askedFor: pending.purpose,
       handle,
       formAction: `/connect/${encodeURIComponent(provider.id)}`,
