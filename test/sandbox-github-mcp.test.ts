@@ -297,6 +297,16 @@ describe('the sandbox GitHub MCP endpoint', () => {
     assert.equal(challenged.status, 403);
     assert.match(challenged.headers.get('www-authenticate') ?? '', /error_description="Additional scopes required: delete_repo"/);
 
+    // Someone neither its owner nor its creator, without the scope, is not asked for it (it could not help): the admin refusal at once.
+    const strangerWithoutScope = sb.gh.issueToken(OAUTH_APP.clientId, 'monalisa', { scopes: ['repo'] }).accessToken;
+    const notAsked = await rawTool(sb.gh, strangerWithoutScope, 'delete_repository', { owner: 'octocat', repo: 'made-by-hubot' });
+    assert.equal(notAsked.status, 200, notAsked.text);
+    assert.match(notAsked.text, /403 Must have admin rights/);
+    // Nor for a repository that does not exist.
+    const missing = await rawTool(sb.gh, strangerWithoutScope, 'delete_repository', { owner: 'octocat', repo: 'no-such-repo' });
+    assert.equal(missing.status, 200, missing.text);
+    assert.match(missing.text, /404 Not Found/);
+
     // Someone neither its owner nor its creator, holding the scope: still 403 admin rights, nothing deleted.
     const monalisa = sb.gh.issueToken(OAUTH_APP.clientId, 'monalisa', { scopes: ['repo', 'delete_repo'] }).accessToken;
     const stranger = await call(

@@ -17,7 +17,7 @@ import { canonicalJson } from '../../../mcp/index.js';
 import { readJsonRpcBody } from '../../../mcp/endpoint.js';
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../../store/index.js';
 import { D, M, MCP_SERVER_NAME } from './messages.js';
-import { registerSandboxTools, type DeleteRepositoryState, type SandboxCaller } from './tools.js';
+import { administers, registerSandboxTools, type DeleteRepositoryState, type SandboxCaller } from './tools.js';
 
 export { CONFIRM_FIELD, CONFIRM_KEY, type DeleteRepositoryState } from './tools.js';
 
@@ -102,6 +102,14 @@ function messagesOf(parsed: unknown): Array<{ method: string; params: Record<str
       { method: (m as { method: string }).method, params: params && typeof params === 'object' ? (params as Record<string, unknown>) : {} },
     ];
   });
+}
+
+/** Whether `login` administers the repository a delete_repository call names (false for a missing one or bad arguments). */
+function administersTarget(store: SandboxGitHubStore, args: unknown, login: string): boolean {
+  const { owner, repo } = (args && typeof args === 'object' ? args : {}) as { owner?: unknown; repo?: unknown };
+  if (typeof owner !== 'string' || typeof repo !== 'string') return false;
+  const repository = store.findRepository(owner, repo);
+  return !!repository && administers(repository, login);
 }
 
 const quoted = (value: string): string => `"${value.replace(/[\\"]/g, '\\$&')}"`;
@@ -209,10 +217,13 @@ export function createSandboxMcp(options: SandboxMcpOptions): SandboxMcp {
         });
     };
 
-    // GitHub's scope challenge: before the tool runs, for OAuth App tokens only.
+    // GitHub's scope challenge: before the tool runs, for OAuth App tokens only. A person is never
+    // asked for a scope that cannot help: delete_repository on a repository they do not administer
+    // (or that does not exist) goes on to the tool, which says so.
     for (const m of messages) {
       const needed = TOOL_SCOPES.get(m.tool ?? '');
       if (!needed) continue;
+      if (m.tool === 'delete_repository' && !administersTarget(options.store, m.params.arguments, caller.login)) continue;
       const oauthApp = options.isOAuthApp(auth.token.clientId);
       const missing = needed.filter((s) => !options.hasScope(auth.token.scopes, s));
       if (fault !== 403 && (!oauthApp || missing.length === 0)) continue;

@@ -63,6 +63,11 @@ const failure = (message: string): CallToolResult => ({ content: [{ type: 'text'
 const iso = (ms: number): string => new Date(ms).toISOString();
 const sameName = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
 
+/** Admin rights on a repository: its owner's, and its creator's (whoever filed its first issue), as GitHub gives a creator. */
+export function administers(repository: { owner: string; createdBy?: string | null }, login: string): boolean {
+  return sameName(repository.owner, login) || (!!repository.createdBy && sameName(repository.createdBy, login));
+}
+
 /** Page cursors: opaque to the caller, like GitHub's GraphQL ones. */
 const cursorAt = (offset: number): string => Buffer.from(`sandbox-cursor:${offset}`).toString('base64url');
 function offsetOf(cursor: string): number | undefined {
@@ -207,10 +212,8 @@ export function registerSandboxTools(server: McpServer, deps: SandboxMcpTools, e
       const fullName = `${args.owner}/${args.repo}`;
       const current = store.findRepository(args.owner, args.repo);
       if (!current) return failure(M.repositoryNotFound('get repository', fullName));
-      // Admin rights: its owner's, and its creator's (whoever filed its first issue), as GitHub gives a creator.
-      // The scope (delete_repo) was checked before the tool ran, as GitHub checks it first.
-      if (!sameName(current.owner, caller.login) && !(current.createdBy && sameName(current.createdBy, caller.login)))
-        return failure(M.notAdmin(fullName));
+      // The scope (delete_repo) was checked before the tool ran, for a caller who administers the repository.
+      if (!administers(current, caller.login)) return failure(M.notAdmin(fullName));
 
       const answer = inputResponse(ctx.mcpReq.inputResponses, CONFIRM_KEY);
       if (answer.kind === 'missing') {
