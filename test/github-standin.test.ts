@@ -242,7 +242,9 @@ describe('GitHub stand-in', () => {
     const me = await fetch(`${gh.apiUrl}/user`, { headers: { authorization: `Bearer ${repo.access_token}` } });
     assert.equal(me.headers.get('x-oauth-scopes'), 'repo');
     assert.ok(
-      (await (await fetch(`${gh.webUrl}/accumulator`)).text()).includes(`<code>${gh.clientId}</code> (scopes: read:user, repo)`),
+      (await (await fetch(`${gh.webUrl}/accumulator`)).text()).includes(
+        `<strong>${gh.clientId}</strong> <span class="meta">(scopes: read:user, repo)</span>`,
+      ),
       'the grant holds both',
     );
     assert.equal((await exchangeCode(await authorizeAt(gh, { login: 'accumulator', scope: null }))).scope, 'read:user,repo');

@@ -22,7 +22,7 @@ import { listenLoopback } from './support/listen.js';
 const REDIRECT = 'http://127.0.0.1:1/callback';
 const LABEL = 'Sandbox GitHub — simulated, not github.com';
 const MOUNT = '/sandbox/github';
-const CLIENT = { clientId: 'Iv1.sandbox-a', clientSecret: 'secret-a-0123456789' };
+const CLIENT: SandboxClient = { clientId: 'Iv1.sandbox-a', clientSecret: 'secret-a-0123456789', name: 'Connect <Broker>' };
 const OTHER_CLIENT = { clientId: 'Iv1.sandbox-b', clientSecret: 'secret-b-0123456789' };
 /** A GitHub App (user-to-server tokens) whose access tokens live one minute. */
 const APP_CLIENT = {
@@ -484,7 +484,10 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     assert.equal(profile.status, 200);
     const profileHtml = await profile.text();
     assert.ok(profileHtml.includes(LABEL));
-    assert.ok(profileHtml.includes(`<code>${CLIENT.clientId}</code> (scopes: repo, read:user)`), 'the user page lists the authorized app');
+    assert.ok(
+      profileHtml.includes('<strong>Connect &lt;Broker&gt;</strong> <span class="meta">(scopes: repo, read:user)</span>'),
+      'the user page lists the authorized app by name',
+    );
     assert.ok(!profileHtml.includes(token));
 
     const home = await fetch(gh.webUrl);
@@ -568,6 +571,41 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     );
   });
 
+  it("the user page names each authorized app, revokes it from a form of its own origin only, and lists the user's repositories", async () => {
+    const token = await connect(gh, 'page-user', 'repo');
+    const otherCode = (await authorize(gh, { login: 'page-user', scope: 'gist', client: OTHER_CLIENT })).searchParams.get('code')!;
+    const other = ((await (await exchange(gh, { code: otherCode }, 'application/json', OTHER_CLIENT)).json()) as { access_token: string })
+      .access_token;
+    const created = await fetch(`${gh.apiUrl}/repos/someone/made-here/issues`, {
+      method: 'POST',
+      headers: { ...bearer(token), 'content-type': 'application/json' },
+      body: JSON.stringify({ title: 'first' }),
+    });
+    assert.equal(created.status, 201);
+    const profile = await (await fetch(`${gh.webUrl}/page-user`)).text();
+    // The app's name (escaped), not its client id; one without a name keeps its id.
+    assert.match(profile, /<strong>Connect &lt;Broker&gt;<\/strong> <span class="meta">\(scopes: repo\)<\/span>/);
+    assert.match(profile, new RegExp(`<strong>${OTHER_CLIENT.clientId.replace('.', '\\.')}</strong>`));
+    assert.match(profile, /<code>someone\/made-here<\/code> <span class="meta">\(you created it\)<\/span>/);
+    const action = `${gh.webUrl}/page-user/applications/${encodeURIComponent(CLIENT.clientId)}/revoke`;
+    assert.ok(profile.includes(`action="${new URL(action).pathname}"`));
+
+    // A form from another site (or none that says where it came from) revokes nothing.
+    const foreign = await fetch(action, { method: 'POST', headers: { origin: 'https://evil.example' }, redirect: 'manual' });
+    assert.equal(foreign.status, 403);
+    const unlabelled = await fetch(action, { method: 'POST', redirect: 'manual' });
+    assert.equal(unlabelled.status, 403);
+    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(token) })).status, 200);
+
+    const revoked = await fetch(action, { method: 'POST', headers: { origin: new URL(gh.webUrl).origin }, redirect: 'manual' });
+    assert.equal(revoked.status, 303);
+    assert.equal(revoked.headers.get('location'), new URL(`${gh.webUrl}/page-user`).pathname);
+    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(token) })).status, 401, "the app's token stops working");
+    assert.equal((await fetch(`${gh.apiUrl}/user`, { headers: bearer(other) })).status, 200, 'the other app keeps its grant');
+    const again = await fetch(action, { method: 'POST', headers: { origin: new URL(gh.webUrl).origin }, redirect: 'manual' });
+    assert.equal(again.status, 404);
+  });
+
   it('keeps only the 10 newest tokens per user, app and scope set', async () => {
     const tokens: string[] = [];
     for (let i = 0; i < 11; i++) tokens.push(await connect(gh, 'many-tokens', 'gist'));
@@ -594,7 +632,10 @@ describe('sandbox GitHub (mounted under /sandbox/github, SQLite-backed)', () => 
     );
     const store = new SandboxGitHubStore(gh.db);
     assert.deepEqual(store.findGrant(CLIENT.clientId, 'scoper')?.scopes, ['read:user', 'repo']);
-    assert.ok((await (await fetch(`${gh.webUrl}/scoper`)).text()).includes(`<code>${CLIENT.clientId}</code> (scopes: read:user, repo)`));
+    assert.match(
+      await (await fetch(`${gh.webUrl}/scoper`)).text(),
+      /Connect &lt;Broker&gt;<\/strong> <span class="meta">\(scopes: read:user, repo\)/,
+    );
 
     const page = await (await fetch(`${gh.webUrl}/login/oauth/authorize?client_id=${CLIENT.clientId}&redirect_uri=${REDIRECT}`)).text();
     assert.ok(page.includes('with the scopes you have already authorized for it'), 'the page says what a request without scope gets');
@@ -709,7 +750,11 @@ describe('sandbox GitHub as a GitHub App (user-to-server tokens)', () => {
     assert.equal(me.status, 200);
     assert.equal(me.headers.get('x-oauth-scopes'), '');
     assert.equal(((await me.json()) as { login: string }).login, 'app-user');
-    assert.ok((await (await fetch(`${gh.webUrl}/app-user`)).text()).includes(`<li><code>${APP_CLIENT.clientId}</code> (GitHub App)</li>`));
+    assert.ok(
+      (await (await fetch(`${gh.webUrl}/app-user`)).text()).includes(
+        `<strong>${APP_CLIENT.clientId}</strong> <span class="meta">(GitHub App)</span>`,
+      ),
+    );
 
     const { verifier, challenge } = pkce();
     const code = (await authorize(gh, { challenge, login: 'app-user', client: APP_CLIENT_B })).searchParams.get('code')!;
@@ -945,7 +990,10 @@ describe('sandbox GitHub persistence', () => {
         /^gho_/,
         'a code issued before the restart can still be exchanged',
       );
-      assert.ok((await (await fetch(`${gh.webUrl}/persistent`)).text()).includes(`<code>${CLIENT.clientId}</code>`), 'the grant survived');
+      assert.ok(
+        (await (await fetch(`${gh.webUrl}/persistent`)).text()).includes('<strong>Connect &lt;Broker&gt;</strong>'),
+        'the grant survived',
+      );
     } finally {
       await gh.close();
       remove();

@@ -165,7 +165,14 @@ export async function startDevBroker(env: NodeJS.ProcessEnv, baseLog: Logger): P
         const sandbox = createSandboxGitHub({
           store: devTables.sandboxGitHub,
           suggestLogin: (_req, res) => sandboxLoginFor((res.locals.session as BrowserSession | undefined)?.principal),
-          clients: [{ clientId: SANDBOX_GITHUB_CLIENT_ID, clientSecret: secrets.sandboxGitHubClientSecret, kind: config.github.appType }],
+          clients: [
+            {
+              clientId: SANDBOX_GITHUB_CLIENT_ID,
+              clientSecret: secrets.sandboxGitHubClientSecret,
+              kind: config.github.appType,
+              name: config.productName,
+            },
+          ],
           publicBase: sandboxBase,
           // Persisted, so a restart between delete_repository's question and its answer still works.
           mcpStateKey: secrets.sandboxMcpStateKey,

@@ -90,5 +90,8 @@ button[value=authorize] { background: #1a7f37; color: #fff; border: 1px solid #1
 pre { white-space: pre-wrap; background: #fff; border: 1px solid #d0d7de; padding: .75rem; }
 code { background: #eee; padding: 0 .25rem; }
 .meta { color: #59636e; }
+form.inline { display: inline; }
+form.inline button { margin-left: .5rem; padding: .1rem .6rem; }
+ul.grants li { margin-bottom: .5rem; }
 .label { display: inline-block; border: 1px solid #d0d7de; border-radius: 1rem; padding: 0 .5rem; margin-right: .25rem; }
 `;

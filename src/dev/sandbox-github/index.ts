@@ -20,6 +20,7 @@ import { constantTimeEqual, randomBelow, randomText, sha256Base64url } from '../
 import type { SandboxGitHubStore, SandboxToken, SandboxUser } from '../store/index.js';
 import { STYLESHEET, contentSecurityPolicy, cspOrigin, html, sendPage } from './html.js';
 import { createSandboxMcp, type SandboxMcpCall, type SandboxMcpFault } from './mcp/index.js';
+import { administers } from './mcp/tools.js';
 import { scopeList } from '../../providers/scopes.js';
 
 export { SANDBOX_LABEL } from './html.js';
@@ -46,6 +47,8 @@ export type SandboxAppKind = 'oauth-app' | 'github-app';
 export interface SandboxClient {
   clientId: string;
   clientSecret: string;
+  /** The application's name, as GitHub shows it on a user's authorized applications (default: its client id). */
+  name?: string;
   /** Default 'oauth-app'. */
   kind?: SandboxAppKind;
   /** Lifetime of a github-app access token in seconds (default 28800, GitHub's 8 hours). */
@@ -687,6 +690,9 @@ ${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="labe
     const user = LOGIN_PATTERN.test(login) ? store.findUser(login) : undefined;
     if (!user) return notFoundPage(res, 'There is no such user in the sandbox.');
     const grants = store.listGrants(user.login);
+    const repositories = store.listRepositories().filter((r) => administers(r, user.login));
+    const revokeAction = (clientId: string) =>
+      `${basePath}/${encodeURIComponent(user.login)}/applications/${encodeURIComponent(clientId)}/revoke`;
     page(
       res,
       200,
@@ -695,14 +701,34 @@ ${issue.labels.length ? html`<p>${issue.labels.map((l) => html`<span class="labe
 <h2>Authorized applications</h2>
 ${
   grants.length
-    ? html`<ul>\n${grants.map((g) =>
-        kindOf(findClient(g.clientId)) === 'github-app'
-          ? html`<li><code>${g.clientId}</code> (GitHub App)</li>\n`
-          : html`<li><code>${g.clientId}</code> (scopes: ${g.scopes.join(', ') || 'none'})</li>\n`,
-      )}</ul>`
+    ? html`<ul class="grants">\n${grants.map((g) => {
+        const client = findClient(g.clientId);
+        const what = kindOf(client) === 'github-app' ? 'GitHub App' : `scopes: ${g.scopes.join(', ') || 'none'}`;
+        return html`<li><strong>${client?.name ?? g.clientId}</strong> <span class="meta">(${what})</span>
+<form method="post" action="${revokeAction(g.clientId)}" class="inline"><button type="submit">Revoke</button></form></li>\n`;
+      })}</ul>
+<p class="meta">Revoking ends the application's access at once: its next call is refused, and the broker asks you to reconnect.</p>`
     : html`<p>None.</p>`
-}`,
+}
+<h2>Repositories you administer</h2>
+${
+  repositories.length
+    ? html`<ul>\n${repositories.map((r) => html`<li><code>${r.owner}/${r.name}</code>${sameLogin(r.owner, user.login) ? '' : html` <span class="meta">(you created it)</span>`}</li>\n`)}</ul>`
+    : html`<p>None yet.</p>`
+}
+<p class="meta">Any <code>owner/repo</code> works for issues: the first issue filed creates the repository, and its creator administers it (and may delete it).</p>`,
     );
+  });
+
+  // A revoke from the user's own page: a form of this origin only (no cross-site request revokes anything).
+  router.post('/:login/applications/:client_id/revoke', (req, res) => {
+    if (!sameOriginForm(req, webUrl)) return page(res, 403, 'Forbidden', html`<p>That form did not come from this page.</p>`);
+    const login = String(req.params.login);
+    const user = LOGIN_PATTERN.test(login) ? store.findUser(login) : undefined;
+    const clientId = String(req.params.client_id);
+    if (!user || !store.findGrant(clientId, user.login)) return notFoundPage(res, 'There is no such authorization.');
+    store.revokeGrant(clientId, user.login, now());
+    res.redirect(303, `${basePath}/${encodeURIComponent(user.login)}`);
   });
 
   // ---------------------------------------------------------------- fallbacks
@@ -733,4 +759,13 @@ ${
     },
     expireAccessTokens: (login, clientId) => store.expireTokens(now(), login, clientId),
   };
+}
+
+const sameLogin = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
+
+/** A form posted from a page of this origin: its Origin header, or where a browser sends none, Sec-Fetch-Site. */
+function sameOriginForm(req: Request, webUrl: string): boolean {
+  const origin = req.get('origin');
+  if (origin !== undefined) return origin === new URL(webUrl).origin;
+  return req.get('sec-fetch-site') === 'same-origin';
 }
