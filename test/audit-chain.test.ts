@@ -14,6 +14,7 @@ import { openPostgresStore } from '../src/store/postgres/index.js';
 import { auditChainKey, openSqliteStore, sqliteHandle, type AuditChainKey, type Store } from '../src/store/index.js';
 import { postgresSkipReason, startPostgres, type PgServer } from './support/postgres.js';
 import { productionEnv } from './support/production-env.js';
+import { useStack } from './support/suite.js';
 import { makeTempDir, type TempDir } from './support/temp-dir.js';
 
 const OWNER = { issuer: 'https://idp.example.com', subject: 'alice' };
@@ -375,6 +376,31 @@ function chainSuite(name: string, skip: string | false, setUp: () => Promise<Dia
     }
   });
 }
+
+describe('the audit chain in the broker', () => {
+  const stack = useStack();
+
+  it('chains what a running broker records, and logs each stream’s head at shutdown, across a restart', async () => {
+    const key = auditChainKey(Buffer.from(stack.env.BROKER_SECRET!, 'utf8'));
+    await recordMany(stack.broker.broker.store, 3, 'first instance');
+    const first = await stack.broker.broker.store.audit.head();
+    assert.equal(first!.seq, 3);
+    assert.equal(first!.key_id, key.id);
+    await stack.restart();
+    const heads = stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === 'audit_chain_head');
+    assert.deepEqual(
+      heads.map((h) => [h.stream, h.seq, h.mac]),
+      [[first!.stream, 3, first!.mac]],
+      'the head went to the log when the broker closed',
+    );
+    await recordMany(stack.broker.broker.store, 2, 'after the restart');
+    const report = await verifyAuditChain(stack.broker.broker.store.audit, [key]);
+    assert.equal(report.ok, true, JSON.stringify(report.broken));
+    const streams = new Map(report.streams.map((s) => [s.stream, s.lastSeq]));
+    assert.equal(streams.get(first!.stream), 3, 'the first instance’s stream ends where its logged head is');
+    assert.equal(streams.get((await stack.broker.broker.store.audit.head())!.stream), 2);
+  });
+});
 
 interface AdminRun {
   code: number;
