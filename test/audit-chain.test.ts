@@ -239,6 +239,29 @@ function chainSuite(name: string, skip: string | false, setUp: () => Promise<Dia
       }
     });
 
+    it('keeps a stream whose every row was pruned as its anchor alone, checked', async () => {
+      await fresh();
+      const later = await db.open(KEY);
+      try {
+        const gone = (await store.audit.head())!.stream;
+        await recordMany(store, 3, 'gone');
+        // Another writer (an instance started later) prunes the first one's rows, then writes its own.
+        assert.equal(await pruneAuditTrail(later.audit, Date.now() + 1_000), 3);
+        await recordMany(later, 2, 'kept');
+        const report = await verify(store);
+        assert.equal(report.ok, true, JSON.stringify(report.broken));
+        const byStream = new Map(report.streams.map((s) => [s.stream, [s.rows, s.lastSeq, s.from]]));
+        assert.equal(report.streams.length, 2);
+        assert.deepEqual(byStream.get(gone), [0, 3, 'anchor']);
+        assert.deepEqual(byStream.get((await later.audit.head())!.stream), [2, 2, 'start']);
+        await db.sql('UPDATE audit_chain_anchors SET at = at + 1');
+        assert.equal((await verify(store)).broken?.problem, 'mark_altered');
+      } finally {
+        await later.close();
+        await done();
+      }
+    });
+
     it('cannot be verified with another BROKER_SECRET, and is with the previous one beside the new', async () => {
       await fresh();
       try {

@@ -190,8 +190,9 @@ export async function verifyAuditChain(
     after = page[page.length - 1];
   }
   finish();
+  state = undefined;
   // Streams whose every row was pruned: the anchor is all that is left (still checked).
-  for (const anchor of anchorOf.values()) {
+  for (const anchor of [...anchorOf.values()]) {
     const broken = begin(anchor.stream);
     if (broken) return fail(broken);
     finish();
