@@ -5,8 +5,10 @@
 // transaction (SQLite: the head goes back; PostgreSQL: a void) and two instances writing at once.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { headsFromLog } from '../src/audit/heads.js';
 import { pruneAuditTrail } from '../src/audit/retention.js';
 import { verifyAuditChain, type ChainReport } from '../src/audit/verify.js';
 import { runAdmin } from '../src/cli/admin.js';
@@ -262,6 +264,52 @@ function chainSuite(name: string, skip: string | false, setUp: () => Promise<Dia
       }
     });
 
+    it('names a stream whose newest rows were deleted, against the head its writer logged (and the admin command with --heads)', async () => {
+      await fresh();
+      try {
+        await recordMany(store, 5);
+        const head = (await store.audit.head())!;
+        const rows = await chained(db);
+        await db.sql('DELETE FROM audit_events WHERE id IN (?, ?)', [rows[3]!.id, rows[4]!.id]);
+        assert.equal((await verify(store)).ok, true, 'a chain alone cannot show its tail deleted');
+        let report = await verifyAuditChain(store.audit, [KEY], { heads: [head] });
+        assert.equal(report.broken?.problem, 'truncated');
+        assert.match(report.broken!.message, /ends at place 3, but its head was logged at place 5: its newest 2 row\(s\) were deleted/);
+
+        const log = makeTempDir('audit-heads-');
+        try {
+          // A head logged when the stream was at place 3 (that row's own MAC) is still reached; the later one is not.
+          const early = (await store.audit.chainPage(undefined, 10)).find((r) => Number(r.seq) === 3)!;
+          const lines = [
+            JSON.stringify({ time: new Date().toISOString(), level: 'info', event: 'listening', port: 1 }),
+            'not json',
+            JSON.stringify({ level: 'info', event: 'audit_chain_head', stream: head.stream, seq: 3, mac: early.mac, keyId: KEY.id }),
+          ];
+          const env = productionEnv({ BROKER_SECRET: SECRET.toString('utf8'), ...db.env });
+          writeFileSync(log.file('broker.log'), lines.join('\n') + '\n');
+          let run = await admin(env, ['audit', 'verify', '--heads', log.file('broker.log')]);
+          assert.equal(run.code, 0, run.stdout + run.stderr);
+          assert.match(run.stdout, /Every stream reaches the 1 head\(s\) logged for it\./);
+          appendFileSync(log.file('broker.log'), JSON.stringify({ level: 'info', event: 'audit_chain_head', ...head }) + '\n');
+          run = await admin(env, ['audit', 'verify', '--heads', log.file('broker.log')]);
+          assert.equal(run.code, 1);
+          assert.match(run.stdout, /^Audit chain BROKEN \(truncated\)/);
+          run = await admin(env, ['audit', 'verify', '--heads', log.file('missing.log')]);
+          assert.equal(run.code, 1);
+          assert.match(run.stderr, /cannot read --heads .*missing\.log \(ENOENT\)/);
+        } finally {
+          log.close();
+        }
+
+        await db.sql('DELETE FROM audit_events');
+        report = await verifyAuditChain(store.audit, [KEY], { heads: [head] });
+        assert.equal(report.broken?.problem, 'truncated');
+        assert.match(report.broken!.message, /the whole stream was deleted/);
+      } finally {
+        await done();
+      }
+    });
+
     it('cannot be verified with another BROKER_SECRET, and is with the previous one beside the new', async () => {
       await fresh();
       try {
@@ -417,7 +465,7 @@ describe('the audit chain in the broker', () => {
       'the head went to the log when the broker closed',
     );
     await recordMany(stack.broker.broker.store, 2, 'after the restart');
-    const report = await verifyAuditChain(stack.broker.broker.store.audit, [key]);
+    const report = await verifyAuditChain(stack.broker.broker.store.audit, [key], { heads: headsFromLog(stack.logs.join('\n')) });
     assert.equal(report.ok, true, JSON.stringify(report.broken));
     const streams = new Map(report.streams.map((s) => [s.stream, s.lastSeq]));
     assert.equal(streams.get(first!.stream), 3, 'the first instance’s stream ends where its logged head is');

@@ -32,3 +32,24 @@ export function startAuditHeadLog(audit: Pick<AuditRepository, 'head'>, log: Log
     },
   };
 }
+
+/**
+ * The heads in a log (JSON lines as the broker writes them; other lines and events are skipped): what
+ * `audit verify --heads <file>` checks the streams against.
+ */
+export function headsFromLog(text: string): Array<{ stream: string; seq: number; mac: string }> {
+  const heads: Array<{ stream: string; seq: number; mac: string }> = [];
+  for (const line of text.split('\n')) {
+    if (!line.includes('audit_chain_head')) continue;
+    let entry: unknown;
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const e = entry as Record<string, unknown>;
+    if (e.event === 'audit_chain_head' && typeof e.stream === 'string' && Number.isSafeInteger(e.seq) && typeof e.mac === 'string')
+      heads.push({ stream: e.stream, seq: e.seq as number, mac: e.mac });
+  }
+  return heads;
+}

@@ -7,6 +7,13 @@ import { constantTimeEqual } from '../crypto/index.js';
 import { markTag, rowMac, streamGenesis, type AuditChainKey } from '../store/index.js';
 import type { AuditAnchorRow, AuditRepository, AuditVoidRow, ChainedAuditRow } from '../store/index.js';
 
+/** A stream's head as an instance logged it (`audit_chain_head`), kept outside the database. */
+export interface LoggedHead {
+  stream: string;
+  seq: number;
+  mac: string;
+}
+
 export type ChainProblem =
   /** A row's MAC does not match its content at its place: edited, or forged without the key. */
   | 'content_changed'
@@ -21,7 +28,9 @@ export type ChainProblem =
   /** An anchor or void whose tag does not match: edited or forged. */
   | 'mark_altered'
   /** A row without a MAC written after the first chained row: stripped of its chain, or written around it. */
-  | 'unchained_row';
+  | 'unchained_row'
+  /** A stream ends before a head logged for it: its newest rows were deleted (or the whole stream). */
+  | 'truncated';
 
 export interface ChainBreak {
   problem: ChainProblem;
@@ -60,12 +69,18 @@ export interface ChainReport {
 
 const ORDER_WINDOW = 64;
 
-/** Verifies the chain with `keys` (any of them may have MACed a row: the current and earlier secrets). */
+/**
+ * Verifies the chain with `keys` (any of them may have MACed a row: the current and earlier secrets),
+ * and that no stream ends before a head in `heads` (what the instances logged): the one check that
+ * shows deleted newest rows.
+ */
 export async function verifyAuditChain(
   audit: Pick<AuditRepository, 'chainPage' | 'chainMarks' | 'unchained'>,
   keys: AuditChainKey[],
-  { pageSize = 5_000 }: { pageSize?: number } = {},
+  { pageSize = 5_000, heads = [] }: { pageSize?: number; heads?: LoggedHead[] } = {},
 ): Promise<ChainReport> {
+  const logged = new Map<string, LoggedHead>();
+  for (const h of heads) if ((logged.get(h.stream)?.seq ?? -1) < h.seq) logged.set(h.stream, h);
   const ring = new Map(keys.map((k) => [k.id, k.key]));
   const { anchors, voids } = await audit.chainMarks();
   const anchorOf = new Map(anchors.map((a) => [a.stream, a]));
@@ -178,6 +193,15 @@ export async function verifyAuditChain(
               },
         );
       }
+      const head = logged.get(row.stream);
+      if (head?.seq === row.seq && !constantTimeEqual(head.mac, row.mac))
+        return fail({
+          problem: 'content_changed',
+          stream: row.stream,
+          id: row.id,
+          seq: row.seq,
+          message: `row ${row.id} (place ${row.seq} of stream ${row.stream}) is not the row whose MAC was logged as that stream's head`,
+        });
       s.prev = row.mac;
       s.expected = row.seq + 1;
       s.summary.rows++;
@@ -199,6 +223,22 @@ export async function verifyAuditChain(
     state = undefined;
   }
   report.streams.sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
+
+  const reached = new Map(report.streams.map((x) => [x.stream, x.lastSeq]));
+  for (const head of [...logged.values()].sort((a, b) => (a.stream < b.stream ? -1 : 1))) {
+    const last = reached.get(head.stream);
+    if (last !== undefined && last >= head.seq) continue;
+    return fail({
+      problem: 'truncated',
+      stream: head.stream,
+      id: null,
+      seq: last ?? null,
+      message:
+        last === undefined
+          ? `stream ${head.stream} has no row and no anchor left, but its head was logged at place ${head.seq}: the whole stream was deleted`
+          : `stream ${head.stream} ends at place ${last}, but its head was logged at place ${head.seq}: its newest ${head.seq - last} row(s) were deleted`,
+    });
+  }
 
   if (unchained.after > 0)
     return fail({

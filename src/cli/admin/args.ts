@@ -8,7 +8,7 @@ export type AdminCommand =
   | { kind: 'connections revoke'; owner: Owner; provider: string; json: boolean }
   | { kind: 'audit export'; owner?: Owner; since?: number }
   | { kind: 'audit prune'; olderThanDays?: number; json: boolean }
-  | { kind: 'audit verify'; json: boolean }
+  | { kind: 'audit verify'; heads?: string; json: boolean }
   | { kind: 'pending prune'; json: boolean }
   | { kind: 'upstreams reset-registration'; upstream: string; json: boolean }
   | { kind: 'stats'; json: boolean };
@@ -89,9 +89,10 @@ export function parseAdminArgs(argv: readonly string[], now = Date.now()): Admin
       return { kind: name, ...(days !== undefined ? { olderThanDays: retentionDays(days) } : {}), json: a.json };
     }
     case 'audit verify': {
-      const a = parse(name, rest, JSON_FLAG, []);
+      const a = parse(name, rest, { heads: { type: 'string' }, ...JSON_FLAG }, []);
       if (a.help) return { kind: 'help', topic: name };
-      return { kind: name, json: a.json };
+      const heads = a.strings.heads;
+      return { kind: name, ...(heads !== undefined ? { heads: nonEmpty('--heads', heads) } : {}), json: a.json };
     }
     case 'upstreams reset-registration': {
       const a = parse(name, rest, JSON_FLAG, ['<id>']);

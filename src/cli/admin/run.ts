@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { principalFromVerifiedClaims } from '../../auth/principal.js';
 import { developmentEnvForAdmin, USING_DEVELOPMENT_FILES } from '../../config/development.js';
@@ -12,7 +13,8 @@ import type { Logger } from '../../log.js';
 import { buildProviders } from '../../providers/registry.js';
 import { upstreamCallback } from '../../providers/mcp-auth/index.js';
 import { pruneAuditTrail, retentionCutoff } from '../../audit/retention.js';
-import { verifyAuditChain } from '../../audit/verify.js';
+import { verifyAuditChain, type LoggedHead } from '../../audit/verify.js';
+import { headsFromLog } from '../../audit/heads.js';
 import { auditChainKey, openStore, StoreUnavailableError, type AuditChainKey, type AuditCursor, type Store } from '../../store/index.js';
 import { parseAdminArgs, UsageError, type AdminCommand } from './args.js';
 import { auditLine, connectionJson, connectionsTable, statsJson, statsText } from './format.js';
@@ -151,7 +153,16 @@ async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Co
       return EXIT.ok;
     }
     case 'audit verify': {
-      const report = await verifyAuditChain(store.audit, chainKeys(ctx.config, ctx.io.env ?? process.env));
+      let heads: LoggedHead[] = [];
+      if (command.heads !== undefined) {
+        try {
+          heads = headsFromLog(await readFile(command.heads, 'utf8'));
+        } catch (err) {
+          ctx.io.stderr.write(OUT.failed(OUT.headsUnreadable(command.heads, (err as NodeJS.ErrnoException).code ?? String(err))) + '\n');
+          return EXIT.notFound;
+        }
+      }
+      const report = await verifyAuditChain(store.audit, chainKeys(ctx.config, ctx.io.env ?? process.env), { heads });
       if (command.json) {
         await write(JSON.stringify(report) + '\n');
         return report.ok ? EXIT.ok : EXIT.notFound;
@@ -161,6 +172,7 @@ async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Co
         return EXIT.notFound;
       }
       const lines = [OUT.chainOk(report.rows, report.streams.length, report.anchors, report.voids)];
+      if (command.heads !== undefined) lines.push(OUT.chainHeads(heads.length));
       if (report.unchainedHistory > 0) lines.push(OUT.chainHistory(report.unchainedHistory));
       if (report.belowAnchors > 0) lines.push(OUT.chainBelowAnchors(report.belowAnchors));
       for (const s of report.streams)
