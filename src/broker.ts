@@ -17,12 +17,13 @@ import { clientDocumentRoutes } from './providers/mcp-auth/index.js';
 import { buildProviders } from './providers/registry.js';
 import { relaySeams } from './gateway/relay/seams.js';
 import { GitHubApi } from './providers/github/api.js';
-import { openStore, type Store } from './store/index.js';
+import { auditChainKey, openStore, type Store } from './store/index.js';
 import { EgressRule } from './net/egress-rule.js';
 import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './webhooks/index.js';
 import type { Express } from 'express';
 import { metrics } from './observability/metrics.js';
 import { startAuditRetention, type AuditRetentionOptions } from './audit/retention.js';
+import { startAuditHeadLog } from './audit/heads.js';
 import { backgroundFailure } from './observability/process-guards.js';
 
 export interface Broker {
@@ -51,7 +52,10 @@ export interface BrokerOptions {
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
 export async function createBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
-  const store = await openStore(config.database, (event, detail) => log.warn(event, detail));
+  // Every row this instance audits is chained in its own stream (src/store/audit-chain.ts, docs/audit.md).
+  const store = await openStore(config.database, (event, detail) => log.warn(event, detail), {
+    auditChain: auditChainKey(config.brokerSecret),
+  });
   const sealer = new Sealer(config.tokenKeys);
   // The same set `npm run admin` builds (src/providers/registry.ts), so the admin can revoke what the broker connected.
   const { providers, mcpAuthProviders } = buildProviders(config, {
@@ -154,6 +158,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   }, 60_000);
   pruneTimer.unref();
   const auditRetention = startAuditRetention(store.audit, config.auditRetentionDays, log, options.auditRetention);
+  const auditHeads = startAuditHeadLog(store.audit, log);
   const stopCountingPending = metrics.countPendingFrom(() => store.pending.countInFlight());
   webhooks.delivery.start();
 
@@ -177,6 +182,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       await mcpHandler.close();
       // The forwarded calls' audit rows still queued are written before the database closes.
       await gateway?.close();
+      await auditHeads.close();
       await store.close();
     },
   };

@@ -1,6 +1,8 @@
 /**
  * The audit trail's retention (AUDIT_RETENTION_DAYS): rows older than the retention are deleted in
- * batches, by every instance (a delete is idempotent, so instances need not agree who runs it).
+ * batches, by every instance (a delete is idempotent, so instances need not agree who runs it). Each
+ * batch moves the anchor of every stream it shortened in its own transaction (the store's `prune`),
+ * so the chain stays verifiable from the cut (docs/audit.md).
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { Logger } from '../log.js';

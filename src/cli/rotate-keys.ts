@@ -1,7 +1,7 @@
 import { loadConfigOrExit, type Config } from '../config/env.js';
 import { Sealer, SealError, type SealContext } from '../crypto/index.js';
 import { clientSecretContext } from '../providers/mcp-auth/registration.js';
-import { openStore, type ConnectionRow, type Repositories, type Store, type UpstreamClientRow } from '../store/index.js';
+import { auditChainKey, openStore, type ConnectionRow, type Repositories, type Store, type UpstreamClientRow } from '../store/index.js';
 import { rotationAuditDetail, rotationText } from './rotation/messages.js';
 import type { RotationCounts, RotationReport } from './rotation/report.js';
 
@@ -101,7 +101,8 @@ function mergeCounts(tables: Array<Array<{ key_id: string; n: number }>>): Array
 
 /** `npm run rotate-keys` against `config`'s database and key ring: writes the report to `stdout`, returns the exit code. */
 export async function runRotateKeys(config: Config, stdout: { write(text: string): unknown }): Promise<number> {
-  const store = await openStore(config.database);
+  // Its `keys_rotated` row joins the audit chain in a stream of this run's.
+  const store = await openStore(config.database, undefined, { auditChain: auditChainKey(config.brokerSecret) });
   try {
     const report = await rotateKeys(store, new Sealer(config.tokenKeys));
     stdout.write(rotationText(report));

@@ -3,8 +3,10 @@ import { openSqliteStore } from './sqlite/index.js';
 import { tracingEnabled } from '../observability/tracing.js';
 import { traceStore } from './traced.js';
 import type { Store } from './types.js';
+import type { AuditChainKey } from './audit-chain.js';
 
 export type * from './types.js';
+export { auditChainKey, AuditStream, markTag, rowMac, streamGenesis, type AuditChainKey } from './audit-chain.js';
 export { StoreUnavailableError } from './errors.js';
 export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, TOLD_PREFIX } from './types.js';
 export { extendSqliteSchema, openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
@@ -30,21 +32,24 @@ export interface DatabaseSettings {
 export async function openStore(
   database: DatabaseSettings,
   onError?: (event: string, detail: Record<string, unknown>) => void,
+  options: { auditChain?: AuditChainKey } = {},
 ): Promise<Store> {
-  const store = await openConfiguredStore(database, onError);
+  const store = await openConfiguredStore(database, onError, options.auditChain);
   return tracingEnabled() ? traceStore(store) : store;
 }
 
 async function openConfiguredStore(
   database: DatabaseSettings,
-  onError?: (event: string, detail: Record<string, unknown>) => void,
+  onError: ((event: string, detail: Record<string, unknown>) => void) | undefined,
+  auditChain: AuditChainKey | undefined,
 ): Promise<Store> {
-  if (!database.url) return openSqliteStore(database.path);
+  if (!database.url) return openSqliteStore(database.path, auditChain ? { auditChain } : {});
   try {
     return await openPostgresStore(database.url, {
       poolMax: database.poolMax,
       statementTimeoutMs: database.statementTimeoutMs,
       ...(onError ? { onError } : {}),
+      ...(auditChain ? { auditChain } : {}),
     });
   } catch (err) {
     // pg's messages name the host and user, never the password.

@@ -272,15 +272,61 @@ export interface RefreshLeaseRepository {
   release(owner: Owner, provider: string, holder: string): Promise<void>;
 }
 
-/** An append-only record of what happened to connections. `detail` is a code or a count, never a secret. */
+/**
+ * An append-only record of what happened to connections. `detail` is a code or a count, never a secret.
+ * A store opened with the chain's key (src/store/audit-chain.ts) chains every row it records into its
+ * own stream; docs/audit.md says what that proves.
+ */
 export interface AuditRepository {
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void>;
   list(filter?: { issuer?: string; subject?: string; event?: AuditEvent }): Promise<AuditRow[]>;
   /**
    * Deletes the oldest rows recorded before `before` (epoch ms), by (`at`, `id`), at most `limit` of
    * them, and returns how many went: callers loop in batches, so no call holds the write lock long.
+   * In the same transaction, each stream that lost rows gets its anchor moved to its last pruned row.
    */
   prune(before: number, limit: number): Promise<number>;
+  /** This writer's stream and its last place and MAC (undefined when the store chains nothing). */
+  head(): Promise<AuditChainHead | undefined>;
+  /** Chained rows in (`stream`, `seq`, `id`) order, after `after` (undefined = from the start). */
+  chainPage(after: AuditChainCursor | undefined, limit: number): Promise<ChainedAuditRow[]>;
+  /** Every stream's anchor and every void (a rolled-back row's place and MAC). */
+  chainMarks(): Promise<{ anchors: AuditAnchorRow[]; voids: AuditVoidRow[] }>;
+  /** The unchained rows: how many precede the first chained row, and the first one after it (a broken link). */
+  unchained(): Promise<{ before: number; after: number; firstAfter: number | null }>;
+}
+
+export interface AuditChainHead {
+  stream: string;
+  seq: number;
+  mac: string;
+  key_id: string;
+}
+
+export interface ChainedAuditRow extends AuditRow {
+  stream: string;
+  seq: number;
+  key_id: string;
+  mac: string;
+}
+
+export type AuditChainCursor = Pick<ChainedAuditRow, 'stream' | 'seq' | 'id'>;
+
+export interface AuditAnchorRow {
+  stream: string;
+  seq: number;
+  mac: string;
+  at: number;
+  key_id: string;
+  tag: string;
+}
+
+export interface AuditVoidRow {
+  stream: string;
+  seq: number;
+  mac: string;
+  key_id: string;
+  tag: string;
 }
 
 /** Hit counters for rate limits, shared by every instance. Keys arrive already hashed. */

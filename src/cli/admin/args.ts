@@ -8,6 +8,7 @@ export type AdminCommand =
   | { kind: 'connections revoke'; owner: Owner; provider: string; json: boolean }
   | { kind: 'audit export'; owner?: Owner; since?: number }
   | { kind: 'audit prune'; olderThanDays?: number; json: boolean }
+  | { kind: 'audit verify'; heads?: string; json: boolean }
   | { kind: 'pending prune'; json: boolean }
   | { kind: 'upstreams reset-registration'; upstream: string; json: boolean }
   | { kind: 'stats'; json: boolean };
@@ -21,7 +22,7 @@ type OptionSpec = Record<string, { type: 'string' | 'boolean' }>;
 
 const GROUPS: Record<string, readonly string[]> = {
   connections: ['list', 'revoke'],
-  audit: ['export', 'prune'],
+  audit: ['export', 'prune', 'verify'],
   pending: ['prune'],
   upstreams: ['reset-registration'],
 };
@@ -87,6 +88,12 @@ export function parseAdminArgs(argv: readonly string[], now = Date.now()): Admin
       const days = a.strings['older-than-days'];
       return { kind: name, ...(days !== undefined ? { olderThanDays: retentionDays(days) } : {}), json: a.json };
     }
+    case 'audit verify': {
+      const a = parse(name, rest, { heads: { type: 'string' }, ...JSON_FLAG }, []);
+      if (a.help) return { kind: 'help', topic: name };
+      const heads = a.strings.heads;
+      return { kind: name, ...(heads !== undefined ? { heads: nonEmpty('--heads', heads) } : {}), json: a.json };
+    }
     case 'upstreams reset-registration': {
       const a = parse(name, rest, JSON_FLAG, ['<id>']);
       if (a.help) return { kind: 'help', topic: name };
@@ -115,6 +122,7 @@ function isTopic(value: string): value is HelpTopic {
     'audit',
     'audit export',
     'audit prune',
+    'audit verify',
     'pending',
     'pending prune',
     'upstreams',

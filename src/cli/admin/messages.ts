@@ -17,6 +17,8 @@ Commands:
                                     the audit trail as JSON lines, oldest first
   audit prune [--older-than-days <n>] [--json]
                                     delete audit rows older than the retention (AUDIT_RETENTION_DAYS) now
+  audit verify [--heads <log>] [--json]
+                                    check the audit trail's chain of MACs; exit 1 at the first broken link
   pending prune [--json]            remove settled and expired pending connections now
   upstreams reset-registration <id> [--json]
                                     forget the broker's registration at an auth: mcp upstream's
@@ -51,10 +53,11 @@ Exits 1 when that user has no connection to that provider.
 
 Example: ${RUN} connections revoke https://idp.example.com 248289761001 github
 `,
-  audit: `Usage: ${RUN} audit <export|prune> …
+  audit: `Usage: ${RUN} audit <export|prune|verify> …
 
   audit export [--since <when>] [--user <iss> <sub>]
   audit prune [--older-than-days <n>] [--json]
+  audit verify [--heads <log>] [--json]
 `,
   'audit export': `Usage: ${RUN} audit export [--since <when>] [--user <iss> <sub>]
 
@@ -77,6 +80,21 @@ days ago (default 90), oldest first, in batches of 10,000. Prints how many rows 
   --json                 {"deleted": n}
 
 Export first what you mean to keep: ${RUN} audit export > audit.jsonl
+Each stream that loses rows keeps an anchor at the cut, so "audit verify" still checks what is left.
+`,
+  'audit verify': `Usage: ${RUN} audit verify [--heads <log>] [--json]
+
+Recomputes the audit trail's chain (docs/audit.md): every row's MAC over its stream's previous MAC
+and its own columns, under a key derived from BROKER_SECRET (rows MACed before BROKER_SECRET changed:
+set the old one as BROKER_PREVIOUS_SECRET). Prints the rows and streams checked, or the first broken
+link: the stream, the row and what is wrong (content changed, row missing, order changed...).
+Rows written before the chain existed are counted as unchained history, not as broken.
+
+  --heads <log>  a log of the broker's (JSON lines): every audit_chain_head line in it is a place
+                 its stream must still reach; a stream that ends before it lost its newest rows
+  --json         {ok, rows, streams, anchors, voids, unchainedHistory, belowAnchors, broken?}
+
+Exit status: 0 the chain holds, 1 a link is broken (or the database cannot be used).
 `,
   pending: `Usage: ${RUN} pending prune [--json]
 `,
@@ -139,6 +157,15 @@ export const OUT = {
   pruned: (n: number) =>
     `Pruned ${n} row(s): settled or expired pending connections, expired flows, sign-ins, sessions and rate-limit windows.`,
   auditPruned: (n: number, days: number) => `Deleted ${n} audit row(s) recorded more than ${days} day(s) ago.`,
+  chainOk: (rows: number, streams: number, anchors: number, voids: number) =>
+    `Audit chain OK: ${rows} row(s) in ${streams} stream(s) verified (${anchors} anchor(s) at pruned cuts, ${voids} rolled-back place(s)).`,
+  chainHeads: (n: number) => `Every stream reaches the ${n} head(s) logged for it.`,
+  headsUnreadable: (path: string, why: string) => `cannot read --heads ${path} (${why}); nothing was checked`,
+  chainHistory: (n: number) => `${n} row(s) from before the chain (no MAC): unchained history, not checked.`,
+  chainBelowAnchors: (n: number) => `${n} row(s) older than their stream's anchor (a prune stopped halfway): not checked.`,
+  chainStream: (stream: string, rows: number, lastSeq: number, lastAt: string, from: string) =>
+    `  ${stream}: ${rows} row(s), head at place ${lastSeq}${lastAt ? ` (${lastAt})` : ''}, from its ${from}`,
+  chainBroken: (problem: string, message: string) => `Audit chain BROKEN (${problem}): ${message}.`,
   statsConnections: 'Connections',
   statsNoConnections: '  none',
   statsPending: (open: number, authorizing: number) => `Pending connections: ${open} open, ${authorizing} authorizing`,

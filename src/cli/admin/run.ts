@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { principalFromVerifiedClaims } from '../../auth/principal.js';
 import { developmentEnvForAdmin, USING_DEVELOPMENT_FILES } from '../../config/development.js';
@@ -12,7 +13,9 @@ import type { Logger } from '../../log.js';
 import { buildProviders } from '../../providers/registry.js';
 import { upstreamCallback } from '../../providers/mcp-auth/index.js';
 import { pruneAuditTrail, retentionCutoff } from '../../audit/retention.js';
-import { openStore, StoreUnavailableError, type AuditCursor, type Store } from '../../store/index.js';
+import { verifyAuditChain, type LoggedHead } from '../../audit/verify.js';
+import { headsFromLog } from '../../audit/heads.js';
+import { auditChainKey, openStore, StoreUnavailableError, type AuditChainKey, type AuditCursor, type Store } from '../../store/index.js';
 import { parseAdminArgs, UsageError, type AdminCommand } from './args.js';
 import { auditLine, connectionJson, connectionsTable, statsJson, statsText } from './format.js';
 import { HELP, OUT, USAGE } from './messages.js';
@@ -66,7 +69,10 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
   }
   let store: Store | undefined;
   try {
-    store = await openStore(config.database, (event) => io.stderr.write(OUT.failed(event) + '\n'));
+    // Its own rows (an admin revocation, a prune's anchors) join the chain in a stream of this run's.
+    store = await openStore(config.database, (event) => io.stderr.write(OUT.failed(event) + '\n'), {
+      auditChain: auditChainKey(config.brokerSecret),
+    });
     return await execute(command, { store, config, io, write: writer(io.stdout), pageSize: io.pageSize ?? 500 });
   } catch (err) {
     // One line a person can act on, never a stack (pg's messages name host and user, never the password).
@@ -146,6 +152,34 @@ async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Co
       await write(command.json ? JSON.stringify({ deleted }) + '\n' : OUT.auditPruned(deleted, days) + '\n');
       return EXIT.ok;
     }
+    case 'audit verify': {
+      let heads: LoggedHead[] = [];
+      if (command.heads !== undefined) {
+        try {
+          heads = headsFromLog(await readFile(command.heads, 'utf8'));
+        } catch (err) {
+          ctx.io.stderr.write(OUT.failed(OUT.headsUnreadable(command.heads, (err as NodeJS.ErrnoException).code ?? String(err))) + '\n');
+          return EXIT.notFound;
+        }
+      }
+      const report = await verifyAuditChain(store.audit, chainKeys(ctx.config, ctx.io.env ?? process.env), { heads });
+      if (command.json) {
+        await write(JSON.stringify(report) + '\n');
+        return report.ok ? EXIT.ok : EXIT.notFound;
+      }
+      if (report.broken) {
+        await write(OUT.chainBroken(report.broken.problem, report.broken.message) + '\n');
+        return EXIT.notFound;
+      }
+      const lines = [OUT.chainOk(report.rows, report.streams.length, report.anchors, report.voids)];
+      if (command.heads !== undefined) lines.push(OUT.chainHeads(heads.length));
+      if (report.unchainedHistory > 0) lines.push(OUT.chainHistory(report.unchainedHistory));
+      if (report.belowAnchors > 0) lines.push(OUT.chainBelowAnchors(report.belowAnchors));
+      for (const s of report.streams)
+        lines.push(OUT.chainStream(s.stream, s.rows, s.lastSeq, s.lastAt === null ? '' : new Date(s.lastAt).toISOString(), s.from));
+      await write(lines.join('\n') + '\n');
+      return EXIT.ok;
+    }
     case 'pending prune': {
       const n = await store.pending.prune();
       await write(command.json ? JSON.stringify({ pruned: n }) + '\n' : OUT.pruned(n) + '\n');
@@ -219,6 +253,12 @@ async function revoke(command: Extract<AdminCommand, { kind: 'connections revoke
           : OUT.deletedOnly(who, provider.displayName, existing.account_login, outcome.revokeError ?? OUT.unreadableTokens)) + '\n',
   );
   return EXIT.ok;
+}
+
+/** The chain's keys: BROKER_SECRET's, and BROKER_PREVIOUS_SECRET's for the rows MACed before it changed. */
+function chainKeys(config: Config, env: NodeJS.ProcessEnv): AuditChainKey[] {
+  const previous = env.BROKER_PREVIOUS_SECRET;
+  return [auditChainKey(config.brokerSecret), ...(previous ? [auditChainKey(Buffer.from(previous, 'utf8'))] : [])];
 }
 
 /** ADMIN_ACTOR, else the OS user running the command: who the audit trail names. */

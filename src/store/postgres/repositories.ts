@@ -1,6 +1,6 @@
 import type { Repositories } from '../types.js';
 import { PgAdminRepository } from './admin.js';
-import { PgAuditRepository } from './audit.js';
+import { PgAuditRepository, type PgAuditChain } from './audit.js';
 import { PgConnectionRepository } from './connections.js';
 import { PgClientAssertionRepository, PgServiceUsageRepository } from './exchange.js';
 import { PgLoginTransactionRepository } from './login-transactions.js';
@@ -16,7 +16,7 @@ import { PgWebhookOutboxRepository } from './webhooks.js';
 import { guarded } from './unavailable.js';
 
 /** Every repository over one queryable: the pool for the store, a client for a transaction. */
-export function repositoriesOver(q: Queryable): Repositories {
+export function repositoriesOver(q: Queryable, auditChain?: PgAuditChain): Repositories {
   return {
     sessions: guarded(new PgSessionRepository(q)),
     loginTransactions: guarded(new PgLoginTransactionRepository(q)),
@@ -24,7 +24,7 @@ export function repositoriesOver(q: Queryable): Repositories {
     oauthFlows: guarded(new PgOAuthFlowRepository(q)),
     connections: guarded(new PgConnectionRepository(q)),
     leases: guarded(new PgRefreshLeaseRepository(q)),
-    audit: guarded(new PgAuditRepository(q)),
+    audit: guarded(new PgAuditRepository(q, auditChain)),
     rateLimits: guarded(new PgRateLimitRepository(q)),
     clientAssertions: guarded(new PgClientAssertionRepository(q)),
     serviceUsage: guarded(new PgServiceUsageRepository(q)),

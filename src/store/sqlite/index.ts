@@ -1,3 +1,4 @@
+import { AuditStream, type AuditChainKey } from '../audit-chain.js';
 import type { Repositories, Store } from '../types.js';
 import { SqliteAdminRepository } from './admin.js';
 import { SqliteAuditRepository } from './audit.js';
@@ -21,7 +22,7 @@ export interface SqliteStore extends Store {
   readonly db: Db;
 }
 
-function repositories(db: Db, runner: Runner): Repositories {
+function repositories(db: Db, runner: Runner, stream: AuditStream | undefined): Repositories {
   return {
     sessions: new SqliteSessionRepository(db, runner),
     loginTransactions: new SqliteLoginTransactionRepository(db, runner),
@@ -29,7 +30,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     oauthFlows: new SqliteOAuthFlowRepository(db, runner),
     connections: new SqliteConnectionRepository(db, runner),
     leases: new SqliteRefreshLeaseRepository(db, runner),
-    audit: new SqliteAuditRepository(db, runner),
+    audit: new SqliteAuditRepository(db, runner, stream),
     rateLimits: new SqliteRateLimitRepository(db, runner),
     clientAssertions: new SqliteClientAssertionRepository(db, runner),
     serviceUsage: new SqliteServiceUsageRepository(db, runner),
@@ -40,24 +41,31 @@ function repositories(db: Db, runner: Runner): Repositories {
   };
 }
 
-/** The embedded store: one SQLite file, shared by the processes of one machine. */
-export function openSqliteStore(path: string): SqliteStore {
+/**
+ * The embedded store: one SQLite file, shared by the processes of one machine. With `auditChain`,
+ * this process's audit rows are chained in a stream of its own (src/store/audit-chain.ts).
+ */
+export function openSqliteStore(path: string, options: { auditChain?: AuditChainKey } = {}): SqliteStore {
   const db = openDatabase(path);
   const gate = new TransactionGate();
-  const inTx = repositories(db, insideTransaction);
+  const stream = options.auditChain ? new AuditStream(options.auditChain) : undefined;
+  const inTx = repositories(db, insideTransaction, stream);
   return {
     kind: 'sqlite',
     db,
-    ...repositories(db, gate),
+    ...repositories(db, gate, stream),
     transaction: (fn) =>
       gate.exclusive(async () => {
         await insideTransaction.run(() => db.exec('BEGIN IMMEDIATE'));
+        // Nothing else writes while the transaction is open: a rollback puts the stream's head back.
+        const position = stream?.position();
         try {
           const result = await fn(inTx);
           db.exec('COMMIT');
           return result;
         } catch (err) {
           if (db.inTransaction) db.exec('ROLLBACK');
+          if (position) stream!.restore(position);
           throw err;
         }
       }),
