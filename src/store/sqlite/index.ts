@@ -1,5 +1,6 @@
 import type { Repositories, Store } from '../types.js';
 import { SqliteAdminRepository } from './admin.js';
+import { SqliteApprovalRepository } from './approvals.js';
 import { SqliteAuditRepository } from './audit.js';
 import { SqliteConnectionRepository } from './connections.js';
 import { migrate, openDatabase, type Db } from './database.js';
@@ -37,6 +38,7 @@ function repositories(db: Db, runner: Runner): Repositories {
     upstreamClients: new SqliteUpstreamClientRepository(db, runner),
     upstreamTools: new SqliteUpstreamToolsRepository(db, runner),
     webhooks: new SqliteWebhookOutboxRepository(db, runner),
+    approvals: new SqliteApprovalRepository(db, runner),
   };
 }
 
