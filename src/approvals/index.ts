@@ -12,3 +12,4 @@ export {
   type SealedCall,
 } from './gate.js';
 export { ApprovalWatcher, type ApprovalWaitOutcome } from './watcher.js';
+export { approvalRoutes, type ApprovalRouteDeps } from './routes.js';
