@@ -108,6 +108,8 @@ describe('migrations', () => {
     assert.deepEqual(
       tables.map((t) => t.table_name),
       [
+        'approval_decisions',
+        'approval_requests',
         'audit_events',
         'browser_sessions',
         'connection_service_usage',
