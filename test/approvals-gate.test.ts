@@ -322,6 +322,40 @@ function gateSuite(name: string, skip: string | false, backend: () => Promise<Ba
       assert.equal(decided.data.tool, 'github_mcp_delete_repository');
     });
 
+    test('the webhook outbox rows land in the transaction of the request and of each decision', async () => {
+      const store = await (await b.open())();
+      stores.push(store);
+      const { WebhookOutbox } = await import('../src/webhooks/index.js');
+      const events = new WebhookOutbox([
+        {
+          id: 'chat',
+          url: new URL('https://chat.example.com/hook'),
+          events: ['approval.requested', 'approval.decided'],
+          secret: Buffer.alloc(24, 1),
+        },
+      ]);
+      const gate = new ApprovalGates({
+        store,
+        events,
+        publicUrl: PUBLIC_URL,
+        approvalRule: () => rule({ quorum: 2 }),
+        policyVersion: 'v1',
+        sealer: SEALER,
+      });
+      gates.push(gate);
+      const asked = await gate.check(subject({ args: { repo: 'outbox-secret' }, argsDigest: 'ob' }), rule({ quorum: 2 }), 0);
+      await gate.check(subject({ args: { repo: 'outbox-secret' }, argsDigest: 'ob' }), rule({ quorum: 2 }), 0);
+      await gate.decide(asked.requestId, approver('m1'), 'approve', undefined);
+      await gate.decide(asked.requestId, approver('m2'), 'approve', undefined);
+      const claimed = await store.webhooks.claim('test', ['chat'], 10, 60_000);
+      assert.deepEqual(
+        claimed.map((r) => r.event_type).sort(),
+        ['approval.decided', 'approval.decided', 'approval.requested'],
+        'one for the request (not for its repeat), one per decision',
+      );
+      for (const row of claimed) assert.doesNotMatch(row.payload, /outbox-secret/);
+    });
+
     test('prune removes requests an hour past their use, with their decisions', async () => {
       const { gate, store, clock } = await gateOn(undefined, [rule({ ttlSeconds: 60 })]);
       const asked = await gate.check(subject(), rule({ ttlSeconds: 60 }), 0);
