@@ -367,6 +367,18 @@ function gateSuite(name: string, skip: string | false, backend: () => Promise<Ba
       assert.deepEqual(await store.approvals.decisions(asked.requestId), []);
     });
 
+    test('a decision recorded by another instance releases a check held here (pushed on PostgreSQL, polled on SQLite)', async () => {
+      const here = await gateOn();
+      const there = await gateOn(here.open);
+      const asked = await here.gate.check(subject({ argsDigest: 'two-instances' }), rule(), 0);
+      const held = here.gate.check(subject({ argsDigest: 'two-instances' }), rule(), 20_000);
+      await eventually('the check held here', () => here.gate.watcher.waiting === 1);
+      const started = Date.now();
+      assert.equal((await there.gate.decide(asked.requestId, approver('m1'), 'approve', undefined)).kind, 'recorded');
+      assert.deepEqual(await held, { kind: 'approved', requestId: asked.requestId });
+      assert.ok(Date.now() - started < 3_000, `released within a poll or a push (${Date.now() - started} ms)`);
+    });
+
     if (name === 'PostgreSQL') {
       test('three instances: the request made on one, approved on a second, releases the check held on a third', async () => {
         const first = await gateOn();
