@@ -10,6 +10,7 @@ import type { OidcClient } from './auth/oidc-client.js';
 import { connectRoutes, type ConnectRouteDeps } from './connect/routes.js';
 import { activateRoutes } from './connect/activate.js';
 import { tokenRecipientsOf } from './connect/token-recipients.js';
+import { approvalRoutes, type ApprovalGates } from './approvals/index.js';
 import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from './crypto/index.js';
@@ -42,6 +43,8 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
   mount?: (app: express.Express) => void;
   /** Public documents served before the no-store pages (the client ID metadata documents of `auth: mcp` upstreams). */
   publicRoutes?: RequestHandler[];
+  /** The approval gate whose /approvals pages this app serves. */
+  approvals?: ApprovalGates;
 }
 
 /**
@@ -210,6 +213,10 @@ export function createApp(deps: AppDeps): express.Express {
   });
   app.use(connect);
   app.use(activateRoutes({ ...deps, page, requireCsrf, openLink: connect.openLink, limitKey, pageLimit: limits.connect }));
+  if (deps.approvals) {
+    const claims = (session: Parameters<Sessions['verifiedClaims']>[0]) => sessions.verifiedClaims(session);
+    app.use(approvalRoutes({ gates: deps.approvals, claims, page, log, requireCsrf, rateLimit: limit('approvals') }));
+  }
   // The start page: what this is, and the way to one's accounts (signing in on the way).
   const providerNames = [...deps.providers.values()].map((p) => p.displayName);
   const mcpUrl = new URL('/mcp', config.publicUrl).href;

@@ -6,7 +6,9 @@ import { Sessions } from './auth/sessions.js';
 import { CompletionWatcher } from './connections/completion-watcher.js';
 import { ConnectionService } from './connections/index.js';
 import { ConnectLinks } from './connections/links.js';
-import { Sealer } from './crypto/index.js';
+import { deriveKey, Sealer } from './crypto/index.js';
+import { ApprovalGates } from './approvals/index.js';
+import type { ApprovalRule } from './policy/types.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
 import { UpstreamStates, verifyToolState, type UpstreamState } from './gateway/relay/upstream-state.js';
@@ -36,6 +38,8 @@ export interface Broker {
   toolDeps: ToolDeps;
   /** Sends the webhook outbox (running from creation, idle without endpoints). */
   webhooks: WebhookDelivery;
+  /** The approval gate (src/approvals/): what the policy's `approve` effect calls, and the /approvals pages' state. */
+  approvals: ApprovalGates;
   close(): Promise<void>;
 }
 
@@ -48,6 +52,8 @@ export interface BrokerOptions {
   webhookDelivery?: DeliveryOptions;
   /** When the audit trail is pruned to AUDIT_RETENTION_DAYS (tests shorten it; default hourly, first a minute after start). */
   auditRetention?: AuditRetentionOptions;
+  /** The compiled policy's `approve` rules by id and its version, for the approval gate and pages (none: no request applies). */
+  approvals?: { approvalRule: (ruleId: string) => ApprovalRule | undefined; policyVersion: string };
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
@@ -87,6 +93,14 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
   });
   const webhooks = createWebhooks(store, config.webhooks, log, { egress: EgressRule.from(config.egress), ...options.webhookDelivery });
   const connections = new ConnectionService(store, sealer, log, { providerTimeoutMs: config.providerTimeoutMs, events: webhooks.events });
+  const approvals = new ApprovalGates({
+    store,
+    events: webhooks.events,
+    publicUrl: config.publicUrl,
+    approvalRule: options.approvals?.approvalRule ?? (() => undefined),
+    policyVersion: options.approvals?.policyVersion ?? '',
+    sealer: new Sealer([deriveKey(config.brokerSecret, 'approval-call')]),
+  });
   // One key signs the built-in tools' states and the gateway's.
   const codec = createToolStateCodec<BuiltinState | UpstreamState>(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
@@ -145,6 +159,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     log,
     publicUrl: config.publicUrl,
     sharedAccountPolicy: config.sharedAccountPolicy,
+    approvals,
     ...(mcpAuthProviders.length > 0 ? { publicRoutes: [clientDocumentRoutes(mcpAuthProviders)] } : {}),
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });
@@ -155,6 +170,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
 
   const pruneTimer = setInterval(() => {
     store.pending.prune().catch((err: unknown) => log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) }));
+    approvals.prune().catch((err: unknown) => log.warn('prune_failed', { message: err instanceof Error ? err.message : String(err) }));
   }, 60_000);
   pruneTimer.unref();
   const auditRetention = startAuditRetention(store.audit, config.auditRetentionDays, log, options.auditRetention);
@@ -169,12 +185,14 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     idpHealth,
     toolDeps,
     webhooks: webhooks.delivery,
+    approvals,
     async close() {
       clearInterval(pruneTimer);
       await auditRetention.close();
       stopCountingPending();
       idpHealth.close();
       watcher.close();
+      approvals.close();
       // A refresh GitHub already answered must be stored, or its rotated refresh token is lost.
       await connections.drain();
       // Attempts in flight are settled before the database closes (a cut one would only be sent again).

@@ -627,7 +627,7 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
       config.webhooks.map((w) => [w.id, w.url.href, w.events.length]),
       [
         ['audit-sink', 'https://hooks.example.com/broker', 2],
-        ['local', 'http://127.0.0.1:9999/hooks', 6],
+        ['local', 'http://127.0.0.1:9999/hooks', WEBHOOK_EVENT_TYPES.length],
       ],
     );
     assert.deepEqual(config.webhooks[0]!.events, ['connection.created', 'connection.revoked']);

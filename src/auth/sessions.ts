@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import { decodeJwt } from 'jose';
 import { deriveKey, mac, randomHandle, Sealer, sha256Hex, verifyMac } from '../crypto/index.js';
 import { clearCookie, cookieName, readCookie, setCookie, type CookieSettings } from '../http/cookies.js';
 import type { Store } from '../store/index.js';
@@ -126,6 +127,25 @@ export class Sessions {
     clearCookie(res, this.cookie, this.settings);
     delete res.locals.session;
     return idToken ? { idToken } : {};
+  }
+
+  /**
+   * The claims of the ID token this session signed in with (verified by the sign-in: signature,
+   * issuer, audience, nonce; kept sealed to this session since), for decisions about the signed-in
+   * person such as who may approve a call (src/approvals/). Empty when the session kept none, it no
+   * longer opens, or its issuer is not the session's.
+   */
+  async verifiedClaims(session: BrowserSession): Promise<Record<string, unknown>> {
+    if (!session.principal) return {};
+    const sealed = (await this.store.sessions.find(session.idHash))?.id_token;
+    if (!sealed) return {};
+    try {
+      const idToken = this.#idTokenSealer.open({ keyId: this.#idTokenSealer.keyId, value: sealed }, idTokenContext(session.idHash));
+      const claims = decodeJwt(idToken) as Record<string, unknown>;
+      return claims.iss === session.principal.issuer ? claims : {};
+    } catch {
+      return {};
+    }
   }
 
   /** A CSRF token bound to this session (HMAC of its id hash under a CSRF-only key). */

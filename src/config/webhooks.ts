@@ -12,6 +12,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'connection.revoked',
   'connection.deleted',
   'exchange.refused',
+  'approval.requested',
+  'approval.decided',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

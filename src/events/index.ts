@@ -33,6 +33,34 @@ export interface ExchangeRefusedData {
   principal?: { issuer: string; subject: string };
 }
 
+/**
+ * A call waiting for approval (src/approvals/), as an operator's chat notification needs it: ids,
+ * the tool, whose call, and where to decide. Never the arguments (they may hold personal data).
+ */
+export interface ApprovalEventData {
+  /** The request's id; `url` is its page (`<PUBLIC_URL>/approvals/<id>`). */
+  id: string;
+  url: string;
+  /** The policy rule that asked for approval. */
+  rule: string;
+  tool: string;
+  /** The upstream the tool belongs to ('' for the broker's own tools). */
+  upstream: string;
+  provider: string;
+  requester: { issuer: string; subject: string };
+  /** The assistant as it introduced itself. */
+  client: string;
+  /** Until when (ISO 8601) approvers may decide, or the approval may run once decided. */
+  expiresAt: string;
+}
+
+/** One approver's decision, and where the request stands after it. */
+export interface ApprovalDecidedData extends ApprovalEventData {
+  decision: { approver: { issuer: string; subject: string }; verdict: 'approve' | 'deny' };
+  /** `approved` once the quorum is reached, `denied` on a deny, else still `pending`. */
+  status: 'pending' | 'approved' | 'denied';
+}
+
 /** What the broker tells the operator's other systems about (the signed webhooks deliver these). */
 export interface BrokerEvents {
   /** A connection was stored: a first connect, a reconnect or more access. */
@@ -47,6 +75,10 @@ export interface BrokerEvents {
   'connection.revoked': ConnectionEventData & { revokedUpstream: boolean; by: DisconnectActor };
   /** A token exchange refused after the service authenticated (never for an unauthenticated caller). */
   'exchange.refused': ExchangeRefusedData;
+  /** A call needs approval: a new request was opened (not when the same call is repeated). */
+  'approval.requested': ApprovalEventData;
+  /** An approver approved or denied a request (one event per decision). */
+  'approval.decided': ApprovalDecidedData;
 }
 
 export type BrokerEventType = keyof BrokerEvents;

@@ -27,6 +27,10 @@ export type BrokerErrorCode =
   | 'provider_refused'
   | 'account_changed'
   | 'account_shared'
+  // approval pages (src/approvals/)
+  | 'unknown_approval'
+  | 'approval_closed'
+  | 'approval_stale'
   | `provider_${string}`;
 
 /**

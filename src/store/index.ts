@@ -7,6 +7,8 @@ import type { AuditChainKey } from './audit-chain.js';
 
 export type * from './types.js';
 export { auditChainKey, AuditStream, markTag, rowMac, streamGenesis, type AuditChainKey } from './audit-chain.js';
+export type * from './approvals.js';
+export { APPROVAL_FEED_PREFIX } from './approvals.js';
 export { StoreUnavailableError } from './errors.js';
 export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, TOLD_PREFIX } from './types.js';
 export { extendSqliteSchema, openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';

@@ -18,6 +18,7 @@ const TRACED: Record<keyof Repositories, true> = {
   upstreamClients: true,
   upstreamTools: true,
   webhooks: true,
+  approvals: true,
 };
 const REPOSITORIES = Object.keys(TRACED) as Array<keyof Repositories>;
 

@@ -4,6 +4,8 @@
  * `src/store/` can tell them apart. Times are epoch milliseconds throughout.
  */
 
+import type { ApprovalRepository } from './approvals.js';
+
 export type Owner = { issuer: string; subject: string };
 
 export interface SessionRow {
@@ -532,6 +534,7 @@ export interface Repositories {
   upstreamClients: UpstreamClientRepository;
   upstreamTools: UpstreamToolsRepository;
   webhooks: WebhookOutboxRepository;
+  approvals: ApprovalRepository;
 }
 
 /** How a store pushes "pending connection settled" to every instance, when it can. */

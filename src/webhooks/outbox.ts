@@ -1,6 +1,14 @@
 import type { ConfiguredWebhook } from '../config/webhooks.js';
 import { randomHandle } from '../crypto/index.js';
-import type { BrokerEvents, BrokerEventType, ConnectionEventData, EventSink, ExchangeRefusedData } from '../events/index.js';
+import type {
+  ApprovalDecidedData,
+  ApprovalEventData,
+  BrokerEvents,
+  BrokerEventType,
+  ConnectionEventData,
+  EventSink,
+  ExchangeRefusedData,
+} from '../events/index.js';
 import type { NewOutboxRow, Repositories } from '../store/index.js';
 
 /**
@@ -13,6 +21,7 @@ export function webhookPayload<K extends BrokerEventType>(type: K, data: BrokerE
 }
 
 function payloadData(type: BrokerEventType, data: BrokerEvents[BrokerEventType]): Record<string, unknown> {
+  if (type === 'approval.requested' || type === 'approval.decided') return approvalPayload(type, data as ApprovalEventData);
   if (type === 'exchange.refused') {
     const refused = data as ExchangeRefusedData;
     return {
@@ -27,6 +36,28 @@ function payloadData(type: BrokerEventType, data: BrokerEvents[BrokerEventType])
     provider: connection.provider,
     login: connection.login,
     scopes: connection.scopes,
+  };
+}
+
+/** An approval event's data: ids, the tool, whose call, where to decide, and a decision's verdict; never the arguments or a reason. */
+function approvalPayload(type: 'approval.requested' | 'approval.decided', a: ApprovalEventData): Record<string, unknown> {
+  const common = {
+    id: a.id,
+    url: a.url,
+    rule: a.rule,
+    tool: a.tool,
+    upstream: a.upstream,
+    provider: a.provider,
+    requester: { issuer: a.requester.issuer, subject: a.requester.subject },
+    client: a.client,
+    expiresAt: a.expiresAt,
+  };
+  if (type === 'approval.requested') return common;
+  const d = a as ApprovalDecidedData;
+  return {
+    ...common,
+    decision: { approver: { issuer: d.decision.approver.issuer, subject: d.decision.approver.subject }, verdict: d.decision.verdict },
+    status: d.status,
   };
 }
 

@@ -108,6 +108,8 @@ describe('migrations', () => {
     assert.deepEqual(
       tables.map((t) => t.table_name),
       [
+        'approval_decisions',
+        'approval_requests',
         'audit_chain_anchors',
         'audit_chain_voids',
         'audit_events',

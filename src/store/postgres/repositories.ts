@@ -1,5 +1,6 @@
 import type { Repositories } from '../types.js';
 import { PgAdminRepository } from './admin.js';
+import { PgApprovalRepository } from './approvals.js';
 import { PgAuditRepository, type PgAuditChain } from './audit.js';
 import { PgConnectionRepository } from './connections.js';
 import { PgClientAssertionRepository, PgServiceUsageRepository } from './exchange.js';
@@ -32,5 +33,6 @@ export function repositoriesOver(q: Queryable, auditChain?: PgAuditChain): Repos
     upstreamClients: guarded(new PgUpstreamClientRepository(q)),
     upstreamTools: guarded(new PgUpstreamToolsRepository(q)),
     webhooks: guarded(new PgWebhookOutboxRepository(q)),
+    approvals: guarded(new PgApprovalRepository(q)),
   };
 }

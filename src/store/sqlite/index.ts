@@ -1,6 +1,7 @@
 import { AuditStream, type AuditChainKey } from '../audit-chain.js';
 import type { Repositories, Store } from '../types.js';
 import { SqliteAdminRepository } from './admin.js';
+import { SqliteApprovalRepository } from './approvals.js';
 import { SqliteAuditRepository } from './audit.js';
 import { SqliteConnectionRepository } from './connections.js';
 import { migrate, openDatabase, type Db } from './database.js';
@@ -38,6 +39,7 @@ function repositories(db: Db, runner: Runner, stream: AuditStream | undefined): 
     upstreamClients: new SqliteUpstreamClientRepository(db, runner),
     upstreamTools: new SqliteUpstreamToolsRepository(db, runner),
     webhooks: new SqliteWebhookOutboxRepository(db, runner),
+    approvals: new SqliteApprovalRepository(db, runner),
   };
 }
 
