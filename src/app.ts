@@ -13,6 +13,7 @@ import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from './crypto/index.js';
 import { exchangeRoutes } from './exchange/endpoint.js';
+import type { ApprovalGate } from './policy/index.js';
 import { BrokerError } from './http/errors.js';
 import { errorHandler } from './http/error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './http/host-guard.js';
@@ -41,6 +42,8 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
   mount?: (app: express.Express) => void;
   /** Public documents served before the no-store pages (the client ID metadata documents of `auth: mcp` upstreams). */
   publicRoutes?: RequestHandler[];
+  /** The approval gate the token exchange asks for an `approve` rule (src/policy/types.ts). */
+  approvals?: ApprovalGate;
 }
 
 /**
@@ -144,6 +147,8 @@ export function createApp(deps: AppDeps): express.Express {
       rateLimitPerMinute: config.serviceRateLimitPerMinute,
       authFailuresPerMinute: config.rateLimitPerMinute,
       log,
+      ...(config.policy ? { policy: config.policy } : {}),
+      ...(deps.approvals ? { approvals: deps.approvals } : {}),
     }),
   );
 

@@ -23,6 +23,7 @@ import { createWebhooks, type DeliveryOptions, type WebhookDelivery } from './we
 import type { Express } from 'express';
 import { metrics } from './observability/metrics.js';
 import { startAuditRetention, type AuditRetentionOptions } from './audit/retention.js';
+import type { ApprovalGate } from './policy/index.js';
 import { backgroundFailure } from './observability/process-guards.js';
 
 export interface Broker {
@@ -47,6 +48,8 @@ export interface BrokerOptions {
   webhookDelivery?: DeliveryOptions;
   /** When the audit trail is pruned to AUDIT_RETENTION_DAYS (tests shorten it; default hourly, first a minute after start). */
   auditRetention?: AuditRetentionOptions;
+  /** Holds the calls a policy `approve` rule names until people agree (src/policy/types.ts); without it they are refused. */
+  approvals?: ApprovalGate;
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
@@ -124,6 +127,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     providers,
     disabledTools: new Set(builtinToolNames({}).filter((name) => !builtins.has(name))),
     ...(gateway ? { router: gateway } : {}),
+    ...(config.policy ? { policy: config.policy } : {}),
+    ...(options.approvals ? { approvals: options.approvals } : {}),
   };
   const mcpHandler = createMcpEndpointHandler(toolDeps);
   const app = createApp({
@@ -143,6 +148,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     sharedAccountPolicy: config.sharedAccountPolicy,
     ...(mcpAuthProviders.length > 0 ? { publicRoutes: [clientDocumentRoutes(mcpAuthProviders)] } : {}),
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
+    ...(options.approvals ? { approvals: options.approvals } : {}),
   });
 
   // Discover the OIDC providers now, so pages name their authorization origins in their CSP from the
