@@ -57,7 +57,8 @@ export function mcpPolicyInput(call: McpCall, tool: PolicyTool, args: unknown, a
 
 /**
  * The tools a `tools/list` shows: those whose decision with arguments {} is neither deny nor hide
- * (an approve rule's tool is listed: calling it asks). One account read per provider at most.
+ * (an approve rule's tool is listed: calling it asks; a rule that errors without arguments hides
+ * nothing). One account read per provider at most.
  */
 export async function listableTools<T extends { name: string; annotations?: unknown }>(
   deps: Pick<ToolDeps, 'policy' | 'store'>,
@@ -78,7 +79,10 @@ export async function listableTools<T extends { name: string; annotations?: unkn
     const { upstream, provider } = describe(tool);
     const annotations = annotationsOf(tool.annotations);
     const decision = policy.decide(mcpPolicyInput(call, { name: tool.name, upstream, annotations, provider }, {}, await account(provider)));
-    if (decision.effect !== 'deny' && decision.effect !== 'hide') shown.push(tool);
+    // A rule that cannot be evaluated without arguments (`args.x` with args {}) hides nothing here:
+    // the call itself is decided with its arguments, and fails closed there.
+    if (decision.effect === 'hide' || (decision.effect === 'deny' && !decision.unevaluated)) continue;
+    shown.push(tool);
   }
   return shown;
 }
