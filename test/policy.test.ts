@@ -276,3 +276,120 @@ describe('policy: every input a condition sees', () => {
     assert.ok(performance.now() - started < 2000);
   });
 });
+
+describe('npm run admin -- policy test', () => {
+  const run = async (args: string[], policy: unknown = EXAMPLE_POLICY) => {
+    const { runAdmin } = await import('../src/cli/admin.js');
+    const { providersFile } = await import('./support/gateway.js');
+    const file = providersFile({ policy });
+    let out = '';
+    let err = '';
+    const stream = (add: (s: string) => void) => ({ write: (c: string) => (add(String(c)), true) }) as unknown as NodeJS.WritableStream;
+    try {
+      const code = await runAdmin(['policy', 'test', ...args], {
+        stdout: stream((s) => (out += s)),
+        stderr: stream((s) => (err += s)),
+        env: { ...BASE_ENV, PROVIDERS_FILE: file.path },
+      });
+      return { code, out, err };
+    } finally {
+      file.remove();
+    }
+  };
+
+  it('prints the decision and the rule, from the flags alone (nothing called, no database read)', async () => {
+    const denied = await run([
+      '--as',
+      'https://idp.test',
+      'erin',
+      '--tool',
+      'github_mcp_delete_repository',
+      '--claims',
+      '{"groups":["eng"]}',
+    ]);
+    assert.equal(denied.code, 0, denied.err);
+    assert.match(
+      denied.out,
+      /^decision: deny\nrule: only-maintainers-delete\nreason: Only maintainers may delete repositories\.\npolicy version: \S+\n$/,
+    );
+
+    const approve = await run([
+      '--as',
+      'https://idp.test',
+      'mia',
+      '--tool',
+      'github_mcp_delete_repository',
+      '--claims',
+      '{"groups":["maintainers"]}',
+      '--json',
+    ]);
+    const json = JSON.parse(approve.out) as Record<string, unknown>;
+    assert.equal(json.effect, 'approve');
+    assert.equal(json.rule, 'delete-needs-a-second-maintainer');
+    assert.deepEqual(json.approval, { quorum: 1, selfApproval: false, ttlSeconds: 900, reuse: false });
+
+    const hidden = await run([
+      '--as',
+      'i',
+      's',
+      '--tool',
+      'x',
+      '--annotations',
+      '{"destructiveHint":true}',
+      '--client',
+      'cursor',
+      '--json',
+    ]);
+    assert.equal(JSON.parse(hidden.out).effect, 'hide');
+    const shown = await run(['--as', 'i', 's', '--tool', 'x', '--annotations', '{"destructiveHint":true}', '--client', 'claude-code']);
+    assert.match(shown.out, /^decision: allow\nrule: \(none matched; the default\)\n/);
+
+    const exchange = await run(['--as', 'i', 's', '--service', 'issue-bot', '--claims', '{"groups":["sales"]}', '--json']);
+    assert.equal(JSON.parse(exchange.out).rule, 'issue-bot-only-eng');
+  });
+
+  it('refuses bad usage in one line (exit 2): no --as, arguments that are not JSON', async () => {
+    const noAs = await run(['--tool', 'x']);
+    assert.equal(noAs.code, 2);
+    assert.match(noAs.err, /"policy test" needs --as <iss> <sub>/);
+    const bad = await run(['--as', 'i', 's', '--args', '{nope']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--args must be JSON/);
+  });
+});
+
+const BASE_ENV = {
+  PUBLIC_URL: 'http://127.0.0.1:3000',
+  OIDC_ISSUER: 'http://127.0.0.1:9/idp',
+  OIDC_CLIENT_ID: 'c',
+  OIDC_CLIENT_SECRET: 's',
+  GITHUB_CLIENT_ID: 'g',
+  GITHUB_CLIENT_SECRET: 'gs',
+  BROKER_SECRET: 'x'.repeat(43),
+  TOKEN_ENCRYPTION_KEY: Buffer.alloc(32, 1).toString('base64'),
+};
+
+const EXAMPLE_POLICY = {
+  default: 'allow',
+  rules: [
+    {
+      id: 'only-maintainers-delete',
+      when: 'tool.name == "github_mcp_delete_repository" && !("maintainers" in principal.claims.groups)',
+      effect: 'deny',
+      reason: 'Only maintainers may delete repositories.',
+    },
+    {
+      id: 'delete-needs-a-second-maintainer',
+      when: 'tool.name == "github_mcp_delete_repository"',
+      effect: 'approve',
+      approvers: '"maintainers" in approver.claims.groups',
+    },
+    {
+      id: 'issue-bot-only-eng',
+      when: 'service.id == "issue-bot" && !("eng" in principal.claims.groups)',
+      effect: 'deny',
+      reason: 'eng only',
+    },
+    { id: 'hide-destructive-elsewhere', when: 'tool.annotations.destructiveHint == true && client.id != "claude-code"', effect: 'hide' },
+  ],
+};

@@ -100,7 +100,8 @@ export function auditDecision(
   target: string,
 ): void {
   if (decision.effect === 'allow') return;
-  const detail = `rule=${decision.ruleId} effect=${decision.effect}${decision.unevaluated ? ' unevaluated' : ''} ${target}`;
+  const unevaluated = decision.unevaluated ? ' unevaluated' : '';
+  const detail = `rule=${decision.ruleId} effect=${decision.effect}${unevaluated} ${target}`;
   if (decision.unevaluated) deps.log.warn('policy_rule_unevaluated', { rule: decision.ruleId, target });
   deps.store.audit
     .record('policy_decision', principal, provider || undefined, detail)
