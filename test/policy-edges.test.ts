@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import type { ApprovalGate, ApprovalOutcome, ApprovalRule, ApprovalSubject } from '../src/policy/index.js';
 import { connectGitHub, providersFile, standInVerifier } from './support/gateway.js';
-import { envelope, rawCall, resultText } from './support/mcp.js';
+import { envelope, legacyClient, rawCall, resultText } from './support/mcp.js';
 import { startStack, type Stack } from './support/stack.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 import { eventually } from './support/eventually.js';
@@ -65,6 +65,12 @@ const POLICY = {
       quorum: 1,
       selfApproval: false,
       ttlSeconds: 900,
+    },
+    {
+      id: 'issue-bot-asks-for-ops',
+      when: 'service.id == "issue-bot" && "ops" in principal.claims.groups',
+      effect: 'approve',
+      approvers: 'true',
     },
     {
       id: 'issue-bot-only-eng',
@@ -296,6 +302,50 @@ describe('policy at the edges: built-in tools, the gateway and the token exchang
     await eventually('the audit row', () =>
       auditRows().find((r) => r.subject === 'sam' && r.detail === 'rule=issue-bot-only-eng effect=deny service=issue-bot'),
     );
+  });
+
+  it('the exchange under an approve rule: interaction_required with the approval_uri while pending, the token once approved, access_denied when refused', async () => {
+    await connectGitHub(stack, 'ola', 'octocat');
+    const ops = await token('ola', { groups: ['ops', 'eng'] }, BOT.audience);
+    gate.answer = new TestGate().answer;
+    const pending = await postTokenExchange(stack.publicUrl, BOT, { subject_token: ops, wait: '2' });
+    assert.equal(pending.status, 400, JSON.stringify(pending.json));
+    assert.equal(pending.json.error, 'interaction_required');
+    assert.equal(pending.json.reason, 'approval_required');
+    assert.equal(pending.json.approval_uri, 'http://127.0.0.1:1/approvals/req-1');
+    const checked = gate.checks.at(-1)!;
+    assert.equal(checked.holdMs, 2000, 'held up to wait');
+    assert.deepEqual(
+      {
+        service: checked.subject.serviceId,
+        tool: checked.subject.tool,
+        account: checked.subject.account,
+        requester: checked.subject.requester.subject,
+      },
+      { service: 'issue-bot', tool: '', account: 'octocat', requester: 'ola' },
+    );
+    gate.answer = () => ({ kind: 'approved', requestId: 'req-1' });
+    const granted = await postTokenExchange(stack.publicUrl, BOT, { subject_token: ops });
+    assert.equal(granted.status, 200, JSON.stringify(granted.json));
+    gate.answer = () => ({ kind: 'denied', requestId: 'req-1', reason: 'no' });
+    const refused = await postTokenExchange(stack.publicUrl, BOT, { subject_token: ops });
+    assert.deepEqual(refused.json, { error: 'access_denied', error_description: 'The exchange was not approved: no.' });
+    gate.answer = new TestGate().answer;
+  });
+
+  it('a 2025-11-25 client waiting for approval gets -32042 with the status page as its URL elicitation', async () => {
+    const mia = await token('mia', { groups: ['maintainers'] });
+    gate.answer = new TestGate().answer;
+    const client = await legacyClient({ url: stack.mcpUrl, token: mia });
+    try {
+      await assert.rejects(
+        client.callTool({ name: 'github_mcp_delete_repository', arguments: { repo: 'old' } }),
+        (err: { code?: number; data?: { elicitations?: Array<{ url?: string }> } }) =>
+          err.code === -32042 && err.data?.elicitations?.[0]?.url === 'http://127.0.0.1:1/approvals/req-1',
+      );
+    } finally {
+      await client.close();
+    }
   });
 });
 

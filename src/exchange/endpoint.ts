@@ -254,6 +254,8 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       deps.log.warn('policy_approval_unavailable', { rule: decision.ruleId, service: service.id });
       throw new ExchangeError('access_denied', M.approvalsUnavailable);
     }
+    // An approval is bound to the account the token would come from, whether or not a rule reads it.
+    const bound = row ?? (await deps.store.connections.find(principal, provider.id));
     const outcome = await deps.approvals.check(
       {
         requester: principal,
@@ -264,7 +266,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
         args: {},
         argsDigest: NO_ARGS_DIGEST,
         provider: provider.id,
-        account: input.account.login,
+        account: bound?.account_login ?? '',
         policyVersion: policy.version,
         serviceId: service.id,
       },

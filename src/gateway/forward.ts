@@ -68,7 +68,7 @@ export async function forwardToolCall(
   if (route.kind === 'connect') {
     const provider = gw.providerOf(route.upstream)?.id ?? '';
     const name = `${route.upstream.toolPrefix}connect`;
-    const account = deps.policy ? await accountFor(deps.policy, deps.store, mcp.principal, provider) : NO_ACCOUNT;
+    const account = deps.policy ? await accountFor(deps.policy, deps.store, mcp.principal, provider, true) : NO_ACCOUNT;
     const passed = await policyGate(ctx, mcp, deps, { name, upstream: route.upstream.id, annotations: {}, provider }, mcp.args, account);
     if (!passed.ok) return passed.result;
     return connectUpstream(ctx, mcp, deps, gw, route.upstream);

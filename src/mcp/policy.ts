@@ -34,9 +34,18 @@ export type PolicyAccount = PolicyInput['account'];
 
 export const NO_ACCOUNT: PolicyAccount = Object.freeze({ login: '', scopes: [] }) as PolicyAccount;
 
-/** The principal's connection to `provider`, as a condition sees it: one store read, only when a rule reads `account`. */
-export async function accountFor(policy: Policy, store: Store, principal: Principal, provider: string): Promise<PolicyAccount> {
-  if (!policy.readsAccount || provider === '') return NO_ACCOUNT;
+/**
+ * The principal's connection to `provider`, as a condition sees it: one store read, only when a rule
+ * reads `account` or `always` (an approval is bound to the account whatever the rules read).
+ */
+export async function accountFor(
+  policy: Policy,
+  store: Store,
+  principal: Principal,
+  provider: string,
+  always = false,
+): Promise<PolicyAccount> {
+  if ((!policy.readsAccount && !always) || provider === '') return NO_ACCOUNT;
   const row = await store.connections.find(principal, provider);
   return row ? { login: row.account_login, scopes: scopeList(row.scopes) } : NO_ACCOUNT;
 }

@@ -88,8 +88,11 @@ async function builtinCallUnderPolicy(call: McpCall, deps: ToolDeps): Promise<Mc
     annotations: annotationsOfBuiltin(call.tool, call, deps),
     provider: builtinToolProvider(call.tool, call.args),
   };
-  const account = await accountFor(policy, deps.store, call.principal, tool.provider);
+  let account = await accountFor(policy, deps.store, call.principal, tool.provider);
   const decision = decideCall(call, deps, tool, call.args, account);
+  // An approval is bound to the account the call would use, whether or not a rule reads it.
+  if (decision?.effect === 'approve' && !policy.readsAccount)
+    account = await accountFor(policy, deps.store, call.principal, tool.provider, true);
   // Hidden: not registered, so the SDK answers exactly as for a tool that does not exist.
   if (decision?.effect === 'hide')
     return buildBuiltinServer(call, { ...deps, disabledTools: new Set([...(deps.disabledTools ?? []), call.tool]) });
