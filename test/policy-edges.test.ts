@@ -91,6 +91,12 @@ const POLICY = {
       effect: 'hide',
     },
     {
+      id: 'auditors-ask-to-list',
+      when: 'tool.name == "list_connections" && has(principal.claims.groups) && "auditors" in principal.claims.groups',
+      effect: 'approve',
+      approvers: 'true',
+    },
+    {
       id: 'echo-needs-approval',
       when: 'tool.name == "github_mcp_echo" && args.text == "approve me"',
       effect: 'approve',
@@ -237,6 +243,26 @@ describe('policy at the edges: built-in tools, the gateway and the token exchang
     // Other arguments: no approval asked, the call runs.
     const plain = await call(dan, 'github_mcp_echo', { text: 'hello' }, as('claude-code'));
     assert.equal(resultText(plain.json.result), 'hello');
+  });
+
+  it('built-in tools under an approve rule: input_required, the link as a tool error where the output has no room for it, and the tool runs once approved', async () => {
+    const ava = await token('ava', { groups: ['auditors'] });
+    gate.answer = new TestGate().answer;
+    const asked = await call(ava, 'list_connections');
+    assert.equal(asked.json.result?.resultType, 'input_required', asked.text);
+    assert.equal(asked.json.result.inputRequests.approval.params.url, 'http://127.0.0.1:1/approvals/req-1');
+    const noUrl = await call(ava, 'list_connections', {}, as('claude-code', {}));
+    assert.equal(noUrl.json.result?.isError, true, noUrl.text);
+    assert.match(resultText(noUrl.json.result), /needs approval first.*\/approvals\/req-1/);
+    gate.answer = () => ({ kind: 'approved', requestId: 'req-1' });
+    const done = await call(ava, 'list_connections', {}, envelope(), {
+      requestState: asked.json.result.requestState,
+      inputResponses: { approval: { action: 'accept' } },
+    });
+    assert.deepEqual(done.json.result?.structuredContent?.connections, [], done.text);
+    assert.equal(gate.checks.at(-1)!.subject.tool, 'list_connections');
+    assert.equal(gate.checks.at(-1)!.subject.upstream, '');
+    gate.answer = new TestGate().answer;
   });
 
   it('fails closed: a rule that cannot be evaluated refuses the call naming the rule, and is audited', async () => {
