@@ -385,6 +385,7 @@ describe('policy without an approval gate', () => {
         rules: [
           { id: 'whoami-approved', when: 'tool.name == "github_whoami"', effect: 'approve', approvers: 'true' },
           { id: 'bot-approved', when: 'service.id == "issue-bot"', effect: 'approve', approvers: 'true' },
+          { id: 'no-disconnect', when: 'tool.name == "disconnect_account"', effect: 'hide' },
         ],
       },
     });
@@ -393,6 +394,19 @@ describe('policy without an approval gate', () => {
   after(async () => {
     await stack?.close();
     file?.remove();
+  });
+
+  it('without upstreams too, a hidden built-in tool is neither listed nor callable', async () => {
+    const tok = await stack.token('al');
+    const listed = await rawCall(stack.mcpUrl, tok, { method: 'tools/list', params: { _meta: envelope() } });
+    const names = (listed.json.result.tools as Array<{ name: string }>).map((t) => t.name);
+    assert.ok(!names.includes('disconnect_account'), JSON.stringify(names));
+    assert.ok(names.includes('list_connections'));
+    const hidden = await rawCall(stack.mcpUrl, tok, {
+      method: 'tools/call',
+      params: { name: 'disconnect_account', arguments: { provider: 'github' }, _meta: envelope() },
+    });
+    assert.equal(hidden.json.error?.message, 'Tool disconnect_account not found', hidden.text);
   });
 
   it('refuses a call an approve rule names, saying approvals are not set up (tool error, access_denied)', async () => {
