@@ -78,14 +78,14 @@ export const policy = definePhase({
       const [without, withPolicy] = await interleavedRounds(targets, c, stack.tokens, DURATION);
       for (const r of [without!, withPolicy!])
         say(
-          `${r.target.padEnd(18)} c=${String(c).padStart(2)}: ${Math.round(r.rps)} req/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}${errorCounts(r, ',')}`,
+          `${r.target.padEnd(18)} c=${String(c).padStart(2)}: ${Math.round(r.rps)} req/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, CPU ${us(r.cpuPerRequestUs)}/req${errorCounts(r, ',')}`,
         );
       const ratio = withPolicy!.rps / without!.rps;
       const clean = without!.errors + without!.non2xx + withPolicy!.errors + withPolicy!.non2xx === 0;
       report.row({
         section: 'policy',
         measure: `policy, 500 rules: github_whoami, c=${c}`,
-        value: `${Math.round(withPolicy!.rps)} req/s = ${round(ratio * 100, 1)} % of no policy (${Math.round(without!.rps)} req/s), p50 ${ms(withPolicy!.p50)} vs ${ms(without!.p50)}${clean ? '' : ' — ERRORS'}`,
+        value: `${Math.round(withPolicy!.rps)} req/s = ${round(ratio * 100, 1)} % of no policy (${Math.round(without!.rps)} req/s), p50 ${ms(withPolicy!.p50)} vs ${ms(without!.p50)}; CPU ${us(withPolicy!.cpuPerRequestUs)}/req vs ${us(without!.cpuPerRequestUs)}${clean ? '' : ' — ERRORS'}`,
         target: '≥ 95 % of no policy',
         met: clean && ratio >= 0.95,
       });
