@@ -38,12 +38,13 @@ import { gateway } from './phases/gateway.js';
 import { held } from './phases/held.js';
 import { observability } from './phases/observability.js';
 import { overhead } from './phases/overhead.js';
+import { policy } from './phases/policy.js';
 import { postgres } from './phases/postgres.js';
 import { store } from './phases/store.js';
 import { throughput } from './phases/throughput.js';
 
 /** Every phase in the order of a run (PHASE_NAMES). */
-const ALL: readonly Phase[] = [throughput, overhead, first, completion, exchange, gateway, observability, postgres, held, store];
+const ALL: readonly Phase[] = [throughput, overhead, first, completion, exchange, gateway, observability, policy, postgres, held, store];
 
 const unknown = unknownPhases(PHASES);
 if (unknown.length)
@@ -75,7 +76,8 @@ async function main(): Promise<void> {
   // On broker A, the baseline and the GitHub stand-in (exchange on brokers X and Y of its own beside
   // the JWT baseline; gateway on broker G of its own, the baseline as its upstream; observability on a quiet and an observed
   // broker of its own; postgres last: broker A is still up, so its figures are taken in the same rounds as PostgreSQL's).
-  for (const phase of [throughput, overhead, first, completion, exchange, gateway, observability, postgres]) await run(phase);
+  // policy: on a broker P of its own beside broker A, in the same rounds.
+  for (const phase of [throughput, overhead, first, completion, exchange, gateway, observability, policy, postgres]) await run(phase);
   await stack.brokerA.stop(); // SIGTERM: a graceful exit, which also writes the CPU profile when asked
   await stack.baseline.stop();
   await stack.gh.stop();

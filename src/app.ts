@@ -15,6 +15,7 @@ import type { Logger } from './log.js';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { deriveKey, Sealer } from './crypto/index.js';
 import { exchangeRoutes } from './exchange/endpoint.js';
+import type { ApprovalGate } from './policy/index.js';
 import { BrokerError } from './http/errors.js';
 import { errorHandler } from './http/error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './http/host-guard.js';
@@ -45,6 +46,8 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
   publicRoutes?: RequestHandler[];
   /** The approval gate whose /approvals pages this app serves. */
   approvals?: ApprovalGates;
+  /** The gate the token exchange asks for an `approve` rule (default: `approvals`). */
+  approvalGate?: ApprovalGate;
 }
 
 /**
@@ -148,6 +151,8 @@ export function createApp(deps: AppDeps): express.Express {
       rateLimitPerMinute: config.serviceRateLimitPerMinute,
       authFailuresPerMinute: config.rateLimitPerMinute,
       log,
+      ...(config.policy ? { policy: config.policy } : {}),
+      ...(deps.approvalGate || deps.approvals ? { approvals: deps.approvalGate ?? deps.approvals } : {}),
     }),
   );
 

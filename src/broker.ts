@@ -8,7 +8,7 @@ import { ConnectionService } from './connections/index.js';
 import { ConnectLinks } from './connections/links.js';
 import { deriveKey, Sealer } from './crypto/index.js';
 import { ApprovalGates } from './approvals/index.js';
-import type { ApprovalRule } from './policy/types.js';
+import type { ApprovalGate } from './policy/index.js';
 import { createApp } from './app.js';
 import type { Logger } from './log.js';
 import { UpstreamStates, verifyToolState, type UpstreamState } from './gateway/relay/upstream-state.js';
@@ -44,6 +44,11 @@ export interface Broker {
 }
 
 export interface BrokerOptions {
+  /**
+   * Stands in for the approval gate the edges call (tests of how the MCP edge, the gateway and the
+   * exchange translate each outcome); the /approvals pages keep the real one.
+   */
+  approvalGate?: ApprovalGate;
   /** Routes served by the same app ahead of the broker's own (development mode). */
   mount?: (app: Express, store: Store) => void;
   /** The GitHub the broker talks to is the built-in sandbox: say so on pages and in tool results. */
@@ -52,8 +57,6 @@ export interface BrokerOptions {
   webhookDelivery?: DeliveryOptions;
   /** When the audit trail is pruned to AUDIT_RETENTION_DAYS (tests shorten it; default hourly, first a minute after start). */
   auditRetention?: AuditRetentionOptions;
-  /** The compiled policy's `approve` rules by id and its version, for the approval gate and pages (none: no request applies). */
-  approvals?: { approvalRule: (ruleId: string) => ApprovalRule | undefined; policyVersion: string };
 }
 
 /** Wires configuration into the store, the crypto, the providers, the MCP handler and the pages. */
@@ -97,10 +100,12 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     store,
     events: webhooks.events,
     publicUrl: config.publicUrl,
-    approvalRule: options.approvals?.approvalRule ?? (() => undefined),
-    policyVersion: options.approvals?.policyVersion ?? '',
+    // The policy compiled at start-up: its approve rules by id, and its version (no policy: no request applies).
+    approvalRule: (ruleId) => config.policy?.approvalRule(ruleId),
+    policyVersion: config.policy?.version ?? '',
     sealer: new Sealer([deriveKey(config.brokerSecret, 'approval-call')]),
   });
+  const approvalGate: ApprovalGate = options.approvalGate ?? approvals;
   // One key signs the built-in tools' states and the gateway's.
   const codec = createToolStateCodec<BuiltinState | UpstreamState>(config.brokerSecret, config.connectLinkTtlSeconds);
   // Seals an upstream's requestState inside ours (src/gateway/relay/); the gateway's forwarder takes it too.
@@ -142,6 +147,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     providers,
     disabledTools: new Set(builtinToolNames({}).filter((name) => !builtins.has(name))),
     ...(gateway ? { router: gateway } : {}),
+    ...(config.policy ? { policy: config.policy, approvals: approvalGate } : {}),
   };
   const mcpHandler = createMcpEndpointHandler(toolDeps);
   const app = createApp({
@@ -160,6 +166,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     publicUrl: config.publicUrl,
     sharedAccountPolicy: config.sharedAccountPolicy,
     approvals,
+    approvalGate,
     ...(mcpAuthProviders.length > 0 ? { publicRoutes: [clientDocumentRoutes(mcpAuthProviders)] } : {}),
     ...(options.mount ? { mount: (app: Express) => options.mount!(app, store) } : {}),
   });

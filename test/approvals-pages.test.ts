@@ -3,34 +3,43 @@
 // and escaped, Approve / Deny with a reason as a CSRF-checked POST, a decided request closed to
 // another decision, and a request made under another policy version said to no longer apply.
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { ApprovalGates } from '../src/approvals/index.js';
 import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import type { ApprovalRule, ApprovalSubject } from '../src/policy/types.js';
 import { Browser, parseForms, textOf, type Page } from './support/browser.js';
+import { providersFile } from './support/gateway.js';
 import { signIn } from './support/stack.js';
 import { useStack } from './support/suite.js';
 
-const RULES: ApprovalRule[] = [
-  {
-    ruleId: 'delete-needs-a-maintainer',
-    mayApprove: (p) => Array.isArray(p.claims.groups) && p.claims.groups.includes('maintainers'),
-    quorum: 1,
-    selfApproval: false,
-    ttlSeconds: 900,
-    reuse: false,
+// The rule as an operator writes it (PROVIDERS_FILE `policy:`), compiled by the broker at start-up.
+const RULE_ID = 'delete-needs-a-maintainer';
+const policyFile = providersFile({
+  policy: {
+    default: 'allow',
+    rules: [
+      {
+        id: RULE_ID,
+        when: 'tool.name == "github_mcp_delete_repository"',
+        effect: 'approve',
+        approvers: '"maintainers" in approver.claims.groups',
+      },
+    ],
   },
-];
+});
 
 describe('approval pages', () => {
+  after(() => policyFile.remove());
   const stack = useStack({
     idpAccountClaims: (id) => ({ groups: id.startsWith('maint') ? ['maintainers'] : ['eng'] }),
     idpProfileClaims: ['groups'],
-    brokerOptions: () => ({ approvals: { approvalRule: (id) => RULES.find((r) => r.ruleId === id), policyVersion: 'v1' } }),
+    env: { PROVIDERS_FILE: policyFile.path },
   });
+  const policy = () => stack.broker.broker.toolDeps.policy!;
+  const rule = (): ApprovalRule => policy().approvalRule(RULE_ID)!;
   const gates = (): ApprovalGates => stack.broker.broker.approvals;
 
-  function subject(sub: string, args: unknown, policyVersion = 'v1'): ApprovalSubject {
+  function subject(sub: string, args: unknown, policyVersion = policy().version): ApprovalSubject {
     return {
       requester: principalFromVerifiedClaims(stack.idp.issuer, sub, sub),
       requesterClaims: { name: `${sub} Requester`, email: `${sub}@example.com` },
@@ -47,7 +56,7 @@ describe('approval pages', () => {
   }
 
   async function ask(sub: string, args: unknown = { owner: 'acme', repo: 'widgets' }): Promise<string> {
-    return (await gates().check(subject(sub, args), RULES[0]!, 0)).requestId;
+    return (await gates().check(subject(sub, args), rule(), 0)).requestId;
   }
 
   async function signedIn(user: string): Promise<Browser> {
@@ -145,7 +154,7 @@ describe('approval pages', () => {
       headers: { origin: stack.publicUrl },
     });
     assert.equal(again.status, 409, 'a decided request cannot be decided again');
-    assert.deepEqual(await gates().check(subject('rita', { repo: 'approve-case' }), RULES[0]!, 0), { kind: 'approved', requestId: id });
+    assert.deepEqual(await gates().check(subject('rita', { repo: 'approve-case' }), rule(), 0), { kind: 'approved', requestId: id });
   });
 
   it('denies with a reason the requester sees; the requester cannot decide their own call', async () => {
@@ -172,7 +181,7 @@ describe('approval pages', () => {
   });
 
   it('tells the requester a request made under another policy version no longer applies, and hides it from approvers', async () => {
-    const id = (await gates().check(subject('rita', { repo: 'stale' }, 'v0'), RULES[0]!, 0)).requestId;
+    const id = (await gates().check(subject('rita', { repo: 'stale' }, 'v0'), rule(), 0)).requestId;
     const status = await open(await signedIn('rita'), id);
     assert.equal(status.status, 200);
     assert.match(textOf(status.html), /no longer applies/);

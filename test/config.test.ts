@@ -674,11 +674,11 @@ describe('loadConfig: webhooks in PROVIDERS_FILE', () => {
     refuses(withFile('webhooks: audit-sink\n'), 'PROVIDERS_FILE webhooks must be a list');
     refuses(
       withFile('hooks: []\n'),
-      'PROVIDERS_FILE has unknown top-level key "hooks"; it may hold "providers", "services", "upstreams", "builtinTools", "webhooks"',
+      'PROVIDERS_FILE has unknown top-level key "hooks"; it may hold "providers", "services", "upstreams", "builtinTools", "webhooks", "policy"',
     );
     refuses(
       withFile('{}\n'),
-      'PROVIDERS_FILE must hold a list of providers, or an object with any of "providers", "services", "upstreams", "builtinTools", "webhooks"',
+      'PROVIDERS_FILE must hold a list of providers, or an object with any of "providers", "services", "upstreams", "builtinTools", "webhooks", "policy"',
     );
   });
 });
@@ -758,7 +758,7 @@ describe('loadConfig: what a newcomer gets wrong first, all named at once', () =
     writeFileSync(file, 'servics: []\nupstreams: []\nwebhook: []\n');
     refuses(
       validEnv({ PROVIDERS_FILE: file }),
-      'PROVIDERS_FILE has unknown top-level keys "servics" (did you mean "services"?), "webhook" (did you mean "webhooks"?); it may hold "providers", "services", "upstreams", "builtinTools", "webhooks"',
+      'PROVIDERS_FILE has unknown top-level keys "servics" (did you mean "services"?), "webhook" (did you mean "webhooks"?); it may hold "providers", "services", "upstreams", "builtinTools", "webhooks", "policy"',
     );
   });
 

@@ -130,7 +130,7 @@ describe('gateway configuration: upstreams: and builtinTools: in PROVIDERS_FILE'
       [{ upstreams: { id: 'x' } }, 'PROVIDERS_FILE upstreams must be a list'],
       [
         { nothing: [] },
-        'PROVIDERS_FILE has unknown top-level key "nothing"; it may hold "providers", "services", "upstreams", "builtinTools", "webhooks"',
+        'PROVIDERS_FILE has unknown top-level key "nothing"; it may hold "providers", "services", "upstreams", "builtinTools", "webhooks", "policy"',
       ],
     ];
     for (const [content, message] of cases) refuses(envWith(content), message);

@@ -17,6 +17,7 @@ export const PHASE_NAMES = [
   'postgres',
   'held',
   'store',
+  'policy',
 ] as const;
 export type PhaseName = (typeof PHASE_NAMES)[number];
 

@@ -165,7 +165,9 @@ export class AccessTokenVerifier implements OAuthTokenVerifier {
     // The broker's own audience may be an identifier that is no URL (an Entra ID application id):
     // the resource it stands for is the broker's (`/mcp`), the one the endpoint compares.
     const resource = (aud ?? audiences[0]) === this.audience ? this.#resource : (aud ?? audiences[0]!);
-    return { token, clientId, scopes, expiresAt: payload.exp!, ...resourceOf(resource), extra: { principal } };
+    // The verified claims travel beside the principal: policy conditions read them (docs/policy.md).
+    const claims = Object.freeze({ ...payload });
+    return { token, clientId, scopes, expiresAt: payload.exp!, ...resourceOf(resource), extra: { principal, claims } };
   }
 
   #notAnAccessToken(header: JWTHeaderParameters, payload: JWTPayload): string | undefined {
@@ -197,6 +199,12 @@ function describe(err: unknown): string {
   if (err instanceof joseErrors.JWTExpired) return 'The access token has expired';
   if (err instanceof joseErrors.JWTClaimValidationFailed) return `The access token's ${err.claim} claim is not valid for this resource`;
   return 'The access token is not valid';
+}
+
+/** The verified token's claims the bearer middleware attached ({} when there are none). */
+export function claimsFromAuthInfo(authInfo: AuthInfo | undefined): Record<string, unknown> {
+  const claims = authInfo?.extra?.claims;
+  return claims && typeof claims === 'object' && !Array.isArray(claims) ? (claims as Record<string, unknown>) : {};
 }
 
 /** The principal the bearer middleware attached; absent only if the route was not protected. */

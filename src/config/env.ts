@@ -7,6 +7,8 @@ import { loadServices, type ConfiguredService } from './services.js';
 import { envPrefix, loadProviders, type ConfiguredProvider } from './providers.js';
 import { loadGateway, type ConfiguredUpstream } from './upstreams.js';
 import { loadWebhooks, type ConfiguredWebhook } from './webhooks.js';
+import { loadPolicy } from './policy.js';
+import type { Policy } from '../policy/engine.js';
 import { checkWebhookAddresses, parseEgressAllow } from './egress.js';
 import { EgressRule, type EgressAllowList } from '../net/egress-rule.js';
 import { otlpEndpoint, sdkDisabled, traceExporters, tracingSettings } from './tracing.js';
@@ -54,6 +56,8 @@ export interface Config {
   serviceRateLimitPerMinute: number;
   /** Remote MCP servers behind the broker (PROVIDERS_FILE `upstreams:`). */
   upstreams: ConfiguredUpstream[];
+  /** Who may call what (PROVIDERS_FILE `policy:`, compiled once); undefined: everything is allowed. */
+  policy: Policy | undefined;
   /** Provider id → false: its built-in tools are switched off (PROVIDERS_FILE `builtinTools:`). */
   builtinTools: Record<string, boolean>;
   /** The most bytes one upstream answer may have; past it the call is a tool error. */
@@ -420,6 +424,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { deve
   const gateway = take(() => loadGateway(env, providerScopes));
   const egress = { allow: take(() => parseEgressAllow(e.EGRESS_ALLOW)), loopback: options.developmentMode ?? false };
   const webhooks = take(() => loadWebhooks(env));
+  const policy = take(() => loadPolicy(env));
   take(() => webhooks && egress.allow && checkWebhookAddresses(webhooks, EgressRule.from(egress)));
 
   const config: Config = {
@@ -450,6 +455,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { deve
     services,
     upstreams: gateway?.upstreams ?? [],
     builtinTools: gateway?.builtinTools ?? {},
+    policy,
     upstreamMaxResultBytes: take(() =>
       integer('UPSTREAM_MAX_RESULT_BYTES', e.UPSTREAM_MAX_RESULT_BYTES, 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     ),

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 
 /** The sections PROVIDERS_FILE may hold, each optional. */
-export const CONFIG_FILE_SECTIONS = ['providers', 'services', 'upstreams', 'builtinTools', 'webhooks'] as const;
+export const CONFIG_FILE_SECTIONS = ['providers', 'services', 'upstreams', 'builtinTools', 'webhooks', 'policy'] as const;
 export type ConfigFileSection = (typeof CONFIG_FILE_SECTIONS)[number];
 
 /** PROVIDERS_FILE parsed (YAML or JSON), with one-line errors. */

@@ -1,13 +1,20 @@
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { OAuthError } from '@modelcontextprotocol/server';
 import { decodeJwt } from 'jose';
-import { ASYMMETRIC_ALGORITHMS, IdentityProviderUnavailable, principalFromAuthInfo, type AccessTokenVerifier } from '../auth/bearer.js';
+import {
+  ASYMMETRIC_ALGORITHMS,
+  claimsFromAuthInfo,
+  IdentityProviderUnavailable,
+  principalFromAuthInfo,
+  type AccessTokenVerifier,
+} from '../auth/bearer.js';
 import { samePrincipal, type Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connections/completion-watcher.js';
 import { UsageMarks, type ConnectionService, type OpenConnection } from '../connections/index.js';
 import type { ConnectLinks } from '../connections/links.js';
 import { resolveConnection, type AskReason, type Resolution } from '../connections/resolve.js';
-import { deriveKey } from '../crypto/index.js';
+import { deriveKey, sha256Base64url } from '../crypto/index.js';
+import type { ApprovalGate, Policy, PolicyInput } from '../policy/index.js';
 import { changeWithEvent } from '../events/index.js';
 import { clientAddress, failedAuthenticationLimit, serviceRateLimit } from '../http/rate-limits.js';
 import type { Logger } from '../log.js';
@@ -45,12 +52,21 @@ export interface ExchangeDeps {
    */
   authFailuresPerMinute: number;
   log: Logger;
+  /** Who may get whose token (PROVIDERS_FILE `policy:`): a service's request is a call too (docs/policy.md). */
+  policy?: Policy;
+  /** Holds an exchange an `approve` rule names until people agree; without it such exchanges are refused. */
+  approvals?: ApprovalGate;
 }
+
+/** The arguments digest an exchange's approval is bound to: an exchange has no arguments. */
+const NO_ARGS_DIGEST = sha256Base64url('{}');
 
 /** What one exchange request asks for, once parsed, authenticated and checked. */
 interface Ask {
   service: ConfiguredService;
   principal: Principal;
+  /** The verified subject token's claims (policy conditions read them as `principal.claims`). */
+  claims: Record<string, unknown>;
   provider: Provider;
   scopes: string[];
   connectRequest: string | undefined;
@@ -171,6 +187,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       ask = await parseAsk(service, res.locals.form as Map<string, string>);
       const abort = new AbortController();
       res.on('close', () => abort.abort());
+      if (deps.policy && !(await policyAllows(res, ask, deps.policy, abort.signal))) return;
       const resolution = await resolve(ask, abort.signal);
       if (resolution.kind === 'aborted') return;
       await answer(res, ask, resolution);
@@ -201,9 +218,76 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       const beyond = provider.missingScopes(allowed, scopes);
       if (beyond.length > 0) throw new ExchangeError('invalid_scope', M.beyondAllow(beyond));
     }
-    const principal = await subjectPrincipal(subjectToken, service);
+    const { principal, claims } = await subjectPrincipal(subjectToken, service);
     const connectRequest = form.get('connect_request');
-    return { service, principal, provider, scopes: provider.scopesApply ? scopes : [], connectRequest, waitSeconds };
+    return { service, principal, claims, provider, scopes: provider.scopesApply ? scopes : [], connectRequest, waitSeconds };
+  }
+
+  /**
+   * The policy's word on this exchange (docs/policy.md): allow passes; deny (and hide) is
+   * `access_denied` with the rule's reason; approve asks the approval gate, holding up to `wait`,
+   * and answers `interaction_required` with the requester's `approval_uri` while it is undecided.
+   * False when it answered.
+   */
+  async function policyAllows(res: Response, ask: Ask, policy: Policy, signal: AbortSignal): Promise<boolean> {
+    const { service, principal, provider } = ask;
+    const row = policy.readsAccount ? await deps.store.connections.find(principal, provider.id) : undefined;
+    const input: PolicyInput = {
+      principal: { iss: principal.issuer, sub: principal.subject, claims: ask.claims },
+      client: { id: '', name: '' },
+      tool: { name: '', upstream: '', annotations: {} },
+      args: {},
+      provider: provider.id,
+      account: row ? { login: row.account_login, scopes: scopeList(row.scopes) } : { login: '', scopes: [] },
+      service: { id: service.id },
+      now: new Date(),
+    };
+    const decision = policy.decide(input);
+    if (decision.effect === 'allow') return true;
+    const detail = `rule=${decision.ruleId} effect=${decision.effect}${'unevaluated' in decision ? ' unevaluated' : ''} service=${service.id}`;
+    deps.store.audit.record('policy_decision', principal, provider.id, detail).catch(auditFailed('policy_decision'));
+    if (decision.effect === 'deny' || decision.effect === 'hide') {
+      const reason = decision.effect === 'deny' ? decision.reason : `Refused by policy rule ${decision.ruleId}.`;
+      throw new ExchangeError('access_denied', reason);
+    }
+    if (!deps.approvals) {
+      deps.log.warn('policy_approval_unavailable', { rule: decision.ruleId, service: service.id });
+      throw new ExchangeError('access_denied', M.approvalsUnavailable);
+    }
+    // An approval is bound to the account the token would come from, whether or not a rule reads it.
+    const bound = row ?? (await deps.store.connections.find(principal, provider.id));
+    const outcome = await deps.approvals.check(
+      {
+        requester: principal,
+        requesterClaims: ask.claims,
+        clientName: service.displayName,
+        tool: '',
+        upstream: '',
+        args: {},
+        argsDigest: NO_ARGS_DIGEST,
+        provider: provider.id,
+        account: bound?.account_login ?? '',
+        policyVersion: policy.version,
+        serviceId: service.id,
+      },
+      decision.approval,
+      ask.waitSeconds * 1000,
+      signal,
+    );
+    if (outcome.kind === 'approved') return true;
+    if (outcome.kind === 'denied') throw new ExchangeError('access_denied', M.approvalDenied(outcome.reason));
+    if (signal.aborted) return false;
+    await refused(service.id, `interaction_required:approval`, principal, provider.id);
+    metrics.tokenExchange(service.id, 'interaction_required');
+    noStore(res);
+    res.status(400).json({
+      error: 'interaction_required',
+      error_description: M.approvalPending,
+      reason: 'approval_required',
+      approval_uri: outcome.statusUrl,
+      expires_in: Math.max(0, Math.floor((outcome.expiresAt - Date.now()) / 1000)),
+    });
+    return false;
   }
 
   /** `audience=<provider id>` or `resource=<its API base URL>`; it must be in the service's `allow`. */
@@ -224,7 +308,10 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
    * audiences, that speaks for the user alone: one that says someone acts for them (`act`) or may
    * (`may_act`) asks for delegation, which is refused.
    */
-  async function subjectPrincipal(token: string, service: ConfiguredService): Promise<Principal> {
+  async function subjectPrincipal(
+    token: string,
+    service: ConfiguredService,
+  ): Promise<{ principal: Principal; claims: Record<string, unknown> }> {
     try {
       const info = await deps.verifier.verifyForAudiences(token, service.audiences);
       const principal = principalFromAuthInfo(info);
@@ -233,7 +320,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       const claims = decodeJwt(token);
       for (const claim of ['act', 'may_act'])
         if (claims[claim] !== undefined) throw new ExchangeError('invalid_request', M.delegatedSubject(claim));
-      return principal;
+      return { principal, claims: claimsFromAuthInfo(info) };
     } catch (err) {
       if (err instanceof IdentityProviderUnavailable)
         throw new ExchangeError('temporarily_unavailable', M.idpDown, { retryAfterSeconds: 5 });

@@ -7,7 +7,9 @@ export type ExchangeErrorCode =
   | 'invalid_target'
   | 'unsupported_grant_type'
   | 'temporarily_unavailable'
-  | 'rate_limited';
+  | 'rate_limited'
+  /** The policy refused this service this user's token (PROVIDERS_FILE `policy:`), or an approver did. */
+  | 'access_denied';
 
 /**
  * A refusal of the token endpoint: `description` is safe to send (never a token or a secret);

@@ -49,4 +49,8 @@ export const M = {
     failed: 'The provider answered the authorization with an error; ask the user before requesting a new link.',
   },
   internal: 'Something went wrong on the broker; try again.',
+  approvalsUnavailable: 'The policy says this exchange needs approval, but this broker has no approvals set up; tell the operator.',
+  approvalPending:
+    'This exchange needs approval first: the user can follow the request at approval_uri; repeat the same request (with wait=<seconds> to hold) once it is decided.',
+  approvalDenied: (reason: string) => `The exchange was not approved${reason ? `: ${reason}` : ''}.`,
 } as const;

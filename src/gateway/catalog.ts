@@ -49,7 +49,7 @@ export class Catalog {
   #storedAt = 0;
   #storedLoad: Promise<void> | undefined;
   readonly #warned = new Set<string>();
-  readonly #callable = new WeakMap<readonly ToolDefinition[], Set<string>>();
+  readonly #callable = new WeakMap<readonly ToolDefinition[], Map<string, ToolDefinition>>();
 
   constructor(
     readonly upstreams: readonly ConfiguredUpstream[],
@@ -108,7 +108,7 @@ export class Catalog {
     principal: Principal,
     upstream: ConfiguredUpstream,
     deadline: number,
-  ): Promise<{ names: Set<string> } | { outcome: UpstreamOutcome | undefined }> {
+  ): Promise<{ names: ReadonlyMap<string, ToolDefinition> } | { outcome: UpstreamOutcome | undefined }> {
     const live = await this.#fetchLive(upstream, principal, deadline);
     const declared = upstream.tools.declared as ToolDefinition[] | undefined;
     const known = Array.isArray(live) ? live : declared?.length ? declared : undefined;
@@ -116,11 +116,11 @@ export class Catalog {
     return { outcome: Array.isArray(live) || live === null ? undefined : live };
   }
 
-  /** The unprefixed names of `tools` the caller may call, worked out once per list (every forwarded call asks). */
-  #callableNames(upstream: ConfiguredUpstream, tools: readonly ToolDefinition[]): Set<string> {
+  /** The unprefixed names of `tools` the caller may call, with their definitions, worked out once per list (every forwarded call asks). */
+  #callableNames(upstream: ConfiguredUpstream, tools: readonly ToolDefinition[]): Map<string, ToolDefinition> {
     let names = this.#callable.get(tools);
     if (!names) {
-      names = new Set(this.#present(upstream, tools, false).map((t) => t.name.slice(upstream.toolPrefix.length)));
+      names = new Map(this.#present(upstream, tools, false).map((t) => [t.name.slice(upstream.toolPrefix.length), t]));
       this.#callable.set(tools, names);
     }
     return names;

@@ -9,7 +9,11 @@ import type { Principal } from '../auth/principal.js';
 import { DEFAULT_CALLS_IN_FLIGHT_PER_USER, type ConfiguredUpstream } from '../config/upstreams.js';
 import { useConnection } from '../connections/index.js';
 import {
+  accountFor,
+  annotationsOf,
+  NO_ACCOUNT,
   nothingDone,
+  policyGate,
   providerFailure,
   requireConnection,
   toolError,
@@ -19,7 +23,7 @@ import {
 } from '../mcp/index.js';
 import { metrics } from '../observability/metrics.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
-import { principalKey, type Catalog } from './catalog.js';
+import { principalKey, type Catalog, type ToolDefinition } from './catalog.js';
 import { MAX_UPSTREAM_JSON_DEPTH } from './bounds.js';
 import { G } from './messages.js';
 import type { ToolRoute } from './names.js';
@@ -28,6 +32,7 @@ import type { GatewaySeams, SeamCall } from './seams.js';
 import type { InFlightCalls } from './in-flight.js';
 import { foreignMeta, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js';
 import { traceContextMeta } from '../observability/tracing.js';
+import { scopeList } from '../providers/scopes.js';
 
 export interface ForwardDeps {
   /** Where each forwarded call's audit row is queued (written after the answer, src/gateway/audit.ts). */
@@ -60,7 +65,14 @@ export async function forwardToolCall(
   route: ToolRoute,
   params: { arguments?: unknown; _meta?: unknown },
 ): Promise<Answer> {
-  if (route.kind === 'connect') return connectUpstream(ctx, mcp, deps, gw, route.upstream);
+  if (route.kind === 'connect') {
+    const provider = gw.providerOf(route.upstream)?.id ?? '';
+    const name = `${route.upstream.toolPrefix}connect`;
+    const account = deps.policy ? await accountFor(deps.policy, deps.store, mcp.principal, provider, true) : NO_ACCOUNT;
+    const passed = await policyGate(ctx, mcp, deps, { name, upstream: route.upstream.id, annotations: {}, provider }, mcp.args, account);
+    if (!passed.ok) return passed.result;
+    return connectUpstream(ctx, mcp, deps, gw, route.upstream);
+  }
   const { upstream } = route;
   // Filtered out: as unknown as a tool that does not exist, and never forwarded.
   if (!route.allowed) throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${upstream.toolPrefix}${route.name}`));
@@ -118,10 +130,29 @@ async function forwardWithConnection(
       deadline,
     });
 
+  const listed: { definition?: ToolDefinition } = {};
+  // The policy decides once the tool is known to exist (its annotations are the upstream's) and the
+  // account it would use is at hand; before anything is forwarded (src/mcp/policy.ts).
+  const decided = (login: string, scopes: string[]) =>
+    policyGate(
+      ctx,
+      mcp,
+      deps,
+      {
+        name: `${upstream.toolPrefix}${call.tool}`,
+        upstream: upstream.id,
+        annotations: annotationsOf(listed.definition?.annotations),
+        provider: provider?.id ?? '',
+      },
+      call.arguments,
+      { login, scopes },
+    );
   if (!provider) {
     deadline = Date.now() + upstream.timeoutMs;
-    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen, listed);
     if (unknown) return unknown;
+    const passed = await decided('', []);
+    if (!passed.ok) return passed.result;
     const outcome = await send(undefined);
     seen(outcome);
     return answerOf(call, gw, outcome);
@@ -134,8 +165,10 @@ async function forwardWithConnection(
     const gate = await requireConnection(need);
     if (!gate.ok) return gate.result;
     deadline = Date.now() + upstream.timeoutMs;
-    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen);
+    const unknown = await refuseUnknownTool(call, gw, principal, deadline, seen, listed);
     if (unknown) return unknown;
+    const passed = await decided(gate.connection.row.account_login, scopeList(gate.connection.row.scopes));
+    if (!passed.ok) return passed.result;
     // A refused token goes through the connection core's one policy: one single-flight refresh and
     // one retry, then the connection is marked for reconnecting only if the provider itself refuses
     // the token too (a `provider:` upstream is a third party) or, for `auth: mcp`, on the upstream's word.
@@ -180,10 +213,15 @@ async function refuseUnknownTool(
   principal: Principal,
   deadline: number,
   seen: (outcome: UpstreamOutcome) => void,
+  listed: { definition?: ToolDefinition },
 ): Promise<Answer | undefined> {
   const callable = await gw.catalog.callableTools(principal, call.upstream, deadline);
   if ('names' in callable) {
-    if (callable.names.has(call.tool)) return undefined;
+    const definition = callable.names.get(call.tool);
+    if (definition) {
+      listed.definition = definition;
+      return undefined;
+    }
     throw new ProtocolError(ProtocolErrorCode.InvalidParams, G.unknownTool(`${call.upstream.toolPrefix}${call.tool}`));
   }
   if (callable.outcome?.kind !== 'failed') return undefined;

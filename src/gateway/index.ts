@@ -2,7 +2,15 @@ import { createMcpHandler, ProtocolError, ProtocolErrorCode, Server, type McpSer
 import type { ConfiguredUpstream } from '../config/upstreams.js';
 import type { ConnectionService } from '../connections/index.js';
 import type { Logger } from '../log.js';
-import { McpMessages, SERVER_INFO, type McpCall, type RequestRouter, type ToolDeps } from '../mcp/index.js';
+import {
+  builtinToolProvider,
+  listableTools,
+  McpMessages,
+  SERVER_INFO,
+  type McpCall,
+  type RequestRouter,
+  type ToolDeps,
+} from '../mcp/index.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
 import { UpstreamAudit } from './audit.js';
@@ -108,11 +116,19 @@ export class Gateway implements RequestRouter {
       const server = this.#server(deps);
       server.setRequestHandler('tools/list', async () => {
         const [builtins, upstream] = await Promise.all([this.#builtins(builtinServer), this.catalog.listFor(call.principal)]);
-        return { tools: [...builtins, ...upstream] } as never;
+        const tools = [...builtins, ...upstream];
+        return { tools: deps.policy ? await listableTools(deps, call, tools, (t) => this.#policyFacts(t.name)) : tools } as never;
       });
       return server;
     }
     return undefined;
+  }
+
+  /** Which upstream a listed tool comes from and whose account it uses, as a policy condition sees them. */
+  #policyFacts(name: string): { upstream: string; provider: string } {
+    const route = this.names.route(name);
+    if (!route) return { upstream: '', provider: builtinToolProvider(name, {}) };
+    return { upstream: route.upstream.id, provider: this.providerOf(route.upstream)?.id ?? '' };
   }
 
   /** Closes the upstream connections and writes the audit rows still queued. */

@@ -7,7 +7,7 @@ import {
   type ProtocolEra,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { principalFromAuthInfo } from '../auth/bearer.js';
+import { claimsFromAuthInfo, principalFromAuthInfo } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import { sha256Base64url } from '../crypto/index.js';
 import { withFields, type Logger } from '../log.js';
@@ -20,15 +20,21 @@ import { withFields, type Logger } from '../log.js';
 export interface McpCall {
   /** The caller, from the bearer token the HTTP layer verified; tool arguments never name it. */
   principal: Principal;
+  /** The verified access token's claims, for policy conditions (`principal.claims`). */
+  claims: Readonly<Record<string, unknown>>;
   era: ProtocolEra;
   /** The JSON-RPC method; for a `tools/call` the tool's name and a digest of its arguments ('' otherwise). */
   method: string;
   tool: string;
   argsDigest: string;
+  /** A `tools/call`'s arguments as the client sent them ({} when none): what a policy condition reads as `args`. */
+  args: unknown;
   /** Declared on this very request (2026-07-28); undefined on the stateless 2025-11-25 leg. */
   capabilities: ClientCapabilities | undefined;
   /** The client's title or name, as it introduced itself (2026-07-28). */
   clientName: string | undefined;
+  /** The client's `clientInfo.name`, as it introduced itself (2026-07-28; '' otherwise): self-declared, never proof. */
+  clientId: string;
   /** Log lines of this request, carrying its request id. */
   log: Logger;
 }
@@ -38,6 +44,7 @@ interface HttpFacts {
   method: string;
   tool: string;
   argsDigest: string;
+  args: unknown;
   meta: Record<string, unknown> | undefined;
   requestId: string | undefined;
 }
@@ -61,6 +68,7 @@ export function withHttpFacts(authInfo: AuthInfo, body: unknown, requestId: stri
     method: typeof msg.method === 'string' ? msg.method : '',
     tool: typeof params.name === 'string' ? params.name : '',
     argsDigest: sha256Base64url(canonicalJson(params.arguments ?? {})),
+    args: params.arguments ?? {},
     meta,
     requestId,
   };
@@ -85,12 +93,15 @@ export function mcpCallOf(rc: Pick<McpRequestContext, 'era' | 'authInfo'>, log: 
   const modern = rc.era === 'modern';
   return {
     principal,
+    claims: claimsFromAuthInfo(rc.authInfo),
     era: rc.era,
     method: facts.method,
     tool: facts.tool,
     argsDigest: facts.argsDigest,
+    args: facts.args,
     capabilities: modern ? (facts.meta?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined) : undefined,
     clientName: modern ? clientNameOf(facts.meta?.[CLIENT_INFO_META_KEY]) : undefined,
+    clientId: modern ? clientIdOf(facts.meta?.[CLIENT_INFO_META_KEY]) : '',
     log: facts.requestId === undefined ? log : withFields(log, { reqId: facts.requestId }),
   };
 }
@@ -111,6 +122,11 @@ function clientNameOf(info: unknown): string | undefined {
   const i = info as { name?: unknown; title?: unknown } | undefined;
   const name = typeof i?.title === 'string' ? i.title : i?.name;
   return typeof name === 'string' ? name : undefined;
+}
+
+function clientIdOf(info: unknown): string {
+  const name = (info as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' ? name : '';
 }
 
 export function supportsUrlElicitation(caps: ClientCapabilities | undefined): boolean {

@@ -1,6 +1,7 @@
 import type { McpServer, Server, ServerContext } from '@modelcontextprotocol/server';
 import type { CompletionWatcher, ConnectionService, ConnectLinks } from '../connections/index.js';
 import type { Logger } from '../log.js';
+import type { ApprovalGate, Policy } from '../policy/index.js';
 import type { GitHubApi } from '../providers/github/api.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/index.js';
@@ -27,6 +28,10 @@ export interface ToolDeps {
   providers: ReadonlyMap<string, Provider>;
   /** Built-in tools switched off (PROVIDERS_FILE `builtinTools:`). */
   disabledTools?: ReadonlySet<string>;
+  /** Who may call what (PROVIDERS_FILE `policy:`); undefined: every call is allowed. */
+  policy?: Policy;
+  /** Holds calls an `approve` rule names until people agree (src/approvals/); without it such calls are refused. */
+  approvals?: ApprovalGate;
   /** Serves the requests the built-in tools do not (the broker passes its gateway). */
   router?: RequestRouter;
 }

@@ -10,7 +10,8 @@ export {
   type McpCall,
 } from './call.js';
 export type { RequestRouter, ToolDeps } from './context.js';
-export { createMcpEndpointHandler, SERVER_INFO } from './server.js';
+export { builtinToolProvider, createMcpEndpointHandler, SERVER_INFO } from './server.js';
+export { accountFor, annotationsOf, listableTools, NO_ACCOUNT, policyGate, type PolicyTool } from './policy.js';
 export { createToolStateCodec, type BuiltinState, type StateSigner } from './request-state.js';
 export { requireConnection, type ConnectionGate, type ConnectionNeed } from './require-connection.js';
 export { nothingDone, toolError } from './results.js';

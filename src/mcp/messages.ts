@@ -26,6 +26,17 @@ export const M = {
     `Connect your ${provider} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`,
 };
 
+/** What the policy and the approval gate say (src/mcp/policy.ts). */
+export const P = {
+  waitingForApproval: (tool: string) =>
+    `Waiting for approval of ${tool}. Open the link to follow the request; call again once it is decided.`,
+  approvalLinkInResult: (tool: string, url: string) =>
+    `This call of ${tool} needs approval first, so nothing was done yet. The person can follow the request at ${url} ; once it is approved, ask me again with the same arguments.`,
+  approvalDenied: (tool: string, reason: string) => `The call of ${tool} was not approved${reason ? `: ${reason}` : ''}. Nothing was done.`,
+  approvalsUnavailable: (tool: string) =>
+    `The policy says a call of ${tool} needs approval, but this broker has no approvals set up, so nothing was done. Tell the operator.`,
+};
+
 /** What the built-in tools say: their descriptions (read by the model) and their results. */
 export const T = {
   connectAccountDescription: (providers: string[]) =>

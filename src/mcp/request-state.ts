@@ -6,7 +6,11 @@ import { stateBindingOf } from './call.js';
  * What the built-in tools carry across a round trip. Signed, not encrypted: nothing secret goes in
  * here in the clear.
  */
-export type BuiltinState = { kind: 'connect'; pid: string } | { kind: 'confirm_disconnect'; provider: string };
+export type BuiltinState =
+  | { kind: 'connect'; pid: string }
+  | { kind: 'confirm_disconnect'; provider: string }
+  /** A call waiting for approval (src/mcp/policy.ts): the repeat holds on the request the gate names. */
+  | { kind: 'approval'; rid: string };
 
 /**
  * The codec as one user of it sees it: it mints its own states (`S`), and what it verifies may be

@@ -30,6 +30,9 @@ export const CONNECT_LINK_OUTPUT = {
   /** The link's short form for another device (RFC 8628's names): open `verification_uri`, type `user_code`. */
   user_code: z.string().optional(),
   verification_uri: z.string().optional(),
+  /** A call waiting for approval, for a client without URL elicitation: the requester's status page and its expiry (src/mcp/policy.ts). */
+  approval_url: z.string().optional(),
+  expires_at: z.string().optional(),
 };
 
 /** A normal result that reports nothing was done (declines and cancels are not errors). */

@@ -1,4 +1,13 @@
-import { createMcpHandler, McpServer, type McpHttpHandler, type McpRequestContext, type Server } from '@modelcontextprotocol/server';
+import {
+  createMcpHandler,
+  McpServer,
+  type CallToolResult,
+  type InputRequiredResult,
+  type McpHttpHandler,
+  type McpRequestContext,
+  type Server,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
 import { StoreUnavailableError } from '../store/index.js';
 import { toolError } from './results.js';
 import { mcpCallOf, type McpCall } from './call.js';
@@ -11,6 +20,7 @@ import { registerListConnections } from './tools/list-connections.js';
 import { M } from './messages.js';
 import { countToolCalls } from '../observability/tool-metrics.js';
 import { traceEra } from '../observability/mcp-tracing.js';
+import { accountFor, annotationsOf, answerDecision, decideCall, listableTools, type PolicyTool } from './policy.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
@@ -34,19 +44,78 @@ export function builtinToolNames(builtinTools: Record<string, boolean>): string[
   return [...TOOLS.keys()].filter((name) => !off.has(name));
 }
 
+/** Built-in tools whose output schema has room for an approval link (the others answer it as a tool error). */
+const APPROVAL_LINK_TOOLS = new Set(['github_create_issue', 'github_whoami', 'connect_account']);
+
+/** The provider whose account a built-in tool uses: its own, or the one its `provider` argument names. */
+export function builtinToolProvider(name: string, args: unknown): string {
+  for (const [provider, tools] of Object.entries(PROVIDER_TOOLS)) if (tools.includes(name)) return provider;
+  const named = (args as { provider?: unknown } | null | undefined)?.provider;
+  return typeof named === 'string' ? named : '';
+}
+
+/** Each built-in tool's annotations, as it registers them (constant; read once per process). */
+const builtinAnnotations = new Map<string, Record<string, unknown>>();
+
+function annotationsOfBuiltin(name: string, call: McpCall, deps: ToolDeps): Record<string, unknown> {
+  if (!builtinAnnotations.has(name)) buildBuiltinServer({ ...call, method: 'tools/list', tool: '' }, deps);
+  return builtinAnnotations.get(name) ?? {};
+}
+
 /**
  * One McpServer per HTTP request (stateless). A `tools/call` of one of our tools gets only that
  * tool (its answer depends on nothing else, and building all of them per request was a large part
- * of the per-request CPU, see bench/README.md); anything else gets every tool.
+ * of the per-request CPU, see bench/README.md); anything else gets every tool. Under a policy, a
+ * built-in tool the caller may not see is not registered at all (the SDK's own "not found"), and
+ * a denied or approval-bound call answers before the tool runs (src/mcp/policy.ts).
  */
-export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServer | Server {
+export function buildMcpServer(rc: McpRequestContext, shared: ToolDeps): McpServer | Server | Promise<McpServer | Server> {
   const call = mcpCallOf(rc, shared.log);
   const deps: ToolDeps = { ...shared, log: call.log };
+  if (deps.policy && call.method === 'tools/call' && TOOLS.has(call.tool) && !deps.disabledTools?.has(call.tool))
+    return builtinCallUnderPolicy(call, deps);
   const routed = deps.router?.serverFor(call, deps, () => buildBuiltinServer(call, deps));
-  return routed ?? buildBuiltinServer(call, deps);
+  if (routed) return routed;
+  if (deps.policy && call.method === 'tools/list') return builtinListUnderPolicy(call, deps);
+  return buildBuiltinServer(call, deps);
 }
 
-function buildBuiltinServer(call: McpCall, deps: ToolDeps): McpServer {
+async function builtinCallUnderPolicy(call: McpCall, deps: ToolDeps): Promise<McpServer> {
+  const policy = deps.policy!;
+  const tool: PolicyTool = {
+    name: call.tool,
+    upstream: '',
+    annotations: annotationsOfBuiltin(call.tool, call, deps),
+    provider: builtinToolProvider(call.tool, call.args),
+  };
+  let account = await accountFor(policy, deps.store, call.principal, tool.provider);
+  const decision = decideCall(call, deps, tool, call.args, account);
+  // An approval is bound to the account the call would use, whether or not a rule reads it.
+  if (decision?.effect === 'approve' && !policy.readsAccount)
+    account = await accountFor(policy, deps.store, call.principal, tool.provider, true);
+  // Hidden: not registered, so the SDK answers exactly as for a tool that does not exist.
+  if (decision?.effect === 'hide')
+    return buildBuiltinServer(call, { ...deps, disabledTools: new Set([...(deps.disabledTools ?? []), call.tool]) });
+  if (decision?.effect === 'allow') return buildBuiltinServer(call, deps);
+  return buildBuiltinServer(call, deps, (ctx) =>
+    answerDecision(ctx, call, deps, tool, call.args, account, decision, !APPROVAL_LINK_TOOLS.has(call.tool)),
+  );
+}
+
+async function builtinListUnderPolicy(call: McpCall, deps: ToolDeps): Promise<McpServer> {
+  const off = deps.disabledTools;
+  const names = [...TOOLS.keys()].filter((name) => !off?.has(name));
+  const tools = names.map((name) => ({ name, annotations: annotationsOfBuiltin(name, call, deps) }));
+  const shown = new Set(
+    (await listableTools(deps, call, tools, (t) => ({ upstream: '', provider: builtinToolProvider(t.name, {}) }))).map((t) => t.name),
+  );
+  return buildBuiltinServer(call, { ...deps, disabledTools: new Set([...(off ?? []), ...names.filter((n) => !shown.has(n))]) });
+}
+
+/** Answers a tools/call before the tool runs, or lets it run ({ ok: true }). */
+type CallGate = (ctx: ServerContext) => Promise<{ ok: true } | { ok: false; result: CallToolResult | InputRequiredResult }>;
+
+function buildBuiltinServer(call: McpCall, deps: ToolDeps, gate?: CallGate): McpServer {
   const server = new McpServer(SERVER_INFO, {
     // Stateless /mcp holds no stream to push notifications/tools/list_changed on (the SDK would say true).
     capabilities: { tools: { listChanged: false } },
@@ -56,6 +125,8 @@ function buildBuiltinServer(call: McpCall, deps: ToolDeps): McpServer {
   server.server.onerror = (err) => deps.log.warn('mcp_error', { message: err.message });
   reuseConvertedOutputSchemas(server);
   answerStoreOutagesAsToolErrors(server, deps);
+  rememberAnnotations(server);
+  if (gate) gateEveryTool(server, gate);
   countToolCalls(server);
   traceEra(call.era);
   const off = deps.disabledTools;
@@ -85,6 +156,29 @@ function reuseConvertedOutputSchemas(server: McpServer): void {
       tool.outputSchemaJson = outputSchemaJson.get(schema);
     }
     return tool;
+  }) as typeof server.registerTool;
+}
+
+/** Keeps each built-in tool's annotations as it registers them, for policy conditions (`tool.annotations`). */
+function rememberAnnotations(server: McpServer): void {
+  const register = server.registerTool.bind(server);
+  server.registerTool = ((...args: unknown[]) => {
+    const config = args[1] as { annotations?: unknown } | undefined;
+    if (!builtinAnnotations.has(String(args[0]))) builtinAnnotations.set(String(args[0]), annotationsOf(config?.annotations));
+    return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);
+  }) as typeof server.registerTool;
+}
+
+/** Runs `gate` before each tool's own callback: a refusal or a question is the answer, and the tool does not run. */
+function gateEveryTool(server: McpServer, gate: CallGate): void {
+  const register = server.registerTool.bind(server);
+  server.registerTool = ((...args: unknown[]) => {
+    const callback = args.at(-1) as (...a: unknown[]) => unknown;
+    args[args.length - 1] = async (...a: unknown[]) => {
+      const passed = await gate(a.at(-1) as ServerContext);
+      return passed.ok ? callback(...a) : passed.result;
+    };
+    return (register as (...a: unknown[]) => ReturnType<typeof register>)(...args);
   }) as typeof server.registerTool;
 }
 

@@ -12,19 +12,26 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { ApprovalGates } from '../../src/approvals/index.js';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
-import type { ApprovalRule } from '../../src/policy/types.js';
+import { providersFile } from '../support/gateway.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const WIDTHS = [1280, 390] as const;
-const RULE: ApprovalRule = {
-  ruleId: 'delete-needs-a-second-maintainer',
-  mayApprove: (p) => Array.isArray(p.claims.groups) && p.claims.groups.includes('maintainers'),
-  quorum: 1,
-  selfApproval: false,
-  ttlSeconds: 900,
-  reuse: false,
-};
+// The rule as an operator writes it (PROVIDERS_FILE `policy:`), compiled by the broker at start-up.
+const RULE_ID = 'delete-needs-a-second-maintainer';
+const policyFile = providersFile({
+  policy: {
+    default: 'allow',
+    rules: [
+      {
+        id: RULE_ID,
+        when: 'tool.name == "github_mcp_delete_repository"',
+        effect: 'approve',
+        approvers: '"maintainers" in approver.claims.groups',
+      },
+    ],
+  },
+});
 const ARGS = {
   owner: 'octo-org',
   repo: 'hello-world',
@@ -73,7 +80,7 @@ describe('approval pages in Chromium', () => {
       startStack({
         idpAccountClaims: (id) => ({ groups: id.startsWith('maint') ? ['maintainers'] : ['eng'] }),
         idpProfileClaims: ['groups'],
-        brokerOptions: () => ({ approvals: { approvalRule: (id) => (id === RULE.ruleId ? RULE : undefined), policyVersion: 'v1' } }),
+        env: { PROVIDERS_FILE: policyFile.path },
       }),
       chromium.launch({
         executablePath: CHROMIUM,
@@ -94,6 +101,7 @@ describe('approval pages in Chromium', () => {
     await browser?.close().catch(() => undefined);
     await stack?.close();
     if (temporary) rmSync(shots, { recursive: true, force: true });
+    policyFile.remove();
   });
 
   async function tabOf(who: string): Promise<Page> {
@@ -151,10 +159,10 @@ describe('approval pages in Chromium', () => {
         argsDigest: 'digest',
         provider: 'github',
         account: 'rita-gh',
-        policyVersion: 'v1',
+        policyVersion: stack.broker.broker.toolDeps.policy!.version,
         serviceId: '',
       },
-      RULE,
+      stack.broker.broker.toolDeps.policy!.approvalRule(RULE_ID)!,
       0,
     );
     assert.equal(asked.kind, 'pending');

@@ -11,7 +11,20 @@ export type AdminCommand =
   | { kind: 'audit verify'; heads?: string; json: boolean }
   | { kind: 'pending prune'; json: boolean }
   | { kind: 'upstreams reset-registration'; upstream: string; json: boolean }
-  | { kind: 'stats'; json: boolean };
+  | { kind: 'stats'; json: boolean }
+  | {
+      kind: 'policy test';
+      as: Owner;
+      tool: string;
+      args: unknown;
+      claims: Record<string, unknown>;
+      client: string;
+      service: string;
+      provider?: string;
+      account: string;
+      annotations: Record<string, unknown>;
+      json: boolean;
+    };
 
 /** Bad usage: exit 2 with this one line. */
 export class UsageError extends Error {
@@ -25,6 +38,7 @@ const GROUPS: Record<string, readonly string[]> = {
   audit: ['export', 'prune', 'verify'],
   pending: ['prune'],
   upstreams: ['reset-registration'],
+  policy: ['test'],
 };
 const JSON_FLAG: OptionSpec = { json: { type: 'boolean' } };
 const USER: OptionSpec = { user: { type: 'string' } };
@@ -99,6 +113,38 @@ export function parseAdminArgs(argv: readonly string[], now = Date.now()): Admin
       if (a.help) return { kind: 'help', topic: name };
       return { kind: name, upstream: nonEmpty('<id>', a.positionals[0]!), json: a.json };
     }
+    case 'policy test': {
+      const text = (n: string) => ({ [n]: { type: 'string' as const } });
+      const spec = {
+        as: { type: 'string' as const },
+        ...text('tool'),
+        ...text('args'),
+        ...text('claims'),
+        ...text('client'),
+        ...text('service'),
+        ...text('provider'),
+        ...text('account'),
+        ...text('annotations'),
+        ...JSON_FLAG,
+      };
+      const a = parse(name, rest, spec, []);
+      if (a.help) return { kind: 'help', topic: name };
+      if (!a.owner) throw new UsageError(USAGE.missingArguments('--as <iss> <sub>', name));
+      const { strings: s } = a;
+      return {
+        kind: name,
+        as: a.owner,
+        tool: s.tool ?? '',
+        args: jsonOption('--args', s.args, {}),
+        claims: jsonObject('--claims', s.claims),
+        client: s.client ?? '',
+        service: s.service ?? '',
+        ...(s.provider !== undefined ? { provider: s.provider } : {}),
+        account: s.account ?? '',
+        annotations: jsonObject('--annotations', s.annotations),
+        json: a.json,
+      };
+    }
     default: {
       const a = parse(name, rest, JSON_FLAG, []);
       if (a.help) return { kind: 'help', topic: 'pending prune' };
@@ -127,6 +173,8 @@ function isTopic(value: string): value is HelpTopic {
     'pending prune',
     'upstreams',
     'upstreams reset-registration',
+    'policy',
+    'policy test',
     'stats',
   ].includes(value);
 }
@@ -174,21 +222,37 @@ function parse(command: string, args: readonly string[], spec: OptionSpec, requi
     // `--provider --json` is a forgotten value, not a provider named "--json".
     if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--')))
       throw new UsageError(USAGE.needsValue(token.rawName));
-    if (token.name !== 'user') {
+    if (token.name !== 'user' && token.name !== 'as') {
       out.strings[token.name] = token.value;
       continue;
     }
     let next = tokens[i + 1];
     if (next?.kind === 'option-terminator') next = tokens[++i + 1];
-    if (next?.kind !== 'positional') throw new UsageError(USAGE.userNeedsTwo);
+    if (next?.kind !== 'positional') throw new UsageError(token.name === 'as' ? USAGE.asNeedsTwo : USAGE.userNeedsTwo);
     i++;
-    out.owner = { issuer: nonEmpty('--user <iss>', token.value), subject: nonEmpty('--user <sub>', next.value) };
+    out.owner = { issuer: nonEmpty(`--${token.name} <iss>`, token.value), subject: nonEmpty(`--${token.name} <sub>`, next.value) };
   }
   if (out.help) return out;
   if (out.positionals.length > required.length) throw new UsageError(USAGE.extraArgument(out.positionals[required.length]!, command));
   if (out.positionals.length < required.length)
     throw new UsageError(USAGE.missingArguments(required.slice(out.positionals.length).join(' '), command));
   return out;
+}
+
+/** A JSON option's value (`fallback` when absent). */
+function jsonOption(name: string, value: string | undefined, fallback: unknown): unknown {
+  if (value === undefined) return fallback;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    throw new UsageError(USAGE.notJson(name));
+  }
+}
+
+function jsonObject(name: string, value: string | undefined): Record<string, unknown> {
+  const parsed = jsonOption(name, value, {});
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(USAGE.notJsonObject(name));
+  return parsed as Record<string, unknown>;
 }
 
 function nonEmpty(name: string, value: string): string {

@@ -20,6 +20,8 @@ Commands:
   audit verify [--heads <log>] [--json]
                                     check the audit trail's chain of MACs; exit 1 at the first broken link
   pending prune [--json]            remove settled and expired pending connections now
+  policy test --as <iss> <sub> --tool <name> [--args <json>] [options]
+                                    what PROVIDERS_FILE policy: decides for a call; calls nothing
   upstreams reset-registration <id> [--json]
                                     forget the broker's registration at an auth: mcp upstream's
                                     authorization server; the next connect registers anew
@@ -116,6 +118,27 @@ while the server still accepts their tokens. Exits 1 when <id> is not an auth: m
 
 Example: ${RUN} upstreams reset-registration tracker
 `,
+  policy: `Usage: ${RUN} policy test --as <iss> <sub> --tool <name> [--args <json>] [options]
+`,
+  'policy test': `Usage: ${RUN} policy test --as <iss> <sub> --tool <name> [--args <json>] [options]
+
+Prints what the policy in PROVIDERS_FILE (policy:) decides for one call, and the rule that decided,
+without calling anything or reading the database (docs/policy.md). Omit --tool for the token exchange.
+
+  --as <iss> <sub>       the caller (principal.iss, principal.sub)
+  --tool <name>          the tool as the assistant calls it (prefixed, for an upstream's tool)
+  --args <json>          its arguments (default {})
+  --claims <json>        the access token's claims (principal.claims, default {})
+  --client <id>          the MCP client's clientInfo.name (client.id)
+  --service <id>         a service asking at POST /oauth/token (service.id)
+  --provider <id>        the provider (default: the tool's own)
+  --account <login>      the connected account's login (account.login)
+  --annotations <json>   the tool's annotations (tool.annotations, default {})
+  --json                 {"effect", "rule", "reason"?, "approval"?}
+
+Example: ${RUN} policy test --as https://idp.example.com alice --tool github_mcp_delete_repository \
+           --claims '{"groups":["eng"]}' --args '{"owner":"acme","repo":"site"}'
+`,
   stats: `Usage: ${RUN} stats [--json]
 
 Connections by provider and status, pending connections still open, and refresh failures
@@ -134,6 +157,9 @@ export const USAGE = {
   takesNoValue: (raw: string) => `${raw} takes no value`,
   twice: (raw: string) => `${raw} is given twice`,
   userNeedsTwo: '--user needs two values: <iss> <sub>',
+  asNeedsTwo: '--as needs two values: <iss> <sub>',
+  notJson: (name: string) => `${name} must be JSON`,
+  notJsonObject: (name: string) => `${name} must be a JSON object`,
   extraArgument: (value: string, command: string) => `unexpected argument "${value}" for "${command}"`,
   missingArguments: (names: string, command: string) => `"${command}" needs ${names}`,
   empty: (name: string) => `${name} must not be empty`,
@@ -182,4 +208,5 @@ export const OUT = {
   noDatabase: (path: string) =>
     `there is no database at DATABASE_PATH (${path}): run this with the service's environment, from its working directory`,
   storeUnavailable: 'the database cannot be reached; nothing was changed',
+  noPolicy: 'PROVIDERS_FILE has no policy: section: every call is allowed.',
 };

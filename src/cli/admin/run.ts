@@ -11,6 +11,7 @@ import type { EventSink } from '../../events/index.js';
 import { createWebhooks } from '../../webhooks/index.js';
 import type { Logger } from '../../log.js';
 import { buildProviders } from '../../providers/registry.js';
+import { builtinToolProvider } from '../../mcp/index.js';
 import { upstreamCallback } from '../../providers/mcp-auth/index.js';
 import { pruneAuditTrail, retentionCutoff } from '../../audit/retention.js';
 import { verifyAuditChain, type LoggedHead } from '../../audit/verify.js';
@@ -62,6 +63,8 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     return EXIT.notFound;
   }
 
+  if (command.kind === 'policy test') return policyTest(command, config, writer(io.stdout));
+
   // Opening would create an empty database: a mistyped path must not read as "no connections".
   if (!config.database.url && !existsSync(config.database.path)) {
     io.stderr.write(OUT.failed(OUT.noDatabase(config.database.path)) + '\n');
@@ -99,7 +102,67 @@ function writer(stream: NodeJS.WritableStream): (text: string) => Promise<void> 
   };
 }
 
-async function execute(command: Exclude<AdminCommand, { kind: 'help' }>, ctx: Context): Promise<number> {
+/**
+ * `policy test`: the decision the configured policy makes for one described call, and its rule;
+ * nothing is called and the database is not read.
+ */
+async function policyTest(
+  command: Extract<AdminCommand, { kind: 'policy test' }>,
+  config: Config,
+  write: (text: string) => Promise<void>,
+): Promise<number> {
+  const { policy } = config;
+  if (!policy) {
+    await write(command.json ? `${JSON.stringify({ effect: 'allow', rule: null, policy: false })}\n` : `${OUT.noPolicy}\n`);
+    return EXIT.ok;
+  }
+  const upstream = config.upstreams.find((u) => command.tool.startsWith(u.toolPrefix) && command.tool.length > u.toolPrefix.length);
+  const upstreamProvider =
+    upstream && (upstream.auth.kind === 'provider' ? upstream.auth.provider : upstream.auth.kind === 'mcp' ? upstream.id : '');
+  const provider = command.provider ?? upstreamProvider ?? (command.tool ? builtinToolProvider(command.tool, command.args) : '');
+  const decision = policy.decide({
+    principal: { iss: command.as.issuer, sub: command.as.subject, claims: command.claims },
+    client: { id: command.client, name: command.client },
+    tool: { name: command.tool, upstream: upstream?.id ?? '', annotations: command.annotations },
+    args: command.args,
+    provider,
+    account: { login: command.account, scopes: [] },
+    service: { id: command.service },
+    now: new Date(),
+  });
+  const out = {
+    effect: decision.effect,
+    rule: decision.ruleId ?? null,
+    ...(decision.effect === 'deny' ? { reason: decision.reason } : {}),
+    ...('unevaluated' in decision && decision.unevaluated ? { unevaluated: true } : {}),
+    ...(decision.effect === 'approve'
+      ? {
+          approval: {
+            quorum: decision.approval.quorum,
+            selfApproval: decision.approval.selfApproval,
+            ttlSeconds: decision.approval.ttlSeconds,
+            reuse: decision.approval.reuse,
+          },
+        }
+      : {}),
+    policyVersion: policy.version,
+  };
+  if (command.json) {
+    await write(`${JSON.stringify(out)}\n`);
+    return EXIT.ok;
+  }
+  const lines = [`decision: ${out.effect}`, `rule: ${out.rule ?? '(none matched; the default)'}`];
+  if (out.reason !== undefined) lines.push(`reason: ${out.reason}`);
+  if (out.approval)
+    lines.push(
+      `approval: quorum ${out.approval.quorum}, self-approval ${out.approval.selfApproval ? 'yes' : 'no'}, valid ${out.approval.ttlSeconds} s, reuse ${out.approval.reuse ? 'yes' : 'no'}`,
+    );
+  lines.push(`policy version: ${policy.version}`);
+  await write(lines.join('\n') + '\n');
+  return EXIT.ok;
+}
+
+async function execute(command: Exclude<AdminCommand, { kind: 'help' | 'policy test' }>, ctx: Context): Promise<number> {
   const { store, write } = ctx;
   switch (command.kind) {
     case 'connections list': {

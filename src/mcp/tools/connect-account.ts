@@ -10,7 +10,7 @@ import { scopeList } from '../../providers/scopes.js';
 
 const outputSchema = z.object({
   ...CONNECT_LINK_OUTPUT,
-  status: z.enum(['connected', 'not_connected']),
+  status: z.enum(['connected', 'not_connected', 'approval_required']),
   provider: z.string().optional(),
   login: z.string().optional(),
   scopes: z.array(z.string()).optional(),

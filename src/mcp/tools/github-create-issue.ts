@@ -28,7 +28,7 @@ const inputSchema = z.object({
 });
 
 const outputSchema = z.object({
-  status: z.enum(['created', 'not_connected']),
+  status: z.enum(['created', 'not_connected', 'approval_required']),
   number: z.number().int().optional(),
   url: z.string().optional(),
   repository: z.string().optional(),

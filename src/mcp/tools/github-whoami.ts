@@ -8,7 +8,7 @@ import { T } from '../messages.js';
 import { NO_INPUT } from './inputs.js';
 
 const outputSchema = z.object({
-  status: z.enum(['connected', 'not_connected']),
+  status: z.enum(['connected', 'not_connected', 'approval_required']),
   login: z.string().optional(),
   id: z.string().optional(),
   reason: z.string().optional(),
