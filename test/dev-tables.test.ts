@@ -240,7 +240,7 @@ describe('development tables out of the production schema', () => {
         assert.match(await issue.text(), /Filed before the upgrade/);
         assert.match(
           await (await fetch(`${sandbox}/legacy`)).text(),
-          new RegExp(`<code>${CLIENT_ID.replaceAll('.', '\\.')}</code>`),
+          new RegExp(`/legacy/applications/${CLIENT_ID.replaceAll('.', '\\.')}/revoke`),
           'the grant survived',
         );
         const authorize = new URL(`${dev.publicUrl}/idp/auth`);

@@ -375,7 +375,7 @@ describe('policy at the edges: built-in tools, the gateway and the token exchang
   });
 });
 
-describe('policy without an approval gate', () => {
+describe('policy with the broker’s own approval gate, without upstreams', () => {
   let stack: Stack;
   let file: { path: string; remove(): void };
   before(async () => {
@@ -409,18 +409,20 @@ describe('policy without an approval gate', () => {
     assert.equal(hidden.json.error?.message, 'Tool disconnect_account not found', hidden.text);
   });
 
-  it('refuses a call an approve rule names, saying approvals are not set up (tool error, access_denied)', async () => {
+  it('an approve rule asks through the real gate: input_required to the status page, interaction_required with its approval_uri', async () => {
     const res = await rawCall(stack.mcpUrl, await stack.token('al'), {
       method: 'tools/call',
       params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
     });
-    assert.equal(res.json.result?.isError, true, res.text);
-    assert.match(resultText(res.json.result), /needs approval, but this broker has no approvals set up/);
+    assert.equal(res.json.result?.resultType, 'input_required', res.text);
+    const url = String(res.json.result.inputRequests.approval.params.url);
+    assert.match(url, new RegExp(`^${stack.publicUrl.replace(/[.]/g, '\\.')}/approvals/apr_[A-Za-z0-9_-]+$`));
     const exchanged = await postTokenExchange(stack.publicUrl, BOT, {
       subject_token: await stack.idp.mintAccessToken({ sub: 'al', aud: BOT.audience }),
     });
     assert.equal(exchanged.status, 400);
-    assert.equal(exchanged.json.error, 'access_denied');
-    assert.match(String(exchanged.json.error_description), /no approvals set up/);
+    assert.equal(exchanged.json.error, 'interaction_required');
+    assert.match(String(exchanged.json.approval_uri), /\/approvals\/apr_/);
+    assert.notEqual(exchanged.json.approval_uri, url, 'the exchange is its own call, with its own request');
   });
 });

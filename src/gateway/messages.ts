@@ -1,7 +1,7 @@
 /** Every sentence the gateway says to a person (through the assistant), in one place for review. */
 export const G = {
   connectToolDescription: (name: string) =>
-    `Connect ${name} so its tools appear. Asks the user to link their account in the browser (the token stays with this server), then tells when the tools are available.`,
+    `Connect ${name} so its tools appear. Asks the user to link their account in the browser (the assistant never sees the token), then tells when the tools are available.`,
   connectedToolsAvailable: (name: string, prefix: string) =>
     `${name} is connected. Its tools are available now (their names start with ${prefix}); list the tools again to see them.`,
   reachableNoAuth: (name: string, prefix: string) =>

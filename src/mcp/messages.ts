@@ -21,9 +21,9 @@ export const M = {
   askMoreAccess: (provider: string, scopes: string[], purpose: string) =>
     `${provider} needs to grant more access (${scopes.join(', ')}) so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`,
   askReconnect: (provider: string, purpose: string) =>
-    `${provider} no longer accepts the saved connection. Reconnect it so I can ${purpose}; the token stays with this server.`,
+    `${provider} no longer accepts the saved connection. Reconnect it so I can ${purpose}; your assistant never sees the token.`,
   askConnect: (provider: string, purpose: string) =>
-    `Connect your ${provider} account so I can ${purpose}. Open the link, sign in, and approve; the token stays with this server.`,
+    `Connect your ${provider} account so I can ${purpose}. Open the link, sign in, and approve; your assistant never sees the token.`,
 };
 
 /** What the policy and the approval gate say (src/mcp/policy.ts). */
