@@ -177,6 +177,84 @@ describe('mcp-connect-broker/client, through the example issue service', () => {
     assert.deepEqual(result.structuredContent, { status: 'not_connected', reason: 'account_linked_elsewhere' });
   });
 
+  it("approval_required (the operator's policy): a URL elicitation of the approval page; the repeat waits on it without a connect_request, then runs", async () => {
+    const approvalUri = `${broker.url}/approvals/apr_test-approval`;
+    const gh = github.issueTokenFor('hubot', { scopes: ['public_repo'] });
+    broker.override = {
+      status: 400,
+      body: {
+        error: 'interaction_required',
+        error_description: 'waiting',
+        reason: 'approval_required',
+        approval_uri: approvalUri,
+        expires_in: 900,
+      },
+    };
+    const seen: string[] = [];
+    const client = await modernClient({
+      url: audience,
+      token: await token('paula'),
+      onUrl: async (url) => {
+        seen.push(url);
+        // Decided while the assistant repeats: the broker now hands the token over.
+        broker.override = {
+          status: 200,
+          body: {
+            access_token: gh.accessToken,
+            issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            token_type: 'Bearer',
+            scope: 'public_repo',
+          },
+        };
+        return { action: 'accept' };
+      },
+    });
+    const result = await client.callTool({ name: 'create_issue', arguments: ARGS });
+    await client.close();
+    assert.deepEqual(seen, [approvalUri]);
+    assert.equal(result.isError, undefined, resultText(result));
+    assert.ok(!JSON.stringify(result).includes(gh.accessToken));
+    assert.equal(broker.requests.length, 2);
+    const repeat = broker.requests[1]!.fields;
+    assert.equal(repeat.connect_request, undefined, 'an approval has no connect request');
+    assert.equal(repeat.wait, '5', 'the repeat is held on the decision');
+  });
+
+  it('approval_required without URL elicitation: the approval link in the result; a policy refusal in its own words', async () => {
+    const approvalUri = `${broker.url}/approvals/apr_test-approval`;
+    broker.override = { status: 400, body: { error: 'interaction_required', reason: 'approval_required', approval_uri: approvalUri } };
+    const client = await modernClient({ url: audience, token: await token('quinn'), capabilities: { form: true } });
+    const result = await client.callTool({ name: 'create_issue', arguments: ARGS });
+    assert.equal(result.isError, undefined);
+    assert.deepEqual(result.structuredContent, {
+      status: 'approval_required',
+      reason: 'approval_required',
+      provider: 'github',
+      approval_url: approvalUri,
+    });
+    assert.ok(resultText(result).includes(`: ${approvalUri} ; then ask me again`), resultText(result));
+
+    broker.override = {
+      status: 400,
+      body: { error: 'access_denied', error_description: 'issue-bot may get tokens only for users in eng.' },
+    };
+    const refused = await client.callTool({ name: 'create_issue', arguments: ARGS });
+    await client.close();
+    assert.equal(resultText(refused), 'issue-bot may get tokens only for users in eng. Nothing was done.');
+    assert.deepEqual(refused.structuredContent, { status: 'refused', reason: 'policy' });
+
+    // An approval link on another origin is never shown.
+    broker.override = {
+      status: 400,
+      body: { error: 'interaction_required', reason: 'approval_required', approval_uri: 'https://evil.example/approvals/x' },
+    };
+    const foreign = await (
+      await modernClient({ url: audience, token: await token('quinn') })
+    ).callTool({ name: 'create_issue', arguments: ARGS });
+    assert.equal(foreign.isError, true);
+    assert.ok(!resultText(foreign).includes('evil.example'));
+  });
+
   describe("a requestState that is not this call's", () => {
     const firstState = async (sub: string) => {
       const res = await rawCall(audience, await token(sub), {

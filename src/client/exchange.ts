@@ -19,6 +19,8 @@ export interface ExchangeRequest {
   provider: string;
   scopes: readonly string[];
   connectRequest?: string;
+  /** A repeat that waits on an approval the policy asked for (there is no connect request to name). */
+  holdForApproval?: boolean;
   waitSeconds?: number;
 }
 
@@ -31,7 +33,9 @@ export type ExchangeOutcome =
       connectUri: string;
       connectRequest: string;
     }
-  | { kind: 'access_denied'; reason: string }
+  /** The operator's policy wants people to approve this exchange first: `approvalUri` is the requester's status page. */
+  | { kind: 'approval_required'; approvalUri: string }
+  | { kind: 'access_denied'; reason: string; description?: string }
   | { kind: 'error'; error: string; description?: string; status: number; retryAfterSeconds?: number };
 
 export interface ExchangeTransport {
@@ -69,7 +73,8 @@ export async function exchange(t: ExchangeTransport, req: ExchangeRequest, signa
   });
   if (req.scopes.length) form.set('scope', req.scopes.join(' '));
   if (req.connectRequest) form.set('connect_request', req.connectRequest);
-  if (req.connectRequest && req.waitSeconds) form.set('wait', String(Math.min(MAX_WAIT_SECONDS, Math.max(0, Math.floor(req.waitSeconds)))));
+  const holds = !!req.connectRequest || !!req.holdForApproval;
+  if (holds && req.waitSeconds) form.set('wait', String(Math.min(MAX_WAIT_SECONDS, Math.max(0, Math.floor(req.waitSeconds)))));
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
   if (t.auth.method === 'client_secret_basic') headers.authorization = basic(t.auth.clientId, t.auth.clientSecret);
   else {
@@ -79,7 +84,7 @@ export async function exchange(t: ExchangeTransport, req: ExchangeRequest, signa
   }
 
   // The held repeat may take up to `wait` seconds on the broker's side.
-  const timeout = AbortSignal.timeout(t.timeoutMs + (req.connectRequest ? (req.waitSeconds ?? 0) * 1000 : 0));
+  const timeout = AbortSignal.timeout(t.timeoutMs + (holds ? (req.waitSeconds ?? 0) * 1000 : 0));
   let res: Response;
   try {
     res = await t.fetch(t.tokenEndpoint, {
@@ -127,6 +132,16 @@ function classify(res: Response, body: Record<string, unknown>): ExchangeOutcome
     };
   }
   const error = str(body.error) ?? (res.status === 429 ? 'rate_limited' : res.status >= 500 ? 'server_error' : 'invalid_response');
+  if (error === 'interaction_required' && str(body.reason) === 'approval_required') {
+    const approvalUri = str(body.approval_uri);
+    if (approvalUri && /^https?:$/.test(safeProtocol(approvalUri))) return { kind: 'approval_required', approvalUri };
+    return {
+      kind: 'error',
+      error: 'invalid_response',
+      description: 'approval_required without a usable approval link',
+      status: res.status,
+    };
+  }
   if (error === 'interaction_required') {
     const connectUri = str(body.connect_uri);
     const connectRequest = str(body.connect_request);
@@ -145,7 +160,12 @@ function classify(res: Response, body: Record<string, unknown>): ExchangeOutcome
       status: res.status,
     };
   }
-  if (error === 'access_denied') return { kind: 'access_denied', reason: str(body.reason) ?? 'denied' };
+  if (error === 'access_denied')
+    return {
+      kind: 'access_denied',
+      reason: str(body.reason) ?? 'denied',
+      ...(str(body.error_description) ? { description: str(body.error_description) } : {}),
+    };
   const retryAfter = Number(res.headers.get('retry-after'));
   return {
     kind: 'error',

@@ -203,7 +203,9 @@ export function connectBroker(options: BrokerOptions): Broker {
       pending = await openState(raw, caller, request);
       const answer = inputResponse(ctx.mcpReq.inputResponses, CONNECT_INPUT_KEY);
       if (answer.kind === 'elicit' && answer.action !== 'accept')
-        return nothingDone(messages.declined(name), { status: 'not_connected', reason: answer.action });
+        return pending.connectRequest
+          ? nothingDone(messages.declined(name), { status: 'not_connected', reason: answer.action })
+          : nothingDone(messages.approvalDeclined(request.purpose), { status: 'approval_required', reason: answer.action });
     }
 
     const outcome: ExchangeOutcome = await exchange(
@@ -212,7 +214,10 @@ export function connectBroker(options: BrokerOptions): Broker {
         subjectToken: caller.token,
         provider: request.provider,
         scopes,
-        ...(pending ? { connectRequest: pending.connectRequest, waitSeconds } : {}),
+        // A state without a connect request waits on an approval (the broker knows the call by its subject).
+        ...(pending
+          ? { ...(pending.connectRequest ? { connectRequest: pending.connectRequest } : { holdForApproval: true }), waitSeconds }
+          : {}),
       },
       ctx.mcpReq.signal,
     );
@@ -228,7 +233,44 @@ export function connectBroker(options: BrokerOptions): Broker {
         return runWithoutLeaking(outcome.accessToken, info, run, name, onError);
       }
       case 'access_denied':
+        // The operator's policy (or an approver) refused: its own words, as the broker gave them.
+        if (outcome.reason === 'denied' && outcome.description)
+          return nothingDone(messages.refusedByPolicy(shown(outcome.description)), { status: 'refused', reason: 'policy' });
         return nothingDone(messages.denied(name, outcome.reason), { status: 'not_connected', reason: outcome.reason });
+      case 'approval_required': {
+        if (new URL(outcome.approvalUri).origin !== base.origin) {
+          onError(new Error('the broker answered with an approval link on another origin; refused'));
+          return toolError(messages.brokerError(name, 'invalid_response', 'the approval link is not on the broker', scopes, base.origin));
+        }
+        const message = messages.approvalPending(request.purpose);
+        if (!isModernEra(ctx))
+          throw new UrlElicitationRequiredError(
+            [{ mode: 'url', message, url: outcome.approvalUri, elicitationId: globalThis.crypto.randomUUID() }],
+            message,
+          );
+        if (!supportsUrlElicitation(ctx))
+          return {
+            ...nothingDone(messages.approvalLinkInResult(request.purpose, outcome.approvalUri), {
+              status: 'approval_required',
+              reason: 'approval_required',
+              provider: request.provider,
+              approval_url: outcome.approvalUri,
+            }),
+            _meta: { [DENIAL_META_KEY]: { reason: 'approval_required', remediationHints: [{ type: 'url', url: outcome.approvalUri }] } },
+          };
+        const state = await seal(await keyPromise, caller.principal, {
+          tool: request.tool,
+          args: await argsDigest(request.args),
+          provider: request.provider,
+          scopes,
+          connectRequest: '',
+          exp: Math.floor(Date.now() / 1000) + ttlSeconds,
+        });
+        return inputRequired({
+          inputRequests: { [CONNECT_INPUT_KEY]: inputRequired.elicitUrl({ message, url: outcome.approvalUri }) },
+          requestState: state,
+        });
+      }
       case 'error': {
         onError(new Error(`token exchange failed: ${outcome.error} (HTTP ${outcome.status})`));
         return toolError(

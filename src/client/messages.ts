@@ -27,6 +27,12 @@ export const messages = {
     `${p} needs to grant more access${missing.length ? ` (${missing.join(', ')})` : ''} so I can ${purpose}. Open the link and approve; your current connection keeps working meanwhile.`,
   linkInResult: (p: string, reason: string, missing: string[], url: string, purpose: string) =>
     `${p} ${reason === 'reauth_required' ? 'needs to be reconnected' : reason === 'insufficient_scope' ? 'needs to grant more access' : 'is not connected for your account'}, so I cannot ${purpose} yet. Open this link to connect ${p}${missing.length ? ` (access asked: ${missing.join(', ')})` : ''}: ${url} ; then ask me again. The link works only for the person who asked, once, and expires soon.`,
+  approvalPending: (purpose: string) =>
+    `Someone must approve this first, so I can ${purpose}. Open the link to follow the request; call again once it is decided.`,
+  approvalLinkInResult: (purpose: string, url: string) =>
+    `Someone must approve this before I can ${purpose}. Open this link to follow the request: ${url} ; then ask me again once it is decided.`,
+  approvalDeclined: (purpose: string) => `The approval was not followed up (you chose not to open the link), so I did not ${purpose}.`,
+  refusedByPolicy: (description: string) => `${description} Nothing was done.`,
   declined: (p: string) => `${p} was not connected (you chose not to open the link), so nothing was done.`,
   denied: (p: string, reason: string) => `${p} was not connected (${deniedWhy(p, reason)}), so nothing was done.`,
   notSignedIn:

@@ -107,14 +107,17 @@ export async function startBrokerTokenStandIn(opts: { issuer: string; services: 
     req.on('end', () => {
       void (async () => {
         if (req.method !== 'POST' || req.url !== '/oauth/token') return send(res, 404, { error: 'not_found' });
-        if (standIn.override) return send(res, standIn.override.status, standIn.override.body, standIn.override.headers);
         const form = new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+        if (standIn.override) {
+          // Still recorded, unauthenticated, so a test can see what the helper sent.
+          standIn.requests.push({ service: '(override)', fields: redacted(form) });
+          return send(res, standIn.override.status, standIn.override.body, standIn.override.headers);
+        }
         const who = await authenticate(req.headers.authorization, form);
         if (!('service' in who))
           return send(res, 401, oauthError('invalid_client', who.error), who.basic ? { 'www-authenticate': 'Basic' } : {});
         const { service } = who;
-        const fields = Object.fromEntries(form);
-        for (const k of ['subject_token', 'client_assertion']) if (k in fields) fields[k] = '[redacted]';
+        const fields = redacted(form);
         standIn.requests.push({ service: service.id, fields });
 
         if (form.get('grant_type') !== GRANT) return send(res, 400, oauthError('unsupported_grant_type'));
@@ -215,4 +218,11 @@ export async function startBrokerTokenStandIn(opts: { issuer: string; services: 
       }),
   };
   return standIn;
+}
+
+/** A request's form fields as a test may see them: the tokens and assertions replaced. */
+function redacted(form: URLSearchParams): Record<string, string> {
+  const fields = Object.fromEntries(form);
+  for (const k of ['subject_token', 'client_assertion']) if (k in fields) fields[k] = '[redacted]';
+  return fields;
 }
