@@ -346,6 +346,8 @@ describe(
       assert.match(consent, /You are signed in here as alice\./, 'the name once when the subject is the same');
       assert.doesNotMatch(consent, /alice \(alice\)/);
       assert.doesNotMatch(consent, /It is asking for permission/);
+      // Who receives the token besides this server, from the configuration: the service allowed to exchange for it.
+      assert.match(consent, /your AI assistant never sees it\.\s*This server sends it to:\s*Example issue service, when it acts for you/);
 
       const exchange = await postTokenExchange(stack.publicUrl, SERVICE, {
         subject_token: await stack.token('alice', { aud: SERVICE.audience }),
