@@ -146,20 +146,22 @@ export async function policyGate(
   args: unknown,
   account: PolicyAccount,
 ): Promise<PolicyGate> {
-  return answerDecision(ctx, call, deps, tool, args, account, decideCall(call, deps, tool, args, account));
+  return answerDecision({ ctx, call, deps, tool, args, account }, decideCall(call, deps, tool, args, account));
+}
+
+/** One tools/call before its tool runs, as the policy's answer needs it. */
+export interface GatedCall {
+  ctx: ServerContext;
+  call: McpCall;
+  deps: ToolDeps;
+  tool: PolicyTool;
+  args: unknown;
+  account: PolicyAccount;
 }
 
 /** What a decision answers (see {@link policyGate}); `linkAsError`: the tool's output schema has no room for an approval link. */
-export async function answerDecision(
-  ctx: ServerContext,
-  call: McpCall,
-  deps: ToolDeps,
-  tool: PolicyTool,
-  args: unknown,
-  account: PolicyAccount,
-  decision: Decision | undefined,
-  linkAsError = false,
-): Promise<PolicyGate> {
+export async function answerDecision(gated: GatedCall, decision: Decision | undefined, linkAsError = false): Promise<PolicyGate> {
+  const { deps, tool } = gated;
   if (!decision || !deps.policy) return { ok: true };
   switch (decision.effect) {
     case 'allow':
@@ -169,17 +171,12 @@ export async function answerDecision(
     case 'hide':
       throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${tool.name} not found`);
     case 'approve':
-      return approvalGate(ctx, call, deps, tool, args, account, deps.policy, decision, linkAsError);
+      return approvalGate(gated, deps.policy, decision, linkAsError);
   }
 }
 
 async function approvalGate(
-  ctx: ServerContext,
-  call: McpCall,
-  deps: ToolDeps,
-  tool: PolicyTool,
-  args: unknown,
-  account: PolicyAccount,
+  { ctx, call, deps, tool, args, account }: GatedCall,
   policy: Policy,
   decision: Extract<Decision, { effect: 'approve' }>,
   linkAsError: boolean,

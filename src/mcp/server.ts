@@ -98,7 +98,7 @@ async function builtinCallUnderPolicy(call: McpCall, deps: ToolDeps): Promise<Mc
     return buildBuiltinServer(call, { ...deps, disabledTools: new Set([...(deps.disabledTools ?? []), call.tool]) });
   if (decision?.effect === 'allow') return buildBuiltinServer(call, deps);
   return buildBuiltinServer(call, deps, (ctx) =>
-    answerDecision(ctx, call, deps, tool, call.args, account, decision, !APPROVAL_LINK_TOOLS.has(call.tool)),
+    answerDecision({ ctx, call, deps, tool, args: call.args, account }, decision, !APPROVAL_LINK_TOOLS.has(call.tool)),
   );
 }
 

@@ -7,6 +7,7 @@
  * breaks the chain where it sits.
  */
 import { deriveKey, keyIdFor, mac, randomId } from '../crypto/index.js';
+import type { Owner } from './types.js';
 
 /** One MAC key of the chain: its id is stored in every row it MACed (a hash of the key, never the key). */
 export interface AuditChainKey {
@@ -30,6 +31,31 @@ export interface ChainedContent {
   detail: string | null;
 }
 
+/** A row `record` writes now: its content as stored (the detail as {@link storedDetail} cuts it). */
+export function auditContent(event: string, owner: Owner | undefined, provider: string | undefined, detail?: string): ChainedContent {
+  return {
+    at: Date.now(),
+    event,
+    issuer: owner?.issuer ?? null,
+    subject: owner?.subject ?? null,
+    provider: provider ?? null,
+    detail: storedDetail(detail),
+  };
+}
+
+/** The content's columns in their one order: the MAC's and the insert's. */
+function contentValues(row: ChainedContent): Array<string | number | null> {
+  return [row.at, row.event, row.issuer, row.subject, row.provider, row.detail];
+}
+
+/** The columns every audit insert writes, in the order of {@link auditInsertValues}. */
+export const AUDIT_INSERT_COLUMNS = 'at, event, issuer, subject, provider, detail, stream, seq, key_id, mac';
+
+/** The values of an audit insert: the content, then its chain link (nulls for a row written unchained). */
+export function auditInsertValues(row: ChainedContent, link: ChainLink | undefined): Array<string | number | null> {
+  return [...contentValues(row), link?.stream ?? null, link?.seq ?? null, link?.key_id ?? null, link?.mac ?? null];
+}
+
 /** The chain columns of one row. */
 export interface ChainLink {
   stream: string;
@@ -45,17 +71,7 @@ export function streamGenesis(key: Buffer, stream: string): string {
 
 /** A row's MAC: the stream's previous MAC and the row's canonical content (JSON: nulls and strings apart). */
 export function rowMac(key: Buffer, prev: string, link: Omit<ChainLink, 'mac'>, row: ChainedContent): string {
-  const content = JSON.stringify([
-    link.stream,
-    link.seq,
-    link.key_id,
-    row.at,
-    row.event,
-    row.issuer,
-    row.subject,
-    row.provider,
-    row.detail,
-  ]);
+  const content = JSON.stringify([link.stream, link.seq, link.key_id, ...contentValues(row)]);
   return mac(key, 'audit-chain/row/v1', prev, content);
 }
 

@@ -10,6 +10,7 @@ export { auditChainKey, AuditStream, markTag, rowMac, streamGenesis, type AuditC
 export type * from './approvals.js';
 export { APPROVAL_FEED_PREFIX } from './approvals.js';
 export { StoreUnavailableError } from './errors.js';
+export { SettledWatcher, type SettledSource, type SettledWaitOutcome } from './settled-watcher.js';
 export { OAUTH_FLOW_TTL_MS, PENDING_PRUNE_GRACE_MS, TOLD_PREFIX } from './types.js';
 export { extendSqliteSchema, openSqliteStore, sqliteHandle, type SqliteStore } from './sqlite/index.js';
 export type { Db as SqliteDb } from './sqlite/database.js';

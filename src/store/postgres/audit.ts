@@ -1,4 +1,12 @@
-import { currentHead, lastPrunedPerStream, storedDetail, type AuditStream, type ChainLink } from '../audit-chain.js';
+import {
+  AUDIT_INSERT_COLUMNS,
+  auditContent,
+  auditInsertValues,
+  currentHead,
+  lastPrunedPerStream,
+  type AuditStream,
+  type ChainLink,
+} from '../audit-chain.js';
 import type {
   AuditAnchorRow,
   AuditChainCursor,
@@ -31,32 +39,14 @@ export class PgAuditRepository implements AuditRepository {
   ) {}
 
   async record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
-    const row = {
-      at: Date.now(),
-      event,
-      issuer: owner?.issuer ?? null,
-      subject: owner?.subject ?? null,
-      provider: provider ?? null,
-      detail: storedDetail(detail),
-    };
+    const row = auditContent(event, owner, provider, detail);
     // Chained now, in this turn: the head is in memory, and concurrent records take the next places.
     const link = this.chain?.stream.append(row);
     if (link) this.chain!.chainedInTransaction?.push(link);
     try {
       await this.q.query(
-        'INSERT INTO audit_events (at, event, issuer, subject, provider, detail, stream, seq, key_id, mac) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
-        [
-          row.at,
-          row.event,
-          row.issuer,
-          row.subject,
-          row.provider,
-          row.detail,
-          link?.stream ?? null,
-          link?.seq ?? null,
-          link?.key_id ?? null,
-          link?.mac ?? null,
-        ],
+        `INSERT INTO audit_events (${AUDIT_INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        auditInsertValues(row, link),
       );
     } catch (err) {
       // Outside a transaction the row is lost on its own: leave its place and MAC (best effort).

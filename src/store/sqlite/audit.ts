@@ -1,4 +1,11 @@
-import { currentHead, lastPrunedPerStream, storedDetail, type AuditStream } from '../audit-chain.js';
+import {
+  AUDIT_INSERT_COLUMNS,
+  auditContent,
+  auditInsertValues,
+  currentHead,
+  lastPrunedPerStream,
+  type AuditStream,
+} from '../audit-chain.js';
 import type {
   AuditAnchorRow,
   AuditChainCursor,
@@ -25,35 +32,18 @@ export class SqliteAuditRepository implements AuditRepository {
     /** This process's stream (src/store/audit-chain.ts); none: rows are written unchained. */
     private readonly stream?: AuditStream,
   ) {
-    this.#insert = db.prepare(
-      'INSERT INTO audit_events (at, event, issuer, subject, provider, detail, stream, seq, key_id, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    );
+    this.#insert = db.prepare(`INSERT INTO audit_events (${AUDIT_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   }
 
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
     return this.gate.run(() => {
-      const row = {
-        at: Date.now(),
-        event,
-        issuer: owner?.issuer ?? null,
-        subject: owner?.subject ?? null,
-        provider: provider ?? null,
-        detail: storedDetail(detail),
-      };
+      const row = auditContent(event, owner, provider, detail);
       // SQLite writes one statement at a time: the head moves only if the row is written (a
       // transaction that rolls back puts it back, src/store/sqlite/index.ts).
       const before = this.stream?.position();
       const link = this.stream?.append(row);
       try {
-        this.#insert.run(
-          row.at,
-          row.event,
-          row.issuer,
-          row.subject,
-          row.provider,
-          row.detail,
-          ...(link ? [link.stream, link.seq, link.key_id, link.mac] : [null, null, null, null]),
-        );
+        this.#insert.run(...auditInsertValues(row, link));
       } catch (err) {
         if (before) this.stream!.restore(before);
         throw err;
