@@ -11,24 +11,12 @@ import { connectGitHub, providersFile, standInVerifier } from './support/gateway
 import { Browser, parseForms, textOf } from './support/browser.js';
 import { envelope, rawCall, resultText } from './support/mcp.js';
 import { signIn, startStack, type Stack } from './support/stack.js';
+import { MAINTAINERS_DELETE_RULES } from './support/policy.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 
 const POLICY = {
   default: 'allow',
-  rules: [
-    {
-      id: 'only-maintainers-delete',
-      when: 'tool.name == "github_mcp_delete_repository" && !("maintainers" in principal.claims.groups)',
-      effect: 'deny',
-      reason: 'Only maintainers may delete repositories.',
-    },
-    {
-      id: 'delete-needs-a-second-maintainer',
-      when: 'tool.name == "github_mcp_delete_repository"',
-      effect: 'approve',
-      approvers: '"maintainers" in approver.claims.groups',
-    },
-  ],
+  rules: [...MAINTAINERS_DELETE_RULES],
 };
 
 const TOOLS = [

@@ -9,24 +9,13 @@ import { principalFromVerifiedClaims } from '../src/auth/principal.js';
 import type { ApprovalRule, ApprovalSubject } from '../src/policy/types.js';
 import { Browser, parseForms, textOf, type Page } from './support/browser.js';
 import { providersFile } from './support/gateway.js';
+import { SECOND_MAINTAINER_RULE } from './support/policy.js';
 import { signIn } from './support/stack.js';
 import { useStack } from './support/suite.js';
 
 // The rule as an operator writes it (PROVIDERS_FILE `policy:`), compiled by the broker at start-up.
 const RULE_ID = 'delete-needs-a-maintainer';
-const policyFile = providersFile({
-  policy: {
-    default: 'allow',
-    rules: [
-      {
-        id: RULE_ID,
-        when: 'tool.name == "github_mcp_delete_repository"',
-        effect: 'approve',
-        approvers: '"maintainers" in approver.claims.groups',
-      },
-    ],
-  },
-});
+const policyFile = providersFile({ policy: { default: 'allow', rules: [{ ...SECOND_MAINTAINER_RULE, id: RULE_ID }] } });
 
 describe('approval pages', () => {
   after(() => policyFile.remove());

@@ -11,6 +11,7 @@ import type { ApprovalGate, ApprovalOutcome, ApprovalRule, ApprovalSubject } fro
 import { connectGitHub, providersFile, standInVerifier } from './support/gateway.js';
 import { envelope, legacyClient, rawCall, resultText } from './support/mcp.js';
 import { startStack, type Stack } from './support/stack.js';
+import { MAINTAINERS_DELETE_RULES } from './support/policy.js';
 import { startUpstreamServer, type UpstreamServer } from './support/upstream-server.js';
 import { eventually } from './support/eventually.js';
 import { postTokenExchange } from './support/token-exchange.js';
@@ -51,21 +52,7 @@ const UPSTREAM_TOOLS = [
 const POLICY = {
   default: 'allow',
   rules: [
-    {
-      id: 'only-maintainers-delete',
-      when: 'tool.name == "github_mcp_delete_repository" && !("maintainers" in principal.claims.groups)',
-      effect: 'deny',
-      reason: 'Only maintainers may delete repositories.',
-    },
-    {
-      id: 'delete-needs-a-second-maintainer',
-      when: 'tool.name == "github_mcp_delete_repository"',
-      effect: 'approve',
-      approvers: '"maintainers" in approver.claims.groups',
-      quorum: 1,
-      selfApproval: false,
-      ttlSeconds: 900,
-    },
+    ...MAINTAINERS_DELETE_RULES,
     {
       id: 'issue-bot-asks-for-ops',
       when: 'service.id == "issue-bot" && "ops" in principal.claims.groups',

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { ConfigError } from '../src/config/errors.js';
 import { policyFromSection } from '../src/config/policy.js';
 import type { Policy, PolicyInput } from '../src/policy/index.js';
+import { MAINTAINERS_DELETE_RULES } from './support/policy.js';
 
 function compiled(section: unknown): Policy {
   const policy = policyFromSection(section);
@@ -372,18 +373,7 @@ const BASE_ENV = {
 const EXAMPLE_POLICY = {
   default: 'allow',
   rules: [
-    {
-      id: 'only-maintainers-delete',
-      when: 'tool.name == "github_mcp_delete_repository" && !("maintainers" in principal.claims.groups)',
-      effect: 'deny',
-      reason: 'Only maintainers may delete repositories.',
-    },
-    {
-      id: 'delete-needs-a-second-maintainer',
-      when: 'tool.name == "github_mcp_delete_repository"',
-      effect: 'approve',
-      approvers: '"maintainers" in approver.claims.groups',
-    },
+    ...MAINTAINERS_DELETE_RULES,
     {
       id: 'issue-bot-only-eng',
       when: 'service.id == "issue-bot" && !("eng" in principal.claims.groups)',

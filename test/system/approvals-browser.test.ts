@@ -13,25 +13,14 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import type { ApprovalGates } from '../../src/approvals/index.js';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { providersFile } from '../support/gateway.js';
+import { SECOND_MAINTAINER_RULE } from '../support/policy.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const WIDTHS = [1280, 390] as const;
 // The rule as an operator writes it (PROVIDERS_FILE `policy:`), compiled by the broker at start-up.
 const RULE_ID = 'delete-needs-a-second-maintainer';
-const policyFile = providersFile({
-  policy: {
-    default: 'allow',
-    rules: [
-      {
-        id: RULE_ID,
-        when: 'tool.name == "github_mcp_delete_repository"',
-        effect: 'approve',
-        approvers: '"maintainers" in approver.claims.groups',
-      },
-    ],
-  },
-});
+const policyFile = providersFile({ policy: { default: 'allow', rules: [{ ...SECOND_MAINTAINER_RULE, id: RULE_ID }] } });
 const ARGS = {
   owner: 'octo-org',
   repo: 'hello-world',
