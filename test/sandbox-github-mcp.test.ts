@@ -565,7 +565,13 @@ describe('the sandbox GitHub MCP endpoint in npm run dev', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'sandbox-github-mcp-dev-'));
     dev = await startDevBroker(
-      { PATH: process.env.PATH, PORT: String(await freePort()), DATABASE_PATH: join(dir, 'data', 'broker.db') },
+      // The example service's port too: PORT + 1, its default, may be some other test's port.
+      {
+        PATH: process.env.PATH,
+        PORT: String(await freePort()),
+        EXAMPLE_SERVICE_PORT: String(await freePort()),
+        DATABASE_PATH: join(dir, 'data', 'broker.db'),
+      },
       createLogger('error', () => {}),
     );
   });
