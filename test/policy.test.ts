@@ -91,17 +91,7 @@ describe('policy: compiled once, a bad rule stops start-up naming it', () => {
     const { providersFile } = await import('./support/gateway.js');
     const file = providersFile({ policy: { rules: [{ id: 'bad', when: '(', effect: 'deny' }] } });
     try {
-      const env = {
-        PUBLIC_URL: 'http://127.0.0.1:3000',
-        OIDC_ISSUER: 'http://127.0.0.1:9/idp',
-        OIDC_CLIENT_ID: 'c',
-        OIDC_CLIENT_SECRET: 's',
-        GITHUB_CLIENT_ID: 'g',
-        GITHUB_CLIENT_SECRET: 'gs',
-        BROKER_SECRET: 'x'.repeat(43),
-        TOKEN_ENCRYPTION_KEY: Buffer.alloc(32, 1).toString('base64'),
-        PROVIDERS_FILE: file.path,
-      };
+      const env = { ...BASE_ENV, PROVIDERS_FILE: file.path };
       assert.throws(
         () => loadConfig(env),
         (err: unknown) => err instanceof ConfigError && /policy\.rules\.bad\.when/.test(err.message),
