@@ -96,7 +96,12 @@ describe('the quick suites (test/*.test.ts)', () => {
   it('are exactly what npm run test:quick runs, with TEST_QUICK=1; npm test runs them and test/system/', () => {
     const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     assert.match(scripts['test:quick']!, /^TEST_QUICK=1 node --import tsx --test .*\btest\/quick\/\*\.ts$/);
-    assert.match(scripts.test!, /^npm run typecheck && node --import tsx --test .*\btest\/quick\/\*\.ts test\/system\/\*\.test\.ts$/);
+    // The shards side by side as test:quick runs them, then the system suites one at a time (they
+    // start processes and measure time, so they do not share the two cores with each other).
+    assert.match(
+      scripts.test!,
+      /^npm run typecheck && node --import tsx --test --test-concurrency=4 .*\btest\/quick\/\*\.ts && node --import tsx --test --test-concurrency=1 .*\btest\/system\/\*\.test\.ts$/,
+    );
     // Both commands start the shards in test/quick/ (support/quick-shard.ts): shard i of n each, every
     // one of 1..n there, and between them every quick suite exactly once.
     const shards = readdirSync(join(TEST, 'quick')).sort();
