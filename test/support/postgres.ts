@@ -68,13 +68,14 @@ async function runAs(): Promise<{ uid: number; gid: number } | undefined> {
   return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }
 
-async function canConnect(port: number): Promise<boolean> {
+/** Whether our cluster (the one serving `data`) answers on `port`: another suite's may hold a port we were told was free. */
+async function canConnect(port: number, data: string): Promise<boolean> {
   const client = new pg.Client({ host: '127.0.0.1', port, user: USER, database: 'postgres', connectionTimeoutMillis: 1_000 });
   client.on('error', () => {});
   try {
     await client.connect();
-    await client.query('SELECT 1');
-    return true;
+    const { rows } = await client.query<{ data_directory: string }>('SHOW data_directory');
+    return rows[0]?.data_directory === data;
   } catch {
     return false;
   } finally {
@@ -89,7 +90,7 @@ export async function startPostgres(): Promise<PgServer> {
   if (user) await chown(dir, user.uid, user.gid);
   const data = join(dir, 'data');
   const logPath = join(dir, 'postgres.log');
-  const port = await freePort();
+  let port = await freePort();
   const spawnAs = user ? { uid: user.uid, gid: user.gid } : {};
 
   try {
@@ -144,8 +145,13 @@ export async function startPostgres(): Promise<PgServer> {
       }),
     );
     const deadline = Date.now() + 30_000;
-    while (!(await canConnect(port))) {
-      if (hasExited) throw new Error(`postgres exited during startup:\n${await logTail()}`);
+    while (!(await canConnect(port, data))) {
+      if (hasExited) {
+        const tail = await logTail();
+        throw Object.assign(new Error(`postgres exited during startup:\n${tail}`), {
+          portTaken: /could not bind|already in use/i.test(tail),
+        });
+      }
       if (Date.now() > deadline) {
         child.kill('SIGQUIT');
         throw new Error(`postgres did not accept connections within 30 s:\n${await logTail()}`);
@@ -164,7 +170,20 @@ export async function startPostgres(): Promise<PgServer> {
   let counter = 0;
   const urlFor = (database: string) => `postgres://${USER}@127.0.0.1:${port}/${database}`;
 
-  await start();
+  // The port was free when asked; another suite running beside this one may have bound it since.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (err) {
+      if (!(err as { portTaken?: boolean }).portTaken || attempt === 5) {
+        process.removeListener('exit', killOnExit);
+        await rm(dir, { recursive: true, force: true });
+        throw err;
+      }
+      port = await freePort();
+    }
+  }
   return {
     url: urlFor('postgres'),
     port,
