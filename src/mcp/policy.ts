@@ -222,6 +222,8 @@ async function approvalGate(
   // plain call and is answered at once; the gate is stateless, the subject names the request).
   const state = ctx.mcpReq.requestState<{ kind?: string }>();
   const holdMs = state?.kind === 'approval' ? deps.repeatHoldMs : 0;
+  // Tests wait on this line to know a repeat is held (as on `repeat_held` for a connect repeat).
+  if (holdMs > 0) deps.log.debug('approval_held', { rule: decision.ruleId, tool: tool.name, holdMs });
   const outcome = await gate.check(subject, decision.approval, holdMs, ctx.mcpReq.signal);
   if (outcome.kind === 'approved') return { ok: true };
   if (outcome.kind === 'denied')
