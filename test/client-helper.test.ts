@@ -8,6 +8,7 @@ import { McpServer, createMcpHandler, type CallToolResult } from '@modelcontextp
 import { exportJWK, generateKeyPair } from 'jose';
 import * as z from 'zod/v4';
 import { connectBroker, type BrokerOptions } from '../src/client/index.js';
+import { open, seal, stateCipherKey, StateError, type SealedPayload } from '../src/client/state.js';
 import { idpTokenVerifier } from '../examples/issue-service/bearer.js';
 import { startIssueService, type IssueService } from '../examples/issue-service/service.js';
 import { startBrokerTokenStandIn, type BrokerTokenStandIn } from './support/broker-token-standin.js';
@@ -570,5 +571,32 @@ describe('mcp-connect-broker/client ships on its own', () => {
     assert.ok(imports.length >= 5, 'the scan sees the imports');
     const foreign = imports.filter((i) => !/: (\.\/[\w-]+\.js|@modelcontextprotocol\/server|jose)$/.test(i));
     assert.deepEqual(foreign, []);
+  });
+});
+
+describe('the sealed requestState says what the next round awaits', () => {
+  const principal = { issuer: 'https://idp.test', subject: 'ana' };
+  const base = { tool: 'create_issue', args: 'digest', provider: 'github', scopes: ['repo'], exp: Math.floor(Date.now() / 1000) + 600 };
+
+  it('a connect link by its connect_request id, an approval by name; an awaited connect without an id does not open', async () => {
+    const key = await stateCipherKey(STATE_KEY);
+    const connect = await open(
+      key,
+      principal,
+      await seal(key, principal, { ...base, awaiting: { kind: 'connect', connectRequest: 'req-1' } }),
+      undefined,
+    );
+    assert.deepEqual(connect.awaiting, { kind: 'connect', connectRequest: 'req-1' });
+    const approval = await open(key, principal, await seal(key, principal, { ...base, awaiting: { kind: 'approval' } }), undefined);
+    assert.deepEqual(approval.awaiting, { kind: 'approval' });
+    const noId = await seal(key, principal, { ...base, awaiting: { kind: 'connect', connectRequest: '' } });
+    await assert.rejects(open(key, principal, noId, undefined), (err: unknown) => err instanceof StateError && err.reason === 'malformed');
+  });
+
+  it('a state sealed before `awaiting` (a connect_request id, or "" for an approval) still opens, as what it meant', async () => {
+    const key = await stateCipherKey(STATE_KEY);
+    const old = (connectRequest: string) => seal(key, principal, { ...base, connectRequest } as unknown as SealedPayload);
+    assert.deepEqual((await open(key, principal, await old('req-2'), undefined)).awaiting, { kind: 'connect', connectRequest: 'req-2' });
+    assert.deepEqual((await open(key, principal, await old(''), undefined)).awaiting, { kind: 'approval' });
   });
 });

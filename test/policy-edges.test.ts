@@ -413,3 +413,79 @@ describe('policy with the broker’s own approval gate, without upstreams', () =
     assert.notEqual(exchanged.json.approval_uri, url, 'the exchange is its own call, with its own request');
   });
 });
+
+describe('a rule that reads account: the decision and the tool share one read of the connection', () => {
+  let stack: Stack;
+  let file: { path: string; remove(): void };
+  before(async () => {
+    file = providersFile({
+      services: [{ id: BOT.id, audiences: [BOT.audience], auth: 'client_secret_basic', allow: { github: [] } }],
+      policy: {
+        rules: [{ id: 'no-hubot', when: 'account.login == "hubot"', effect: 'deny', reason: 'The hubot account may not be used here.' }],
+      },
+    });
+    stack = await startStack({ env: { PROVIDERS_FILE: file.path, SERVICE_ISSUE_BOT_SECRET: BOT.secret } });
+    await connectGitHub(stack, 'al', 'octocat');
+    await connectGitHub(stack, 'bo', 'hubot');
+  });
+  after(async () => {
+    await stack?.close();
+    file?.remove();
+  });
+
+  /** Runs `work` counting the broker's store reads of a connection row. */
+  async function countingReads<T>(work: () => Promise<T>): Promise<{ result: T; reads: number }> {
+    const connections = stack.broker.broker.store.connections;
+    const find = connections.find;
+    let reads = 0;
+    connections.find = (...args) => {
+      reads++;
+      return find.apply(connections, args);
+    };
+    try {
+      return { result: await work(), reads };
+    } finally {
+      connections.find = find;
+    }
+  }
+  const whoami = async (sub: string) =>
+    rawCall(stack.mcpUrl, await stack.token(sub), {
+      method: 'tools/call',
+      params: { name: 'github_whoami', arguments: {}, _meta: envelope() },
+    });
+
+  it('an allowed call reads its connection once: the tool answers from the row the decision saw', async () => {
+    const { result, reads } = await countingReads(() => whoami('al'));
+    assert.equal(result.json.result?.structuredContent?.login, 'octocat', result.text);
+    assert.equal(reads, 1, 'one store read of the connection for the decision and the tool together');
+  });
+
+  it('the account is still decided on: a refused account is a tool error with the reason, and the tool does not run', async () => {
+    const before = stack.github.requests.length;
+    const { result } = await countingReads(() => whoami('bo'));
+    assert.equal(result.json.result?.isError, true, result.text);
+    assert.equal(resultText(result.json.result), 'The hubot account may not be used here.');
+    assert.equal(
+      stack.github.requests.slice(before).filter((r) => r.path.endsWith('/user')).length,
+      0,
+      'GitHub was not asked who the account is',
+    );
+  });
+
+  it('the token exchange too: one read for the decision and the token, and a refused account is access_denied', async () => {
+    const exchange = async (sub: string) =>
+      postTokenExchange(stack.publicUrl, BOT, { subject_token: await stack.idp.mintAccessToken({ sub, aud: BOT.audience }) });
+    const { result, reads } = await countingReads(() => exchange('al'));
+    assert.equal(result.status, 200, JSON.stringify(result.json));
+    assert.equal(reads, 1);
+    const refused = await exchange('bo');
+    assert.deepEqual(refused.json, { error: 'access_denied', error_description: 'The hubot account may not be used here.' });
+  });
+
+  it('a later look at the connection in the same call reads afresh: a token GitHub refuses is refreshed or reconnected, never served from the first read', async () => {
+    stack.github.expireAccessTokens('octocat');
+    const { result, reads } = await countingReads(() => whoami('al'));
+    assert.ok(reads >= 2, `the refused token sent the tool back to the store (${reads} reads)`);
+    assert.notEqual(result.json.result?.isError, true, result.text);
+  });
+});

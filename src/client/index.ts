@@ -203,7 +203,7 @@ export function connectBroker(options: BrokerOptions): Broker {
       pending = await openState(raw, caller, request);
       const answer = inputResponse(ctx.mcpReq.inputResponses, CONNECT_INPUT_KEY);
       if (answer.kind === 'elicit' && answer.action !== 'accept')
-        return pending.connectRequest
+        return pending.awaiting.kind === 'connect'
           ? nothingDone(messages.declined(name), { status: 'not_connected', reason: answer.action })
           : nothingDone(messages.approvalDeclined(request.purpose), { status: 'approval_required', reason: answer.action });
     }
@@ -214,9 +214,12 @@ export function connectBroker(options: BrokerOptions): Broker {
         subjectToken: caller.token,
         provider: request.provider,
         scopes,
-        // A state without a connect request waits on an approval (the broker knows the call by its subject).
+        // A state awaiting an approval carries no id: the broker knows the call by its subject.
         ...(pending
-          ? { ...(pending.connectRequest ? { connectRequest: pending.connectRequest } : { holdForApproval: true }), waitSeconds }
+          ? {
+              ...(pending.awaiting.kind === 'connect' ? { connectRequest: pending.awaiting.connectRequest } : { holdForApproval: true }),
+              waitSeconds,
+            }
           : {}),
       },
       ctx.mcpReq.signal,
@@ -263,7 +266,7 @@ export function connectBroker(options: BrokerOptions): Broker {
           args: await argsDigest(request.args),
           provider: request.provider,
           scopes,
-          connectRequest: '',
+          awaiting: { kind: 'approval' },
           exp: Math.floor(Date.now() / 1000) + ttlSeconds,
         });
         return inputRequired({
@@ -319,7 +322,7 @@ export function connectBroker(options: BrokerOptions): Broker {
           args: await argsDigest(request.args),
           provider: request.provider,
           scopes,
-          connectRequest: outcome.connectRequest,
+          awaiting: { kind: 'connect', connectRequest: outcome.connectRequest },
           exp: Math.floor(Date.now() / 1000) + ttlSeconds,
         });
         return inputRequired({

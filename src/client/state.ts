@@ -20,11 +20,17 @@ export interface SealedPayload {
   args: string;
   provider: string;
   scopes: string[];
-  /** The broker's opaque connect_request id. */
-  connectRequest: string;
+  /** What the next round waits on: the person finishing a connect link, or an approval of this call. */
+  awaiting: Awaiting;
   /** Expiry, seconds since the epoch. */
   exp: number;
 }
+
+/**
+ * A connect link the person is finishing (the broker's opaque connect_request id), or the approval
+ * of this call (the broker finds the request by the call itself, so there is no id to carry).
+ */
+export type Awaiting = { kind: 'connect'; connectRequest: string } | { kind: 'approval' };
 
 export interface Principal {
   issuer: string;
@@ -134,9 +140,24 @@ function parsePayload(text: string): SealedPayload | undefined {
     typeof p.provider === 'string' &&
     Array.isArray(p.scopes) &&
     p.scopes.every((s) => typeof s === 'string') &&
-    typeof p.connectRequest === 'string' &&
     typeof p.exp === 'number';
-  return ok ? (p as unknown as SealedPayload) : undefined;
+  const awaiting = ok ? awaitingOf(p) : undefined;
+  return awaiting
+    ? ({ tool: p.tool, args: p.args, provider: p.provider, scopes: p.scopes, awaiting, exp: p.exp } as SealedPayload)
+    : undefined;
+}
+
+function awaitingOf(p: Record<string, unknown>): Awaiting | undefined {
+  const a = p.awaiting as Record<string, unknown> | null | undefined;
+  if (a && typeof a === 'object') {
+    if (a.kind === 'approval') return { kind: 'approval' };
+    if (a.kind === 'connect' && typeof a.connectRequest === 'string' && a.connectRequest !== '')
+      return { kind: 'connect', connectRequest: a.connectRequest };
+    return undefined;
+  }
+  // A state sealed before `awaiting` (it lives minutes): a connect_request id, or '' for an approval.
+  if (typeof p.connectRequest !== 'string') return undefined;
+  return p.connectRequest === '' ? { kind: 'approval' } : { kind: 'connect', connectRequest: p.connectRequest };
 }
 
 /** JSON with object keys sorted at every level, so equal arguments give equal digests. */

@@ -1,7 +1,7 @@
 // The connection core: one principal's connection to one provider, found, refreshed, used or asked for.
 export { ConnectionService, type ConnectionServiceOptions, type DisconnectActor, type DisconnectOutcome } from './service.js';
 export { needsRefresh, TokenRefresher, type OpenConnection, type RefreshOptions, type RefreshVault, type Usable } from './refresh.js';
-export { resolveConnection, type AskReason, type Resolution, type ResolveDeps, type ResolveRequest } from './resolve.js';
+export { ConnectionRead, resolveConnection, type AskReason, type Resolution, type ResolveDeps, type ResolveRequest } from './resolve.js';
 export { useConnection, type RefusalVerdict, type TokenAudience, type UseDeps, type UseOutcome, type UseRequest } from './use.js';
 export { ConnectLinks, DECLINED_IN_CLIENT, type ConnectLinkOptions } from './links.js';
 export { CompletionWatcher } from './completion-watcher.js';

@@ -1,7 +1,7 @@
 import type { Principal } from '../auth/principal.js';
 import { samePrincipal } from '../auth/principal.js';
 import type { Provider } from '../providers/provider.js';
-import type { PendingConnection, Store } from '../store/index.js';
+import type { ConnectionRow, PendingConnection, Store } from '../store/index.js';
 import type { Logger } from '../log.js';
 import type { CompletionWatcher } from './completion-watcher.js';
 import type { OpenConnection, Usable } from './refresh.js';
@@ -27,9 +27,31 @@ export type Resolution =
   | { kind: 'settled'; status: 'cancelled' | 'denied' | 'failed'; outcomeReason: string | null }
   | { kind: 'aborted' };
 
+/**
+ * The principal's connection row as this request already read it (the policy's `account` input,
+ * src/mcp/policy.ts), so that the request's first look at the connection is no second store read.
+ * Given out once, and only for its own principal and provider: every later look reads afresh.
+ */
+export class ConnectionRead {
+  #taken = false;
+  constructor(
+    readonly owner: Principal,
+    readonly provider: string,
+    readonly row: ConnectionRow | undefined,
+  ) {}
+
+  /** `{ row }` for the first look of `owner` at `provider`; undefined when taken already or for another connection. */
+  take(owner: Principal, provider: string): { row: ConnectionRow | undefined } | undefined {
+    if (this.#taken || provider !== this.provider || !samePrincipal(owner, this.owner)) return undefined;
+    this.#taken = true;
+    return { row: this.row };
+  }
+}
+
 export interface ResolveDeps {
   store: Store;
-  connections: { usable(owner: Principal, provider: Provider): Promise<Usable> };
+  /** `read`: the row this request already read, used instead of reading it again. */
+  connections: { usable(owner: Principal, provider: Provider, read?: { row: ConnectionRow | undefined }): Promise<Usable> };
   watcher: CompletionWatcher;
   log: Logger;
 }
@@ -48,6 +70,8 @@ export interface ResolveRequest {
   pending?: PendingConnection | (() => Promise<PendingConnection | undefined>) | undefined;
   holdMs: number;
   signal?: AbortSignal | undefined;
+  /** What this request already read of the connection: the first look uses it (once); looks after a hold read afresh. */
+  read?: ConnectionRead | undefined;
 }
 
 const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean))];
@@ -61,7 +85,8 @@ const union = (...lists: string[][]) => [...new Set(lists.flat().filter(Boolean)
 export async function resolveConnection(deps: ResolveDeps, req: ResolveRequest): Promise<Resolution> {
   const { principal, provider, requiredScopes } = req;
   const check = async (): Promise<{ usable: Usable; missing: string[] }> => {
-    const usable = await deps.connections.usable(principal, provider);
+    const read = req.read?.take(principal, provider.id);
+    const usable = await (read ? deps.connections.usable(principal, provider, read) : deps.connections.usable(principal, provider));
     const granted = usable.kind === 'ok' ? scopeList(usable.connection.row.scopes) : [];
     return { usable, missing: usable.kind === 'ok' ? provider.missingScopes(granted, requiredScopes) : [] };
   };

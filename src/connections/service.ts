@@ -125,9 +125,12 @@ export class ConnectionService {
     return this.store.connections.find(owner, provider);
   }
 
-  /** Loads and decrypts the connection; a row that cannot be opened counts as absent. */
-  async open(owner: Owner, provider: string): Promise<OpenConnection | undefined> {
-    const row = await this.store.connections.find(owner, provider);
+  /**
+   * Loads and decrypts the connection (`read`: the row as this request already read it); a row
+   * that cannot be opened counts as absent.
+   */
+  async open(owner: Owner, provider: string, read?: { row: ConnectionRow | undefined }): Promise<OpenConnection | undefined> {
+    const row = read ? read.row : await this.store.connections.find(owner, provider);
     if (!row) return undefined;
     try {
       const plaintext = this.sealer.open(
@@ -151,11 +154,12 @@ export class ConnectionService {
 
   /**
    * The caller's connection with tokens fit for use: refreshed first when near expiry (one refresh
-   * per connection across every process), or why it cannot be used.
+   * per connection across every process), or why it cannot be used. `read`: the row as this
+   * request already read it (src/connections/resolve.ts, ConnectionRead).
    * @throws {ProviderError} `unavailable` when the provider cannot be reached to refresh.
    */
-  async usable(owner: Owner, provider: Provider): Promise<Usable> {
-    const connection = await this.open(owner, provider.id);
+  async usable(owner: Owner, provider: Provider, read?: { row: ConnectionRow | undefined }): Promise<Usable> {
+    const connection = await this.open(owner, provider.id, read);
     if (!connection) return { kind: 'none' };
     if (connection.row.status === 'reauth_required') return { kind: 'reauth_required', row: connection.row };
     if (!needsRefresh(connection.tokens, provider)) return { kind: 'ok', connection };

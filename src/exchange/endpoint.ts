@@ -12,7 +12,7 @@ import { samePrincipal, type Principal } from '../auth/principal.js';
 import type { CompletionWatcher } from '../connections/completion-watcher.js';
 import { UsageMarks, type ConnectionService, type OpenConnection } from '../connections/index.js';
 import type { ConnectLinks } from '../connections/links.js';
-import { resolveConnection, type AskReason, type Resolution } from '../connections/resolve.js';
+import { ConnectionRead, resolveConnection, type AskReason, type Resolution } from '../connections/resolve.js';
 import { deriveKey, sha256Base64url } from '../crypto/index.js';
 import type { ApprovalGate, Policy, PolicyInput } from '../policy/index.js';
 import { changeWithEvent } from '../events/index.js';
@@ -187,8 +187,9 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       ask = await parseAsk(service, res.locals.form as Map<string, string>);
       const abort = new AbortController();
       res.on('close', () => abort.abort());
-      if (deps.policy && !(await policyAllows(res, ask, deps.policy, abort.signal))) return;
-      const resolution = await resolve(ask, abort.signal);
+      const allowed = deps.policy ? await policyAllows(res, ask, deps.policy, abort.signal) : {};
+      if (!allowed) return;
+      const resolution = await resolve(ask, abort.signal, allowed.read);
       if (resolution.kind === 'aborted') return;
       await answer(res, ask, resolution);
     } catch (err) {
@@ -227,11 +228,15 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
    * The policy's word on this exchange (docs/policy.md): allow passes; deny (and hide) is
    * `access_denied` with the rule's reason; approve asks the approval gate, holding up to `wait`,
    * and answers `interaction_required` with the requester's `approval_uri` while it is undecided.
-   * False when it answered.
+   * False when it answered; else the connection as the decision read it (when it did, and the
+   * exchange goes on at once), for the exchange's first look at it (one read, not two).
    */
-  async function policyAllows(res: Response, ask: Ask, policy: Policy, signal: AbortSignal): Promise<boolean> {
+  async function policyAllows(res: Response, ask: Ask, policy: Policy, signal: AbortSignal): Promise<false | { read?: ConnectionRead }> {
     const { service, principal, provider } = ask;
-    const row = policy.readsAccount ? await deps.store.connections.find(principal, provider.id) : undefined;
+    const read = policy.readsAccount
+      ? new ConnectionRead(principal, provider.id, await deps.store.connections.find(principal, provider.id))
+      : undefined;
+    const row = read?.row;
     const input: PolicyInput = {
       principal: { iss: principal.issuer, sub: principal.subject, claims: ask.claims },
       client: { id: '', name: '' },
@@ -243,7 +248,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       now: new Date(),
     };
     const decision = policy.decide(input);
-    if (decision.effect === 'allow') return true;
+    if (decision.effect === 'allow') return read ? { read } : {};
     const detail = `rule=${decision.ruleId} effect=${decision.effect}${'unevaluated' in decision ? ' unevaluated' : ''} service=${service.id}`;
     deps.store.audit.record('policy_decision', principal, provider.id, detail).catch(auditFailed('policy_decision'));
     if (decision.effect === 'deny' || decision.effect === 'hide') {
@@ -274,7 +279,8 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
       ask.waitSeconds * 1000,
       signal,
     );
-    if (outcome.kind === 'approved') return true;
+    // Approved after a hold, maybe: the exchange reads the connection afresh.
+    if (outcome.kind === 'approved') return {};
     if (outcome.kind === 'denied') throw new ExchangeError('access_denied', M.approvalDenied(outcome.reason));
     if (signal.aborted) return false;
     await refused(service.id, `interaction_required:approval`, principal, provider.id);
@@ -339,7 +345,8 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     return row;
   }
 
-  async function resolve(ask: Ask, signal: AbortSignal): Promise<Resolution> {
+  /** `read`: the connection as the policy read it in this request (src/connections/resolve.ts, ConnectionRead). */
+  async function resolve(ask: Ask, signal: AbortSignal, read?: ConnectionRead): Promise<Resolution> {
     const pending = await ownPending(ask);
     const request = {
       principal: ask.principal,
@@ -351,7 +358,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
     };
     let resolution: Resolution;
     try {
-      resolution = await resolveConnection(deps, { ...request, pending });
+      resolution = await resolveConnection(deps, { ...request, pending, read });
       // Replaced by newer links before it was opened: nothing was refused, so ask again.
       if (resolution.kind === 'settled' && resolution.outcomeReason === 'superseded')
         resolution = await resolveConnection(deps, { ...request, holdMs: 0 });

@@ -1,5 +1,5 @@
 import type { McpServer, Server, ServerContext } from '@modelcontextprotocol/server';
-import type { CompletionWatcher, ConnectionService, ConnectLinks } from '../connections/index.js';
+import type { CompletionWatcher, ConnectionRead, ConnectionService, ConnectLinks } from '../connections/index.js';
 import type { Logger } from '../log.js';
 import type { ApprovalGate, Policy } from '../policy/index.js';
 import type { GitHubApi } from '../providers/github/api.js';
@@ -32,6 +32,11 @@ export interface ToolDeps {
   policy?: Policy;
   /** Holds calls an `approve` rule names until people agree (src/approvals/); without it such calls are refused. */
   approvals?: ApprovalGate;
+  /**
+   * This call's connection row as the policy already read it (its `account` input), so that the
+   * tool's first look at the connection is no second store read (src/mcp/policy.ts).
+   */
+  connectionRead?: ConnectionRead;
   /** Serves the requests the built-in tools do not (the broker passes its gateway). */
   router?: RequestRouter;
 }

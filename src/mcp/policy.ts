@@ -9,6 +9,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
 import type { ApprovalGate, ApprovalSubject, Decision, Policy, PolicyInput } from '../policy/index.js';
+import { ConnectionRead } from '../connections/index.js';
 import type { Store } from '../store/index.js';
 import { supportsUrlElicitation, type McpCall } from './call.js';
 import type { ToolDeps } from './context.js';
@@ -35,9 +36,29 @@ export type PolicyAccount = PolicyInput['account'];
 export const NO_ACCOUNT: PolicyAccount = Object.freeze({ login: '', scopes: [] }) as PolicyAccount;
 
 /**
- * The principal's connection to `provider`, as a condition sees it: one store read, only when a rule
- * reads `account` or `always` (an approval is bound to the account whatever the rules read).
+ * The principal's connection to `provider`, read for a decision: one store read, only when a rule
+ * reads `account` or `always` (an approval is bound to the account whatever the rules read);
+ * undefined when not read. The call's tool may take the same read for its own first look at the
+ * connection (ToolDeps.connectionRead), so a policy that reads `account` costs no second read.
  */
+export async function readAccount(
+  policy: Policy,
+  store: Store,
+  principal: Principal,
+  provider: string,
+  always = false,
+): Promise<ConnectionRead | undefined> {
+  if ((!policy.readsAccount && !always) || provider === '') return undefined;
+  return new ConnectionRead(principal, provider, await store.connections.find(principal, provider));
+}
+
+/** The account a condition sees of a read ({@link NO_ACCOUNT} when there is no connection or none was read). */
+export function accountOf(read: ConnectionRead | undefined): PolicyAccount {
+  const row = read?.row;
+  return row ? { login: row.account_login, scopes: scopeList(row.scopes) } : NO_ACCOUNT;
+}
+
+/** {@link readAccount}'s account, for a caller that keeps no read. */
 export async function accountFor(
   policy: Policy,
   store: Store,
@@ -45,9 +66,7 @@ export async function accountFor(
   provider: string,
   always = false,
 ): Promise<PolicyAccount> {
-  if ((!policy.readsAccount && !always) || provider === '') return NO_ACCOUNT;
-  const row = await store.connections.find(principal, provider);
-  return row ? { login: row.account_login, scopes: scopeList(row.scopes) } : NO_ACCOUNT;
+  return accountOf(await readAccount(policy, store, principal, provider, always));
 }
 
 /** What a condition sees of this MCP call and tool. */
@@ -203,6 +222,8 @@ async function approvalGate(
   // plain call and is answered at once; the gate is stateless, the subject names the request).
   const state = ctx.mcpReq.requestState<{ kind?: string }>();
   const holdMs = state?.kind === 'approval' ? deps.repeatHoldMs : 0;
+  // Tests wait on this line to know a repeat is held (as on `repeat_held` for a connect repeat).
+  if (holdMs > 0) deps.log.debug('approval_held', { rule: decision.ruleId, tool: tool.name, holdMs });
   const outcome = await gate.check(subject, decision.approval, holdMs, ctx.mcpReq.signal);
   if (outcome.kind === 'approved') return { ok: true };
   if (outcome.kind === 'denied')

@@ -91,6 +91,7 @@ export async function requireConnection(need: ConnectionNeed): Promise<Connectio
     pending: pending ?? (call.era === 'legacy' || linkInResult ? () => plainRepeatsFlow(deps, principal, provider) : undefined),
     holdMs: deps.repeatHoldMs,
     signal: ctx.mcpReq.signal,
+    read: deps.connectionRead,
   });
   if (resolution.kind === 'ok') return { ok: true, principal, connection: resolution.connection };
   if (resolution.kind === 'settled' && resolution.status === 'failed')

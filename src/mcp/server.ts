@@ -20,7 +20,7 @@ import { registerListConnections } from './tools/list-connections.js';
 import { M } from './messages.js';
 import { countToolCalls } from '../observability/tool-metrics.js';
 import { traceEra } from '../observability/mcp-tracing.js';
-import { accountFor, annotationsOf, answerDecision, decideCall, listableTools, type PolicyTool } from './policy.js';
+import { accountFor, accountOf, annotationsOf, answerDecision, decideCall, listableTools, readAccount, type PolicyTool } from './policy.js';
 
 export const SERVER_INFO = { name: 'mcp-connect-broker', version: '0.1.0' };
 
@@ -88,15 +88,18 @@ async function builtinCallUnderPolicy(call: McpCall, deps: ToolDeps): Promise<Mc
     annotations: annotationsOfBuiltin(call.tool, call, deps),
     provider: builtinToolProvider(call.tool, call.args),
   };
-  let account = await accountFor(policy, deps.store, call.principal, tool.provider);
-  const decision = decideCall(call, deps, tool, call.args, account);
-  // An approval is bound to the account the call would use, whether or not a rule reads it.
-  if (decision?.effect === 'approve' && !policy.readsAccount)
-    account = await accountFor(policy, deps.store, call.principal, tool.provider, true);
+  const read = await readAccount(policy, deps.store, call.principal, tool.provider);
+  const decision = decideCall(call, deps, tool, call.args, accountOf(read));
   // Hidden: not registered, so the SDK answers exactly as for a tool that does not exist.
   if (decision?.effect === 'hide')
     return buildBuiltinServer(call, { ...deps, disabledTools: new Set([...(deps.disabledTools ?? []), call.tool]) });
-  if (decision?.effect === 'allow') return buildBuiltinServer(call, deps);
+  // Allowed: the tool runs now, and its first look at the connection is the row the decision saw
+  // (one store read per call, and the account decided on is the account used).
+  if (decision?.effect === 'allow') return buildBuiltinServer(call, read ? { ...deps, connectionRead: read } : deps);
+  // An approval is bound to the account the call would use, whether or not a rule reads it. (A
+  // call held for a decision reads its connection afresh when it runs.)
+  const account =
+    decision?.effect === 'approve' && !read ? await accountFor(policy, deps.store, call.principal, tool.provider, true) : accountOf(read);
   return buildBuiltinServer(call, deps, (ctx) =>
     answerDecision({ ctx, call, deps, tool, args: call.args, account }, decision, !APPROVAL_LINK_TOOLS.has(call.tool)),
   );

@@ -72,6 +72,10 @@ export interface MultiStackOptions {
   holdSeconds?: number;
   standIn?: StandInOptions;
   env?: Record<string, string>;
+  /** Claims the IdP gives an account beside the defaults (e.g. `groups`). */
+  idpAccountClaims?: (accountId: string) => Record<string, unknown>;
+  /** Claims the IdP's `profile` scope releases into ID tokens beside name and preferred_username. */
+  idpProfileClaims?: string[];
 }
 
 /** IdP + GitHub stand-in + a shared environment; brokers are started with `spawn`. */
@@ -82,7 +86,11 @@ export async function startMultiStack(options: MultiStackOptions = {}): Promise<
     publicUrl,
     github,
     idp,
-  } = await startBrokerSurroundings('broker-multi-', await freePort(), options.standIn, (url) => ({ clients: [brokerIdpClient(url)] }));
+  } = await startBrokerSurroundings('broker-multi-', await freePort(), options.standIn, (url) => ({
+    clients: [brokerIdpClient(url)],
+    ...(options.idpAccountClaims ? { accountClaims: options.idpAccountClaims } : {}),
+    ...(options.idpProfileClaims ? { profileClaims: options.idpProfileClaims } : {}),
+  }));
   const base: Record<string, string> = {
     ...testBrokerEnv({ publicUrl, dir, idp, github, holdSeconds: options.holdSeconds }),
     ...options.env,
