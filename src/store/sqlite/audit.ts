@@ -29,6 +29,8 @@ export class SqliteAuditRepository implements AuditRepository {
   constructor(
     private readonly db: Db,
     private readonly gate: Runner,
+    /** Where `record` runs: the write batch (one commit per turn), or the open transaction. */
+    private readonly writes: Runner,
     /** This process's stream (src/store/audit-chain.ts); none: rows are written unchained. */
     private readonly stream?: AuditStream,
   ) {
@@ -36,7 +38,7 @@ export class SqliteAuditRepository implements AuditRepository {
   }
 
   record(event: AuditEvent, owner: Owner | undefined, provider: string | undefined, detail?: string): Promise<void> {
-    return this.gate.run(() => {
+    return this.writes.run(() => {
       const row = auditContent(event, owner, provider, detail);
       // SQLite writes one statement at a time: the head moves only if the row is written (a
       // transaction that rolls back puts it back, src/store/sqlite/index.ts).

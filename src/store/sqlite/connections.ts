@@ -11,6 +11,8 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   constructor(
     private readonly db: Db,
     private readonly gate: Runner,
+    /** Where `touch` runs: the write batch, or the open transaction. */
+    private readonly writes: Runner,
   ) {
     this.#find = db.prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? AND provider = ?');
     this.#list = db.prepare('SELECT * FROM connections WHERE issuer = ? AND subject = ? ORDER BY provider');
@@ -118,7 +120,7 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   }
 
   touch(owner: Owner, provider: string, at = Date.now()): Promise<void> {
-    return this.gate.run(() => void this.#touch.run(at, owner.issuer, owner.subject, provider));
+    return this.writes.run(() => void this.#touch.run(at, owner.issuer, owner.subject, provider));
   }
 
   delete(owner: Owner, provider: string): Promise<boolean> {

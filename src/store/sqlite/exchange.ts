@@ -28,6 +28,8 @@ export class SqliteServiceUsageRepository implements ServiceUsageRepository {
   constructor(
     private readonly db: Db,
     private readonly gate: Runner,
+    /** Where `touch` runs: the write batch, or the open transaction. */
+    private readonly writes: Runner,
   ) {
     this.#touch = db.prepare(
       `INSERT INTO connection_service_usage (issuer, subject, provider, service_id, last_used_at)
@@ -37,7 +39,7 @@ export class SqliteServiceUsageRepository implements ServiceUsageRepository {
   }
 
   touch(owner: Owner, provider: string, serviceId: string, at = Date.now()): Promise<void> {
-    return this.gate.run(() => void this.#touch.run(serviceId, at, owner.issuer, owner.subject, provider));
+    return this.writes.run(() => void this.#touch.run(serviceId, at, owner.issuer, owner.subject, provider));
   }
 
   list(owner: Owner): Promise<ServiceUsageRow[]> {

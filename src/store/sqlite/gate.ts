@@ -13,7 +13,7 @@ export interface Runner {
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN)/;
 
 /** Runs `fn`, turning "the database cannot serve this now" into StoreUnavailableError. */
-function classified<T>(fn: () => T): T {
+export function classified<T>(fn: () => T): T {
   try {
     return fn();
   } catch (err) {

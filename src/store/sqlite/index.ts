@@ -16,6 +16,7 @@ import { SqliteSessionRepository } from './sessions.js';
 import { SqliteUpstreamClientRepository } from './upstream-clients.js';
 import { SqliteUpstreamToolsRepository } from './upstream-tools.js';
 import { SqliteWebhookOutboxRepository } from './webhooks.js';
+import { WriteBatch } from './write-batch.js';
 
 export interface SqliteStore extends Store {
   readonly kind: 'sqlite';
@@ -23,18 +24,19 @@ export interface SqliteStore extends Store {
   readonly db: Db;
 }
 
-function repositories(db: Db, runner: Runner, stream: AuditStream | undefined): Repositories {
+/** `writes` runs the hot path's writes: the write batch outside a transaction, at once inside one. */
+function repositories(db: Db, runner: Runner, stream: AuditStream | undefined, writes: Runner): Repositories {
   return {
     sessions: new SqliteSessionRepository(db, runner),
     loginTransactions: new SqliteLoginTransactionRepository(db, runner),
     pending: new SqlitePendingConnectionRepository(db, runner),
     oauthFlows: new SqliteOAuthFlowRepository(db, runner),
-    connections: new SqliteConnectionRepository(db, runner),
+    connections: new SqliteConnectionRepository(db, runner, writes),
     leases: new SqliteRefreshLeaseRepository(db, runner),
-    audit: new SqliteAuditRepository(db, runner, stream),
-    rateLimits: new SqliteRateLimitRepository(db, runner),
-    clientAssertions: new SqliteClientAssertionRepository(db, runner),
-    serviceUsage: new SqliteServiceUsageRepository(db, runner),
+    audit: new SqliteAuditRepository(db, runner, writes, stream),
+    rateLimits: new SqliteRateLimitRepository(db, writes),
+    clientAssertions: new SqliteClientAssertionRepository(db, writes),
+    serviceUsage: new SqliteServiceUsageRepository(db, runner, writes),
     admin: new SqliteAdminRepository(db, runner),
     upstreamClients: new SqliteUpstreamClientRepository(db, runner),
     upstreamTools: new SqliteUpstreamToolsRepository(db, runner),
@@ -51,11 +53,12 @@ export function openSqliteStore(path: string, options: { auditChain?: AuditChain
   const db = openDatabase(path);
   const gate = new TransactionGate();
   const stream = options.auditChain ? new AuditStream(options.auditChain) : undefined;
-  const inTx = repositories(db, insideTransaction, stream);
+  const inTx = repositories(db, insideTransaction, stream, insideTransaction);
+  const batch = new WriteBatch(db, gate, stream);
   return {
     kind: 'sqlite',
     db,
-    ...repositories(db, gate, stream),
+    ...repositories(db, gate, stream, batch),
     transaction: (fn) =>
       gate.exclusive(async () => {
         await insideTransaction.run(() => db.exec('BEGIN IMMEDIATE'));
@@ -73,6 +76,8 @@ export function openSqliteStore(path: string, options: { auditChain?: AuditChain
       }),
     ping: () => gate.run(() => void db.prepare('SELECT 1').get()),
     close: async () => {
+      // What the requests queued is written before the file closes.
+      if (db.open) await batch.flush();
       if (db.open) db.close();
     },
   };
