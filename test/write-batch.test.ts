@@ -18,11 +18,11 @@ const KEY = auditChainKey(Buffer.from('a-broker-secret-of-at-least-32-bytes!!', 
 /** Counts the transactions `store` begins from now on. */
 function countTransactions(store: SqliteStore): { readonly begun: number } {
   const db = store.db;
-  const exec = db.exec.bind(db);
+  const runSql = db.exec.bind(db);
   const counter = { begun: 0 };
   db.exec = (sql: string) => {
     if (/^BEGIN/.test(sql)) counter.begun++;
-    return exec(sql);
+    return runSql(sql);
   };
   return counter;
 }
