@@ -107,17 +107,16 @@ export const exchange = definePhase({
     const xEnv = { ...env, PROVIDERS_FILE: servicesFile, SERVICE_BENCH_SVC_SECRET: secret };
     const [portX, portX0, portY] = [await freePort(), await freePort(), await freePort()];
     const jwtEnv = { OIDC_ISSUER: idp.issuer, AUDIENCE: SERVICE.audience };
-    const [jwtBase, jwtBare, brokerX, brokerX0, brokerY] = await Promise.all([
-      resources.start('jwt baseline', 'bench/servers/jwt-baseline.ts', jwtEnv),
-      resources.start('jwt bare', 'bench/servers/jwt-bare.ts', jwtEnv),
-      resources.spawnBroker(
-        'broker X',
-        { ...withDefaultLimits(xEnv, SERVICE_LIMIT), PORT: String(portX) },
-        PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'exchange')] : [],
-      ),
-      resources.spawnBroker('broker X0', { ...xEnv, PORT: String(portX0) }),
-      resources.spawnBroker('broker Y', { ...xEnv, PORT: String(portY) }),
-    ]);
+    // One after another: five processes starting at once on a busy 2-core machine can miss the start-up timeout.
+    const jwtBase = await resources.start('jwt baseline', 'bench/servers/jwt-baseline.ts', jwtEnv);
+    const jwtBare = await resources.start('jwt bare', 'bench/servers/jwt-bare.ts', jwtEnv);
+    const brokerX = await resources.spawnBroker(
+      'broker X',
+      { ...withDefaultLimits(xEnv, SERVICE_LIMIT), PORT: String(portX) },
+      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'exchange')] : [],
+    );
+    const brokerX0 = await resources.spawnBroker('broker X0', { ...xEnv, PORT: String(portX0) });
+    const brokerY = await resources.spawnBroker('broker Y', { ...xEnv, PORT: String(portY) });
     // The connected users' tokens as the service received them (its audience).
     const subjectTokens = await Promise.all(
       users.map((u) => idp.mintAccessToken({ sub: u.sub, aud: SERVICE.audience, expiresInSeconds: 3600 })),
