@@ -23,6 +23,11 @@ export interface LoadResult {
   upstreamCpuPerRequestUs: number;
   /** CPU per request, in µs, of the other processes `load` was told to watch (PostgreSQL, the proxy). */
   extraCpuPerRequestUs?: Record<string, number>;
+  /**
+   * The calls per minute of the busiest user (token) in the busiest round: the most any one user
+   * sent in any 60 s while this target was loaded, read against a per-user rate limit.
+   */
+  busiestUserPerMinute: number;
 }
 
 export interface Run {
@@ -35,6 +40,8 @@ export interface Run {
   serverCpuMs: number;
   upstreamCpuMs: number;
   extraCpuMs: Record<string, number>;
+  /** Requests sent with each token (in `tokens` order). */
+  perToken: number[];
 }
 
 /** What one load run sends and accepts: the path, the headers and body for a token, and the check on each answer. */
@@ -76,6 +83,8 @@ export async function load(
 ): Promise<Run> {
   let next = 0;
   let badBodies = 0;
+  // Round robin over every user, so the per-user limits see the load spread evenly.
+  const perToken = new Array<number>(tokens.length).fill(0);
   const latencies: number[] = [];
   const spec = typeof tool === 'string' ? mcpSpec(tool) : tool;
   // Several server processes (instances behind a proxy) count together.
@@ -94,7 +103,9 @@ export async function load(
     requests: [
       {
         setupRequest: (req: autocannon.Request) => {
-          const token = tokens[next++ % tokens.length]!;
+          const i = next++ % tokens.length;
+          perToken[i]!++;
+          const token = tokens[i]!;
           req.headers = spec.headers(token);
           req.body = spec.body(token);
           return req;
@@ -117,6 +128,7 @@ export async function load(
     serverCpuMs: serverCpu() - cpu0,
     upstreamCpuMs: upstreamPid ? cpuMs(upstreamPid) - up0 : 0,
     extraCpuMs: Object.fromEntries(Object.entries(extraCpu).map(([k, f]) => [k, f() - extra0[k]!])),
+    perToken,
   };
 }
 
@@ -139,6 +151,7 @@ export function combine(target: string, connections: number, runs: Run[]): LoadR
     errors: sum((r) => r.errors),
     non2xx: sum((r) => r.non2xx),
     badBodies: sum((r) => r.badBodies),
+    busiestUserPerMinute: Math.max(...runs.map((r) => (Math.max(0, ...r.perToken) / r.seconds) * 60)),
     cpuPerRequestUs: (sum((r) => r.serverCpuMs) * 1000) / requests,
     upstreamCpuPerRequestUs: (sum((r) => r.upstreamCpuMs) * 1000) / requests,
     ...(extra.length
@@ -154,6 +167,7 @@ export const roundLoad = (r: LoadResult) => ({
   p50: round(r.p50),
   p99: round(r.p99),
   mean: round(r.mean),
+  busiestUserPerMinute: Math.round(r.busiestUserPerMinute),
   cpuPerRequestUs: round(r.cpuPerRequestUs),
   upstreamCpuPerRequestUs: round(r.upstreamCpuPerRequestUs),
   ...(r.extraCpuPerRequestUs

@@ -17,6 +17,25 @@ import type { Resources } from './resources.js';
 import { BENCH_DIR, CONNECTED_USERS, PROFILE, say, silent } from './settings.js';
 import { expectComplete, firstCall } from './wire.js';
 
+/**
+ * Broker A's limits, all off: the completion runs drive ~20 sign-ins per process from one IP (the
+ * page limit would refuse them), and the phases that only compare one broker with another measure
+ * both alike. The throughput, exchange and gateway phases measure a broker with `withDefaultLimits`
+ * too, and report that figure against the target, this one beside it.
+ */
+export const LIMITS_OFF = { RATE_LIMIT_PER_MINUTE: '0', MCP_RATE_LIMIT_PER_MINUTE: '0', SERVICE_RATE_LIMIT_PER_MINUTE: '0' } as const;
+
+/**
+ * `env` with every rate limit at its default (the page and failure limit RATE_LIMIT_PER_MINUTE,
+ * the per-user MCP_RATE_LIMIT_PER_MINUTE): what a deployment runs. The per-service
+ * limit is the one exception a caller may set (`serviceLimit`): its default of 600/min caps the
+ * one busy service the bench loads at 10 exchanges/s.
+ */
+export function withDefaultLimits(env: Record<string, string>, serviceLimit?: number): Record<string, string> {
+  const out = Object.fromEntries(Object.entries(env).filter(([k]) => !(k in LIMITS_OFF)));
+  return serviceLimit === undefined ? out : { ...out, SERVICE_RATE_LIMIT_PER_MINUTE: String(serviceLimit) };
+}
+
 export interface BenchUser {
   sub: string;
   login: string;
@@ -101,10 +120,7 @@ export async function startStack(resources: Resources): Promise<Stack> {
     TOKEN_ENCRYPTION_KEY: encryptionKey.toString('base64'),
     REPEAT_HOLD_SECONDS: '20',
     LOG_LEVEL: 'info',
-    // The completion runs drive ~20 sign-ins per process from one IP; page rate limits would refuse them.
-    RATE_LIMIT_PER_MINUTE: '0',
-    // The throughput phases send thousands of calls a minute as one user.
-    MCP_RATE_LIMIT_PER_MINUTE: '0',
+    ...LIMITS_OFF,
   };
   const tokens = await Promise.all(users.map((u) => idp.mintAccessToken({ sub: u.sub, expiresInSeconds: 3600 })));
 

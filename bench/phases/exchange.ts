@@ -1,6 +1,7 @@
 // The token exchange (RFC 8693, `POST /oauth/token`): throughput and latency for connected users
-// against a bare Express endpoint that verifies the same JWT (bench/servers/jwt-baseline.ts), in
-// the same interleaved rounds; and a held exchange (`connect_request` + `wait`) released by the
+// against a bare `node:http` endpoint that only verifies the same JWT (bench/servers/jwt-bare.ts,
+// the target's ceiling) and an Express one (bench/servers/jwt-baseline.ts), on a broker with the
+// default limits and one with the limits off, in the same interleaved rounds; and a held exchange (`connect_request` + `wait`) released by the
 // provider callback, on the same broker process and on another one over the same SQLite file.
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -8,12 +9,20 @@ import { join } from 'node:path';
 import { freePort } from '../../test/support/idp.js';
 import { completionFigures, completionSamples, type HeldFlow } from '../lib/browser.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadTarget, type RequestSpec } from '../lib/load.js';
+import type { Child } from '../lib/proc.js';
+import { withDefaultLimits } from '../lib/stack.js';
 import { definePhase } from '../lib/phase.js';
 import { BENCH_DIR, CONCURRENCY, DURATION, PROFILE, say } from '../lib/settings.js';
 import { ms, us } from '../lib/stats.js';
 import { exchangeRows, type ExchangeLoad } from '../lib/exchange-rows.js';
 
 export const SERVICE = { id: 'bench-svc', audience: 'https://bench-svc.example/mcp' };
+/**
+ * Broker X's per-service limit, per minute: the highest SERVICE_RATE_LIMIT_PER_MINUTE takes, which
+ * the one busy service does not reach (6,000 exchanges/s would be 360,000/min); its default of
+ * 600/min would cap the service at 10 exchanges/s. Every other limit is at its default.
+ */
+export const SERVICE_LIMIT = 1_000_000;
 const GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 
@@ -92,60 +101,83 @@ export const exchange = definePhase({
     writeFileSync(servicesFile, servicesYaml());
     const secret = randomBytes(24).toString('base64url');
     const authorization = basicAuth(SERVICE.id, secret);
-    // Broker A's environment plus the service (and no per-service limit: the load is one service).
-    const xEnv = { ...env, PROVIDERS_FILE: servicesFile, SERVICE_BENCH_SVC_SECRET: secret, SERVICE_RATE_LIMIT_PER_MINUTE: '0' };
-    const [portX, portY] = [await freePort(), await freePort()];
-    const [jwtBase, brokerX, brokerY] = await Promise.all([
-      resources.start('jwt baseline', 'bench/servers/jwt-baseline.ts', { OIDC_ISSUER: idp.issuer, AUDIENCE: SERVICE.audience }),
-      resources.spawnBroker(
-        'broker X',
-        { ...xEnv, PORT: String(portX) },
-        PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'exchange')] : [],
-      ),
-      resources.spawnBroker('broker Y', { ...xEnv, PORT: String(portY) }),
-    ]);
+    // Broker A's environment plus the service: broker X with every limit at its default but the
+    // per-service one (SERVICE_LIMIT, which the one busy service does not reach), broker X0 with
+    // the limits off (as broker A), and broker Y beside X0 for the held exchange across processes.
+    const xEnv = { ...env, PROVIDERS_FILE: servicesFile, SERVICE_BENCH_SVC_SECRET: secret };
+    const [portX, portX0, portY] = [await freePort(), await freePort(), await freePort()];
+    const jwtEnv = { OIDC_ISSUER: idp.issuer, AUDIENCE: SERVICE.audience };
+    // One after another: five processes starting at once on a busy 2-core machine can miss the start-up timeout.
+    const jwtBase = await resources.start('jwt baseline', 'bench/servers/jwt-baseline.ts', jwtEnv);
+    const jwtBare = await resources.start('jwt bare', 'bench/servers/jwt-bare.ts', jwtEnv);
+    const brokerX = await resources.spawnBroker(
+      'broker X',
+      { ...withDefaultLimits(xEnv, SERVICE_LIMIT), PORT: String(portX) },
+      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'exchange')] : [],
+    );
+    const brokerX0 = await resources.spawnBroker('broker X0', { ...xEnv, PORT: String(portX0) });
+    const brokerY = await resources.spawnBroker('broker Y', { ...xEnv, PORT: String(portY) });
     // The connected users' tokens as the service received them (its audience).
     const subjectTokens = await Promise.all(
       users.map((u) => idp.mintAccessToken({ sub: u.sub, aud: SERVICE.audience, expiresInSeconds: 3600 })),
     );
-    const check = await post(brokerX.url, authorization, exchangeForm(subjectTokens[0]!));
-    if (check.status !== 200 || check.json.access_token !== users[0]!.githubToken)
-      throw new Error(`exchange for a connected user: ${check.status} ${JSON.stringify(check.json).slice(0, 300)}`);
-    const checkBase = await post(jwtBase.url, authorization, exchangeForm(subjectTokens[0]!));
-    if (checkBase.status !== 200) throw new Error(`jwt baseline: ${checkBase.status} ${JSON.stringify(checkBase.json)}`);
+    for (const broker of [brokerX, brokerX0]) {
+      const check = await post(broker.url, authorization, exchangeForm(subjectTokens[0]!));
+      if (check.status !== 200 || check.json.access_token !== users[0]!.githubToken)
+        throw new Error(`exchange for a connected user on ${broker.name}: ${check.status} ${JSON.stringify(check.json).slice(0, 300)}`);
+    }
+    for (const base of [jwtBase, jwtBare]) {
+      const checkBase = await post(base.url, authorization, exchangeForm(subjectTokens[0]!));
+      if (checkBase.status !== 200) throw new Error(`${base.name}: ${checkBase.status} ${JSON.stringify(checkBase.json)}`);
+    }
 
     const spec = exchangeSpec(authorization);
-    const targets: LoadTarget[] = [
-      { name: 'jwt baseline', url: jwtBase.url, tool: 'exchange', pid: jwtBase.pid, upstream: undefined, spec, tokens: subjectTokens },
-      { name: 'broker exchange', url: brokerX.url, tool: 'exchange', pid: brokerX.pid, upstream: undefined, spec, tokens: subjectTokens },
+    const target = (name: string, c: Child): LoadTarget => ({
+      name,
+      url: c.url,
+      tool: 'exchange',
+      pid: c.pid,
+      upstream: undefined,
+      spec,
+      tokens: subjectTokens,
+    });
+    const targets = [
+      target('jwt bare', jwtBare),
+      target('jwt baseline', jwtBase),
+      target('broker exchange', brokerX),
+      target('exchange, limits off', brokerX0),
     ];
     const loads: ExchangeLoad[] = [];
     for (const c of CONCURRENCY) {
-      const [base, x] = await interleavedRounds(targets, c, subjectTokens, DURATION);
-      loads.push({ connections: c, baseline: base!, exchange: x! });
-      for (const r of [base!, x!])
+      const [bare, base, x, x0] = await interleavedRounds(targets, c, subjectTokens, DURATION);
+      loads.push({ connections: c, bare: bare!, baseline: base!, exchange: x!, limitsOff: x0! });
+      for (const r of [bare!, base!, x!, x0!])
         say(
-          `${r.target.padEnd(16)} c=${String(c).padStart(2)}: ${Math.round(r.rps)} req/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, CPU ${us(r.cpuPerRequestUs)}/req${errorCounts(r, ',')}`,
+          `${r.target.padEnd(20)} c=${String(c).padStart(2)}: ${Math.round(r.rps)} req/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, CPU ${us(r.cpuPerRequestUs)}/req${errorCounts(r, ',')}`,
         );
     }
     report.results.exchange = loads.map((l) => ({
       connections: l.connections,
+      serviceLimitPerMinute: SERVICE_LIMIT,
+      bare: roundLoad(l.bare),
       baseline: roundLoad(l.baseline),
       exchange: roundLoad(l.exchange),
+      ...(l.limitsOff ? { limitsOff: roundLoad(l.limitsOff) } : {}),
     }));
-    for (const row of exchangeRows(loads)) report.row(row);
+    for (const row of exchangeRows(loads, SERVICE_LIMIT)) report.row(row);
 
     const held: Record<string, unknown> = {};
     for (const mode of ['same process', 'across processes'] as const) {
-      const callbackOn = mode === 'same process' ? brokerX.url : brokerY.url;
+      // On the limits-off brokers: 2 × 20 sign-ins from one address in about a minute are near the page limit.
+      const callbackOn = mode === 'same process' ? brokerX0.url : brokerY.url;
       const { s, record, value } = completionFigures(
         await completionSamples(
           idp,
           publicUrl,
-          brokerX.url,
+          brokerX0.url,
           callbackOn,
           `bench-xh-${mode === 'same process' ? 's' : 'x'}`,
-          exchangeFlow(brokerX.url, authorization),
+          exchangeFlow(brokerX0.url, authorization),
           (sub) => idp.mintAccessToken({ sub, aud: SERVICE.audience, expiresInSeconds: 3600 }),
         ),
       );
@@ -154,6 +186,6 @@ export const exchange = definePhase({
       say(`held exchange, ${mode}: p50 ${ms(s.p50)}, p99 ${ms(s.p99)}`);
     }
     report.results.exchangeHeld = held;
-    await Promise.all([brokerX.stop(), brokerY.stop(), jwtBase.stop()]);
+    await Promise.all([brokerX.stop(), brokerX0.stop(), brokerY.stop(), jwtBase.stop(), jwtBare.stop()]);
   },
 });

@@ -1,6 +1,6 @@
 import type { LoadResult } from '../lib/load.js';
 
-/** A made-up load result for the row tests: ten seconds at `rps`, p99 four times p50, `dirt` non-2xx answers. */
+/** A made-up load result for the row tests: ten seconds at `rps` spread over 256 users, p99 four times p50, `dirt` non-2xx answers. */
 export function loadResult(
   target: string,
   connections: number,
@@ -21,6 +21,7 @@ export function loadResult(
     errors: 0,
     non2xx: dirt,
     badBodies: 0,
+    busiestUserPerMinute: Math.ceil(rps / 256) * 60,
     cpuPerRequestUs: 500,
     upstreamCpuPerRequestUs,
   };

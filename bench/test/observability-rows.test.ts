@@ -18,6 +18,7 @@ const result = (target: string, connections: number, rps: number, cpu: number, d
   errors: 0,
   non2xx: dirt,
   badBodies: 0,
+  busiestUserPerMinute: 0,
   cpuPerRequestUs: cpu,
   upstreamCpuPerRequestUs: 0,
 });
