@@ -40,6 +40,8 @@ export interface Broker {
   webhooks: WebhookDelivery;
   /** The approval gate (src/approvals/): what the policy's `approve` effect calls, and the /approvals pages' state. */
   approvals: ApprovalGates;
+  /** Resolves once the rows written after an answer (the forwarded calls' audit) are in the store. */
+  writesSettled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -193,6 +195,9 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     toolDeps,
     webhooks: webhooks.delivery,
     approvals,
+    writesSettled: async () => {
+      await gateway?.auditSettled();
+    },
     async close() {
       clearInterval(pruneTimer);
       await auditRetention.close();

@@ -135,6 +135,8 @@ describe('gateway: 2025-11-25 upstream sessions, mid-call elicitation, and a 401
     const row = await readConnection(stack.env, 'gina', 'github');
     assert.equal(row?.status, 'reauth_required');
     assert.equal(row?.status_reason, 'upstream_401');
+    // The rows are written after the answer: wait for them, not for a guess.
+    await stack.broker.broker.writesSettled();
     const audit = await stack.broker.broker.store.audit.list({ subject: 'gina', event: 'upstream_call' });
     assert.deepEqual(
       audit.map((a) => a.detail?.replace(/ms=\d+/, 'ms=N')),

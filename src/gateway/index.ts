@@ -131,6 +131,11 @@ export class Gateway implements RequestRouter {
     return { upstream: route.upstream.id, provider: this.providerOf(route.upstream)?.id ?? '' };
   }
 
+  /** Resolves once the audit rows queued so far are in the store (or reported lost). */
+  auditSettled(): Promise<void> {
+    return this.#audit.flush();
+  }
+
   /** Closes the upstream connections and writes the audit rows still queued. */
   async close(): Promise<void> {
     for (const client of this.clients.values()) client.close();
