@@ -9,7 +9,7 @@
 // OpenTelemetry global) — the suites that read it count deltas or set it up in their own hooks;
 // process.env — a suite that changes it restores it in its `after` (support/tls.ts); a top-level
 // `after` runs when the process's last suite ends instead of the file's.
-import { readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'node:test';
@@ -23,19 +23,35 @@ export const quickSuites = (): string[] =>
     .sort();
 
 /**
- * The suites of shard `index` (1-based) of `count`: the largest first, each to the shard with the
- * least so far (sizes stand in for cost), so the shards take about as long. Every suite is in
- * exactly one shard, whatever the count.
+ * How long each suite took alone (`quick-seconds.json`; `node --import tsx test/support/quick-seconds.ts`
+ * measures them again). Time, not size, is what a shard must balance: a short suite that waits on
+ * timeouts costs more than a long one of pure units (by size, one shard took twice the others).
+ */
+const SECONDS: Record<string, number> = JSON.parse(readFileSync(join(import.meta.dirname, 'quick-seconds.json'), 'utf8'));
+
+/** A suite's expected seconds: measured, or, for a suite not measured yet, its size at the measured suites' median pace. */
+function costOf(name: string, bytesPerSecond: number): number {
+  return SECONDS[name] ?? statSync(join(TEST, name)).size / bytesPerSecond;
+}
+
+/**
+ * The suites of shard `index` (1-based) of `count`: the longest first, each to the shard with the
+ * least so far, so the shards take about as long. Every suite is in exactly one shard, whatever the count.
  */
 export function shardOf(index: number, count: number): string[] {
-  const bySize = quickSuites()
-    .map((name) => ({ name, size: statSync(join(TEST, name)).size }))
-    .sort((a, b) => b.size - a.size || a.name.localeCompare(b.name));
+  const paces = Object.entries(SECONDS)
+    .filter(([name]) => quickSuites().includes(name))
+    .map(([name, seconds]) => statSync(join(TEST, name)).size / seconds)
+    .sort((a, b) => a - b);
+  const bytesPerSecond = paces[Math.floor(paces.length / 2)] ?? 10_000;
+  const byCost = quickSuites()
+    .map((name) => ({ name, cost: costOf(name, bytesPerSecond) }))
+    .sort((a, b) => b.cost - a.cost || a.name.localeCompare(b.name));
   const load = Array.from({ length: count }, () => 0);
   const shards = Array.from({ length: count }, () => [] as string[]);
-  for (const { name, size } of bySize) {
+  for (const { name, cost } of byCost) {
     const lightest = load.indexOf(Math.min(...load));
-    load[lightest]! += size;
+    load[lightest]! += cost;
     shards[lightest]!.push(name);
   }
   return shards[index - 1]!;
