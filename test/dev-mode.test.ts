@@ -11,9 +11,9 @@ import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client
 import { loadOrCreateDevSecrets } from '../src/dev/secrets.js';
 import { createLogger } from '../src/log.js';
 import { Browser, textOf } from './support/browser.js';
-import { freePort } from './support/idp.js';
 import { resultText } from './support/mcp.js';
 import { selfSignedCertificate, serveClientMetadata } from './support/tls.js';
+import { startDevBrokerOnFreePort } from './support/dev-broker.js';
 
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 
@@ -58,11 +58,10 @@ describe('npm run dev: the broker with nothing configured', () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'broker-dev-'));
-    port = await freePort();
-    dev = await startDevBroker(
-      env(),
+    ({ dev, port } = await startDevBrokerOnFreePort(
+      (free) => ({ PATH: process.env.PATH, PORT: String(free), DATABASE_PATH: join(dir, 'data', 'broker.db') }),
       createLogger('debug', (l) => logs.push(l)),
-    );
+    ));
   });
   after(async () => {
     await dev.running.close();

@@ -8,13 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { startDevBroker } from '../src/dev/dev-broker.js';
 import { DEV_MIGRATIONS_DIR, openDevTables } from '../src/dev/store/index.js';
 import { createLogger } from '../src/log.js';
 import { openSqliteStore, sqliteHandle, type SqliteDb } from '../src/store/index.js';
 import { migrate } from '../src/store/sqlite/database.js';
 import { sha256Hex } from '../src/crypto/index.js';
-import { freePort } from './support/idp.js';
+import { startDevBrokerOnFreePort } from './support/dev-broker.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const BROKER_MIGRATIONS = join(ROOT, 'migrations', 'sqlite');
@@ -225,9 +224,8 @@ describe('development tables out of the production schema', () => {
     });
 
     it('opens in development mode with its sandbox users, tokens, grants and issues and its IdP clients and sessions', async () => {
-      const port = await freePort();
-      const dev = await startDevBroker(
-        { PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: file },
+      const { dev } = await startDevBrokerOnFreePort(
+        (port) => ({ PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: file }),
         createLogger('error', () => {}),
       );
       const sandbox = `${dev.publicUrl}/sandbox/github`;

@@ -14,8 +14,8 @@ import { closing, envelope, modernClient, rawCall, resultText, type ElicitAnswer
 import { clientAs } from './support/suite.js';
 import { readConnection } from './support/seed.js';
 import { completeConnect, startStack, type Stack } from './support/stack.js';
-import { freePort } from './support/idp.js';
-import { startProtectedUpstream, type ProtectedUpstream } from './support/mcp-auth-upstream.js';
+import { portOf } from './support/listen.js';
+import { bindUpstreamServer, startProtectedUpstream, type ProtectedUpstream } from './support/mcp-auth-upstream.js';
 
 /** What the fixture's `confirm` asks, exactly as it builds it. */
 const CONFIRM_REQUESTS = {
@@ -228,12 +228,12 @@ describe('gateway end to end: an auth: mcp upstream configured in PROVIDERS_FILE
   const mcpTokens: string[] = [];
 
   before(async () => {
-    // The upstream's port first, so the file can name it; the broker's start-up discovery fails
+    // The upstream's port bound first, so the file can name it; the broker's start-up discovery fails
     // until the upstream is there and is retried on first use.
-    const mcpPort = await freePort();
-    file = providersFile({ upstreams: [{ id: 'tracker', url: `http://127.0.0.1:${mcpPort}/mcp`, auth: 'mcp' }] });
+    const mcpServer = await bindUpstreamServer();
+    file = providersFile({ upstreams: [{ id: 'tracker', url: `http://127.0.0.1:${portOf(mcpServer)}/mcp`, auth: 'mcp' }] });
     stack = await startStack({ holdSeconds: 1, env: { PROVIDERS_FILE: file.path } });
-    tracker = await startProtectedUpstream({ mcpPort });
+    tracker = await startProtectedUpstream({ mcpServer });
   });
   after(async () => {
     await stack.close();

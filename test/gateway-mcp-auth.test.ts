@@ -20,9 +20,10 @@ import type { Provider } from '../src/providers/provider.js';
 import { sqliteHandle, type Store } from '../src/store/index.js';
 import { Browser, textOf, type Page } from './support/browser.js';
 import { connectUpstream } from './support/mcp-auth-connect.js';
-import { startProtectedUpstream, type ProtectedUpstream, type UpstreamOptions } from './support/mcp-auth-upstream.js';
+import { bindUpstreamServer, startProtectedUpstream, type ProtectedUpstream, type UpstreamOptions } from './support/mcp-auth-upstream.js';
 import { providersFile } from './support/gateway.js';
-import { freePort, type IdpClient } from './support/idp.js';
+import type { IdpClient } from './support/idp.js';
+import { portOf } from './support/listen.js';
 import { signIn, startStack, type Stack } from './support/stack.js';
 import { selfSignedCertificate } from './support/tls.js';
 
@@ -43,15 +44,15 @@ interface World {
  */
 async function world(
   opts: {
-    upstream?: Omit<UpstreamOptions, 'mcpPort' | 'clients'>;
+    upstream?: Omit<UpstreamOptions, 'mcpServer' | 'clients'>;
     /** Clients the upstream's AS knows beforehand, given the broker's callback. */
     preRegistered?: (callback: string) => IdpClient[];
     provider?: { clientId?: string; clientSecret?: string };
     env?: Record<string, string>;
   } = {},
 ): Promise<World> {
-  const mcpPort = await freePort();
-  const upstreamUrl = `http://127.0.0.1:${mcpPort}/mcp`;
+  const mcpServer = await bindUpstreamServer();
+  const upstreamUrl = `http://127.0.0.1:${portOf(mcpServer)}/mcp`;
   const file = providersFile({ upstreams: [{ id: 'tracker', url: upstreamUrl, auth: 'mcp', displayName: 'Tracker' }] });
   const { clientId, clientSecret } = opts.provider ?? {};
   let stack: Stack;
@@ -65,6 +66,7 @@ async function world(
       },
     });
   } catch (err) {
+    mcpServer.close();
     file.remove();
     throw err;
   }
@@ -72,11 +74,12 @@ async function world(
   try {
     upstream = await startProtectedUpstream({
       ...opts.upstream,
-      mcpPort,
+      mcpServer,
       ...(opts.preRegistered ? { clients: () => opts.preRegistered!(`${stack.publicUrl}/connect/tracker/callback`) } : {}),
     });
   } catch (err) {
     await stack.close();
+    mcpServer.close();
     file.remove();
     throw err;
   }

@@ -124,7 +124,8 @@ describe('/metrics', () => {
         '  - id: open',
         `    url: ${upstream.url}`,
         '    auth: none',
-        '    timeoutMs: 2000',
+        // Nothing here times out on purpose: room for a first call on a loaded machine (2 s was met by one).
+        '    timeoutMs: 10000',
       ]),
       SERVICE_METRICS_BOT_SECRET: BOT.secret,
     },

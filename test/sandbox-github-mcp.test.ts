@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import express from 'express';
-import { startDevBroker, SANDBOX_GITHUB_CLIENT_ID } from '../src/dev/dev-broker.js';
+import { SANDBOX_GITHUB_CLIENT_ID, type DevBroker } from '../src/dev/dev-broker.js';
 import { authorizeInBrowser, InMemoryOAuthClient } from '../src/dev/oauth-client.js';
 import { loadOrCreateDevSecrets } from '../src/dev/secrets.js';
 import { createLogger } from '../src/log.js';
@@ -22,9 +22,9 @@ import { M as MCP_WORDS } from '../src/mcp/messages.js';
 import { openSqliteStore, type Store } from '../src/store/index.js';
 import { authorizeQuery, formFields } from './support/authorize-form.js';
 import { Browser } from './support/browser.js';
-import { freePort } from './support/idp.js';
 import { envelope, legacyClient, modernClient, rawCall, resultText, type ElicitAnswer } from './support/mcp.js';
 import { listenLoopback } from './support/listen.js';
+import { startDevBrokerOnFreePort } from './support/dev-broker.js';
 
 const MOUNT = '/sandbox/github';
 const REDIRECT = 'http://127.0.0.1:1/callback';
@@ -561,19 +561,13 @@ describe('the sandbox GitHub MCP endpoint', () => {
 
 describe('the sandbox GitHub MCP endpoint in npm run dev', () => {
   let dir: string;
-  let dev: Awaited<ReturnType<typeof startDevBroker>>;
+  let dev: DevBroker;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'sandbox-github-mcp-dev-'));
-    dev = await startDevBroker(
-      // The example service's port too: PORT + 1, its default, may be some other test's port.
-      {
-        PATH: process.env.PATH,
-        PORT: String(await freePort()),
-        EXAMPLE_SERVICE_PORT: String(await freePort()),
-        DATABASE_PATH: join(dir, 'data', 'broker.db'),
-      },
+    ({ dev } = await startDevBrokerOnFreePort(
+      (port) => ({ PATH: process.env.PATH, PORT: String(port), DATABASE_PATH: join(dir, 'data', 'broker.db') }),
       createLogger('error', () => {}),
-    );
+    ));
   });
   after(async () => {
     await dev.running.close();

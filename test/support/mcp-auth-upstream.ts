@@ -16,10 +16,11 @@ import {
 import * as z from 'zod/v4';
 import { createIdentityProvider, type IdpClient } from '../../src/dev/identity-provider.js';
 import { readBody, sendWebResponse } from '../../src/http/web-adapter.js';
+import { bindLoopback } from './listen.js';
 
 export interface UpstreamOptions {
-  /** The MCP server's port (picked beforehand, so a broker can be configured with its URL first). */
-  mcpPort?: number;
+  /** The MCP server, bound beforehand (`bindUpstreamServer`), so a broker can be configured with its URL first. */
+  mcpServer?: Server;
   /** Clients registered at the upstream's AS beforehand (the operator's pre-registration). */
   clients?: (upstreamUrl: string) => IdpClient[];
   /** What the protected resource metadata says its `resource` is (default: the MCP URL). */
@@ -62,12 +63,24 @@ async function listen(server: Server, port = 0): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
+/**
+ * A server bound on 127.0.0.1 for an upstream started later: it answers 503 until
+ * `startProtectedUpstream({ mcpServer })` takes it over, as an upstream that is not up yet would
+ * (a broker that reads its discovery meanwhile gets a quick failure and retries on first use).
+ */
+export async function bindUpstreamServer(): Promise<Server> {
+  const server = await bindLoopback();
+  server.on('request', (_req, res) => res.writeHead(503).end());
+  return server;
+}
+
 export async function startProtectedUpstream(options: UpstreamOptions = {}): Promise<ProtectedUpstream> {
   const asServer = createServer();
   const asPort = await listen(asServer);
   const issuer = `http://127.0.0.1:${asPort}`;
-  const mcpServer = createServer();
-  const mcpPort = await listen(mcpServer, options.mcpPort);
+  const mcpServer = options.mcpServer ?? createServer();
+  const mcpPort = options.mcpServer ? (mcpServer.address() as AddressInfo).port : await listen(mcpServer);
+  mcpServer.removeAllListeners('request');
   const url = `http://127.0.0.1:${mcpPort}/mcp`;
   const asRequests: AsRequest[] = [];
 
