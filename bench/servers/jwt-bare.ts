@@ -3,19 +3,11 @@
 // (the IdP's, discovered once), the same issuer and the service's audience, then answers a
 // constant JSON. No framework, no client authentication, no store: what verifying a token costs.
 import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createRemoteJWKSet, jwtVerify } from 'jose';
+import { jwtVerify } from 'jose';
+import { EXCHANGE_ANSWER, serveOnLoopback, subjectTokenCheck } from './serve.js';
 
-const issuer = process.env.OIDC_ISSUER!;
-const audience = process.env.AUDIENCE!;
+const { issuer, audience, jwks } = await subjectTokenCheck();
 const MAX_BODY_BYTES = 16 * 1024;
-const discovery = (await (await fetch(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`)).json()) as { jwks_uri: string };
-const jwks = createRemoteJWKSet(new URL(discovery.jwks_uri));
-const ANSWER = JSON.stringify({
-  access_token: 'constant',
-  issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-  token_type: 'Bearer',
-});
 
 const answer = (res: ServerResponse, status: number, body: string) =>
   void res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(body);
@@ -33,20 +25,9 @@ const server = createServer((req, res) => {
     const token = new URLSearchParams(Buffer.concat(chunks).toString('utf8')).get('subject_token');
     if (!token) return answer(res, 400, '{"error":"invalid_request"}');
     jwtVerify(token, jwks, { issuer, audience }).then(
-      () => answer(res, 200, ANSWER),
+      () => answer(res, 200, EXCHANGE_ANSWER),
       () => answer(res, 400, '{"error":"invalid_grant"}'),
     );
   });
 });
-server.keepAliveTimeout = 65_000;
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.stderr.write(`${JSON.stringify({ event: 'listening', url: `http://127.0.0.1:${port}` })}\n`);
-});
-
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
-    server.close(() => process.exit(0));
-    server.closeAllConnections();
-  });
-}
+serveOnLoopback(server);

@@ -4,18 +4,11 @@
 // JSON. Whatever the exchange costs beyond this is the broker's own: client authentication, the
 // store, decryption, the audit row, the usage record.
 import express from 'express';
-import { createRemoteJWKSet, jwtVerify } from 'jose';
-import type { AddressInfo } from 'node:net';
+import { jwtVerify } from 'jose';
+import { createServer } from 'node:http';
+import { EXCHANGE_ANSWER, serveOnLoopback, subjectTokenCheck } from './serve.js';
 
-const issuer = process.env.OIDC_ISSUER!;
-const audience = process.env.AUDIENCE!;
-const discovery = (await (await fetch(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`)).json()) as { jwks_uri: string };
-const jwks = createRemoteJWKSet(new URL(discovery.jwks_uri));
-const ANSWER = JSON.stringify({
-  access_token: 'constant',
-  issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-  token_type: 'Bearer',
-});
+const { issuer, audience, jwks } = await subjectTokenCheck();
 
 const app = express();
 app.disable('x-powered-by');
@@ -27,18 +20,7 @@ app.post('/oauth/token', express.urlencoded({ extended: false, limit: '16kb' }),
   } catch {
     return void res.status(400).json({ error: 'invalid_grant' });
   }
-  res.set('cache-control', 'no-store').type('application/json').send(ANSWER);
+  res.set('cache-control', 'no-store').type('application/json').send(EXCHANGE_ANSWER);
 });
 
-const server = app.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  server.keepAliveTimeout = 65_000;
-  process.stderr.write(`${JSON.stringify({ event: 'listening', url: `http://127.0.0.1:${port}` })}\n`);
-});
-
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
-    server.close(() => process.exit(0));
-    server.closeAllConnections();
-  });
-}
+serveOnLoopback(createServer(app));
