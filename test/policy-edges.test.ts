@@ -32,6 +32,8 @@ class TestGate implements ApprovalGate {
 }
 
 const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-0123456789', audience: 'https://issue-bot.test/mcp' };
+/** The issue-bot service as the suites' PROVIDERS_FILE declares it (its grants come from the policy's rules). */
+const BOT_SERVICE = { id: BOT.id, audiences: [BOT.audience], auth: 'client_secret_basic', allow: { github: [] } };
 
 const UPSTREAM_TOOLS = [
   {
@@ -107,7 +109,7 @@ describe('policy at the edges: built-in tools, the gateway and the token exchang
     });
     file = providersFile({
       upstreams: [{ id: 'github', url: upstream.url, provider: 'github', toolPrefix: 'github_mcp_' }],
-      services: [{ id: BOT.id, audiences: [BOT.audience], auth: 'client_secret_basic', allow: { github: [] } }],
+      services: [BOT_SERVICE],
       policy: POLICY,
     });
     stack = await startStack({
@@ -367,7 +369,7 @@ describe('policy with the broker’s own approval gate, without upstreams', () =
   let file: { path: string; remove(): void };
   before(async () => {
     file = providersFile({
-      services: [{ id: BOT.id, audiences: [BOT.audience], auth: 'client_secret_basic', allow: { github: [] } }],
+      services: [BOT_SERVICE],
       policy: {
         rules: [
           { id: 'whoami-approved', when: 'tool.name == "github_whoami"', effect: 'approve', approvers: 'true' },
@@ -419,7 +421,7 @@ describe('a rule that reads account: the decision and the tool share one read of
   let file: { path: string; remove(): void };
   before(async () => {
     file = providersFile({
-      services: [{ id: BOT.id, audiences: [BOT.audience], auth: 'client_secret_basic', allow: { github: [] } }],
+      services: [BOT_SERVICE],
       policy: {
         rules: [{ id: 'no-hubot', when: 'account.login == "hubot"', effect: 'deny', reason: 'The hubot account may not be used here.' }],
       },
