@@ -40,8 +40,12 @@ export interface Broker {
   webhooks: WebhookDelivery;
   /** The approval gate (src/approvals/): what the policy's `approve` effect calls, and the /approvals pages' state. */
   approvals: ApprovalGates;
-  /** Resolves once the rows written after an answer (the forwarded calls' audit) are in the store. */
-  writesSettled(): Promise<void>;
+  /**
+   * Resolves once the `upstream_call` audit rows of the calls forwarded so far, written after their
+   * answers (src/gateway/audit.ts), are in the store. Other rows are written before the answer or
+   * with their turn's batch (SECURITY.md, guarantee 83).
+   */
+  forwardedCallsAudited(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -195,7 +199,7 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     toolDeps,
     webhooks: webhooks.delivery,
     approvals,
-    writesSettled: async () => {
+    forwardedCallsAudited: async () => {
       await gateway?.auditSettled();
     },
     async close() {

@@ -350,7 +350,7 @@ describe('gateway: provider and auth: none upstreams (2026-07-28), tools/list an
       delete github.faults.status500;
     }
     // The rows are written after the answer: wait for them, not for a guess.
-    await stack.broker.broker.writesSettled();
+    await stack.broker.broker.forwardedCallsAudited();
     const rows = await stack.broker.broker.store.audit.list({ subject: 'leo', event: 'upstream_call' });
     assert.equal(rows.length, 2);
     assert.deepEqual(

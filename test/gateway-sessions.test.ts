@@ -136,7 +136,7 @@ describe('gateway: 2025-11-25 upstream sessions, mid-call elicitation, and a 401
     assert.equal(row?.status, 'reauth_required');
     assert.equal(row?.status_reason, 'upstream_401');
     // The rows are written after the answer: wait for them, not for a guess.
-    await stack.broker.broker.writesSettled();
+    await stack.broker.broker.forwardedCallsAudited();
     const audit = await stack.broker.broker.store.audit.list({ subject: 'gina', event: 'upstream_call' });
     assert.deepEqual(
       audit.map((a) => a.detail?.replace(/ms=\d+/, 'ms=N')),
