@@ -4,6 +4,7 @@
 // Real parts: the test IdP, the GitHub stand-in, the SDK-built upstream fixture (2026-07-28) and the
 // official 2026-07-28 client.
 import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
@@ -224,21 +225,24 @@ describe('gateway end to end: relayed input_required and scope challenges throug
 describe('gateway end to end: an auth: mcp upstream configured in PROVIDERS_FILE, through the broker', () => {
   let stack: Stack;
   let tracker: ProtectedUpstream;
-  let file: { path: string; remove(): void };
+  let mcpServer: Server | undefined;
+  let file: { path: string; remove(): void } | undefined;
   const mcpTokens: string[] = [];
 
   before(async () => {
     // The upstream's port bound first, so the file can name it; the broker's start-up discovery fails
     // until the upstream is there and is retried on first use.
-    const mcpServer = await bindUpstreamServer();
+    mcpServer = await bindUpstreamServer();
     file = providersFile({ upstreams: [{ id: 'tracker', url: `http://127.0.0.1:${portOf(mcpServer)}/mcp`, auth: 'mcp' }] });
     stack = await startStack({ holdSeconds: 1, env: { PROVIDERS_FILE: file.path } });
     tracker = await startProtectedUpstream({ mcpServer });
   });
   after(async () => {
-    await stack.close();
-    await tracker.close();
-    file.remove();
+    // Whatever `before` got to: a server left listening would keep the shard's process alive.
+    await (stack as Stack | undefined)?.close();
+    if ((tracker as ProtectedUpstream | undefined) !== undefined) await tracker.close();
+    else mcpServer?.close();
+    file?.remove();
   });
 
   const token = async (sub: string) => {

@@ -7,6 +7,8 @@ import { freePort } from './idp.js';
  * example service's PORT + 1) that its URLs name, so a port is picked first and can be taken by
  * another quick shard before it binds: the bind is the check, and a taken port means new ones.
  */
+const MAX_ATTEMPTS = 5;
+
 export async function startDevBrokerOnFreePort(
   env: (port: number) => Record<string, string | undefined>,
   log: Logger,
@@ -16,8 +18,9 @@ export async function startDevBrokerOnFreePort(
     try {
       return { dev: await startDevBroker(env(port), log), port };
     } catch (err) {
-      const taken = err instanceof Error && /EADDRINUSE|already in use/.test(`${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`);
-      if (!taken || attempt === 5) throw err;
+      // PORT taken: the listen error itself; PORT + 1 taken: startDevBroker's own error naming it.
+      const taken = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' || (err instanceof Error && /already in use/.test(err.message));
+      if (!taken || attempt === MAX_ATTEMPTS) throw err;
     }
   }
 }

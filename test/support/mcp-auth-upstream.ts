@@ -4,8 +4,7 @@
 // indicators. The MCP server verifies the AS's JWT access tokens (jose, against its JWKS) with
 // audience = its own URL, and answers 401 with a `resource_metadata` challenge.
 import { randomUUID } from 'node:crypto';
-import { createServer, request as httpRequest, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import {
   McpServer,
@@ -16,7 +15,7 @@ import {
 import * as z from 'zod/v4';
 import { createIdentityProvider, type IdpClient } from '../../src/dev/identity-provider.js';
 import { readBody, sendWebResponse } from '../../src/http/web-adapter.js';
-import { bindLoopback } from './listen.js';
+import { bindLoopback, portOf } from './listen.js';
 
 export interface UpstreamOptions {
   /** The MCP server, bound beforehand (`bindUpstreamServer`), so a broker can be configured with its URL first. */
@@ -55,14 +54,6 @@ export interface ProtectedUpstream {
   close(): Promise<void>;
 }
 
-async function listen(server: Server, port = 0): Promise<number> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', resolve);
-  });
-  return (server.address() as AddressInfo).port;
-}
-
 /**
  * A server bound on 127.0.0.1 for an upstream started later: it answers 503 until
  * `startProtectedUpstream({ mcpServer })` takes it over, as an upstream that is not up yet would
@@ -75,11 +66,12 @@ export async function bindUpstreamServer(): Promise<Server> {
 }
 
 export async function startProtectedUpstream(options: UpstreamOptions = {}): Promise<ProtectedUpstream> {
-  const asServer = createServer();
-  const asPort = await listen(asServer);
+  const asServer = await bindLoopback();
+  const asPort = portOf(asServer);
   const issuer = `http://127.0.0.1:${asPort}`;
-  const mcpServer = options.mcpServer ?? createServer();
-  const mcpPort = options.mcpServer ? (mcpServer.address() as AddressInfo).port : await listen(mcpServer);
+  const mcpServer = options.mcpServer ?? (await bindLoopback());
+  const mcpPort = portOf(mcpServer);
+  // A server bound beforehand answered 503 meanwhile (bindUpstreamServer): from here on, the upstream answers.
   mcpServer.removeAllListeners('request');
   const url = `http://127.0.0.1:${mcpPort}/mcp`;
   const asRequests: AsRequest[] = [];
@@ -93,8 +85,9 @@ export async function startProtectedUpstream(options: UpstreamOptions = {}): Pro
     loopbackMetadataDocuments: true,
   });
   // The AS behind a recording proxy: the tests read what the broker sent to its endpoints.
-  const inner = createServer(idp.callback());
-  const innerPort = await listen(inner);
+  const inner = await bindLoopback();
+  inner.on('request', idp.callback());
+  const innerPort = portOf(inner);
   asServer.on('request', (req, res) => {
     void (async () => {
       const path = new URL(req.url ?? '/', issuer).pathname;
