@@ -10,7 +10,12 @@ export class Resources {
   idp: StartedIdp | undefined;
   pgServer: PgServer | undefined;
 
-  constructor(readonly dir: string) {}
+  constructor(readonly dir: string) {
+    // A run that dies before `release` (an unhandled rejection) must not leave brokers running.
+    process.once('exit', () => {
+      for (const c of this.children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+    });
+  }
 
   /** Starts a child server and keeps it in `children`, so that the end of the run stops it. */
   async start(name: string, script: string, env: Record<string, string>, execArgv: string[] = [], options?: SpawnOptions): Promise<Child> {

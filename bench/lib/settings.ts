@@ -1,5 +1,6 @@
 // The bench's knobs (environment variables, bench/README.md) and fixed sizes, read once, and the
 // progress line every phase prints.
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLogger } from '../../src/log.js';
 
@@ -24,6 +25,8 @@ export type PhaseName = (typeof PHASE_NAMES)[number];
 export const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 export const MAX_ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 export const PROFILE = process.env.BENCH_PROFILE === '1';
+/** `--cpu-prof` into bench/profiles/<dir> under BENCH_PROFILE=1 (a process writes its profile when it stops). */
+export const profiled = (dir: string): string[] => (PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', dir)] : []);
 export const PHASES = new Set((process.env.BENCH_PHASES ?? PHASE_NAMES.join(',')).split(',').map((p) => p.trim()));
 export const phaseSelected = (name: PhaseName) => PHASES.has(name);
 /** The names in `selected` that are no phase (a typo in BENCH_PHASES would otherwise run nothing, silently). */
@@ -36,7 +39,7 @@ export const toolSelected = (tool: string) => !process.env.BENCH_TOOLS || proces
 export const CONNECTED_USERS = 256;
 export const FIRST_CALLS = 200;
 export const COMPLETION_SAMPLES = 20;
-export const HELD = 1000;
+export const HELD = 10_000;
 export const LOOKUPS = 20_000;
 
 /** The knobs that change what is measured; a run with any of them set is not recorded (BENCH_PHASES only selects). */

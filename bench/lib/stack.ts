@@ -2,7 +2,6 @@
 // the connected users, their connections in broker A's SQLite file, the baseline and broker A;
 // then one sanity call to each target.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { principalFromVerifiedClaims } from '../../src/auth/principal.js';
 import { ConnectionService } from '../../src/connections/index.js';
@@ -14,7 +13,7 @@ import { envelope, rawCall } from '../../test/support/mcp.js';
 import { BROKER_CLIENT, brokerIdpClient } from '../../test/support/stack.js';
 import type { Child } from './proc.js';
 import type { Resources } from './resources.js';
-import { BENCH_DIR, CONNECTED_USERS, PROFILE, say, silent } from './settings.js';
+import { CONNECTED_USERS, profiled, say, silent } from './settings.js';
 import { expectComplete, firstCall } from './wire.js';
 
 /**
@@ -124,8 +123,6 @@ export async function startStack(resources: Resources): Promise<Stack> {
   };
   const tokens = await Promise.all(users.map((u) => idp.mintAccessToken({ sub: u.sub, expiresInSeconds: 3600 })));
 
-  const profileDir = join(BENCH_DIR, 'profiles');
-  if (PROFILE) mkdirSync(profileDir, { recursive: true });
   // allSettled: if one fails to start, the other is still in `children` before the run stops them.
   const [baselineStart, brokerStart] = await Promise.allSettled([
     resources.start(
@@ -133,13 +130,9 @@ export async function startStack(resources: Resources): Promise<Stack> {
       'bench/servers/baseline.ts',
       // Its github_whoami calls the same stand-in with one fixed token (users[0]'s).
       { GITHUB_API_URL: `${gh.url}/api/v3`, BASELINE_GITHUB_TOKEN: users[0]!.githubToken },
-      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'baseline')] : [],
+      profiled('baseline'),
     ),
-    resources.spawnBroker(
-      'broker A',
-      { ...env, PORT: String(portA) },
-      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'broker')] : [],
-    ),
+    resources.spawnBroker('broker A', { ...env, PORT: String(portA) }, profiled('broker')),
   ]);
   if (baselineStart.status === 'rejected') throw baselineStart.reason;
   if (brokerStart.status === 'rejected') throw brokerStart.reason;

@@ -12,7 +12,7 @@ import { errorCounts, interleavedRounds, roundLoad, type LoadTarget, type Reques
 import type { Child } from '../lib/proc.js';
 import { withDefaultLimits } from '../lib/stack.js';
 import { definePhase } from '../lib/phase.js';
-import { BENCH_DIR, CONCURRENCY, DURATION, PROFILE, say } from '../lib/settings.js';
+import { CONCURRENCY, DURATION, profiled, say } from '../lib/settings.js';
 import { ms, us } from '../lib/stats.js';
 import { exchangeRows, type ExchangeLoad } from '../lib/exchange-rows.js';
 
@@ -113,7 +113,7 @@ export const exchange = definePhase({
     const brokerX = await resources.spawnBroker(
       'broker X',
       { ...withDefaultLimits(xEnv, SERVICE_LIMIT), PORT: String(portX) },
-      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'exchange')] : [],
+      profiled('exchange'),
     );
     const brokerX0 = await resources.spawnBroker('broker X0', { ...xEnv, PORT: String(portX0) });
     const brokerY = await resources.spawnBroker('broker Y', { ...xEnv, PORT: String(portY) });

@@ -14,7 +14,7 @@ import { gatewayRows, type GatewayLoad } from '../lib/gateway-rows.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadTarget } from '../lib/load.js';
 import { definePhase } from '../lib/phase.js';
 import type { Child } from '../lib/proc.js';
-import { BENCH_DIR, DURATION, PROFILE, say } from '../lib/settings.js';
+import { DURATION, profiled, say } from '../lib/settings.js';
 import { withDefaultLimits } from '../lib/stack.js';
 import { ms, us } from '../lib/stats.js';
 
@@ -114,7 +114,7 @@ export const gateway = definePhase({
         const child = await resources.spawnBroker(
           name,
           { ...brokerEnv, PROVIDERS_FILE: file, PORT: String(await freePort()) },
-          PROFILE && profile ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', profile)] : [],
+          profile ? profiled(profile) : [],
         );
         brokers.push({ name, child });
       } catch (err) {

@@ -1,12 +1,23 @@
-// Memory and CPU with 1,000 held repeats, in a fresh broker process (C), and their release by a
+// Memory and CPU with 10,000 held repeats, in a fresh broker process (C), and their release by a
 // graceful stop.
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { definePhase } from '../lib/phase.js';
 import { cpuMs, rssBytes } from '../lib/proc.js';
-import { HELD, say } from '../lib/settings.js';
+import { HELD, profiled, say } from '../lib/settings.js';
 import { mb, round } from '../lib/stats.js';
-import { connectRequest, firstCall, pool, repeatCall } from '../lib/wire.js';
+import { connectRequest, firstCall, pool, repeatCall, type Reply } from '../lib/wire.js';
+
+/**
+ * The repeats arrive 400 a second (100 every 250 ms), as people's clients would over time. Sent all
+ * at once, 10,000 connections overflow the broker's listen backlog (511) while it verifies the first
+ * tokens, and the kernel resets some of them: that measures a SYN flood, not holding.
+ */
+const WAVE = 100;
+const WAVE_MS = 250;
+/** Longer than sending every repeat (25 s) and the measuring after it, so none expires before the release. */
+const HOLD_SECONDS = '50';
+const MEASURE_HALF_SECONDS = 16;
 
 export const held = definePhase({
   name: 'held',
@@ -15,7 +26,11 @@ export const held = definePhase({
   async run({ stack, resources, report }) {
     const { idp, env } = stack;
     const heldDb = join(resources.dir, 'held.db');
-    const brokerC = await resources.spawnBroker('broker C', { ...env, PORT: '0', DATABASE_PATH: heldDb, REPEAT_HOLD_SECONDS: '30' });
+    const brokerC = await resources.spawnBroker(
+      'broker C',
+      { ...env, PORT: '0', DATABASE_PATH: heldDb, REPEAT_HOLD_SECONDS: HOLD_SECONDS },
+      profiled('held'),
+    );
     const idleRss = rssBytes(brokerC.pid);
     const heldTokens = await Promise.all(
       Array.from({ length: HELD }, (_, i) => idp.mintAccessToken({ sub: `bench-held-${i}`, expiresInSeconds: 3600 })),
@@ -28,26 +43,38 @@ export const held = definePhase({
     const idleCpuMs = cpuMs(brokerC.pid) - idleCpu0;
 
     let answered = 0;
+    const failures: string[] = [];
     const t0 = performance.now();
-    const replies = heldTokens.map((token, i) =>
-      repeatCall(brokerC.url, token, states[i]!).then((r) => {
-        answered++;
-        return r;
-      }),
-    );
-    // Held once the broker has taken every request and gone quiet.
+    const replies: Promise<Reply>[] = [];
+    for (const [i, token] of heldTokens.entries()) {
+      if (i > 0 && i % WAVE === 0) await sleep(WAVE_MS);
+      const reply = repeatCall(brokerC.url, token, states[i]!).then(
+        (r) => {
+          answered++;
+          return r;
+        },
+        (err: unknown) => {
+          failures.push(String((err as Error).cause ?? err));
+          throw err;
+        },
+      );
+      reply.catch(() => undefined); // counted in `failures`; settled below
+      replies.push(reply);
+    }
+    const sentInMs = performance.now() - t0;
+    // Held once the broker has taken every request and gone quiet (three half-seconds under 2 % of a core).
     let last = cpuMs(brokerC.pid);
-    for (let quiet = 0, waited = 0; quiet < 2 && waited < 15_000; waited += 500) {
+    for (let quiet = 0, waited = 0; quiet < 3 && waited < 15_000; waited += 500) {
       await sleep(500);
       const now = cpuMs(brokerC.pid);
-      quiet = now - last < 30 ? quiet + 1 : 0;
+      quiet = now - last <= 10 ? quiet + 1 : 0;
       last = now;
     }
     const settledAfterMs = performance.now() - t0;
     const samples: number[] = [];
     const cpu0 = cpuMs(brokerC.pid);
     const wall0 = performance.now();
-    for (let i = 0; i < 16; i++) {
+    for (let i = 0; i < MEASURE_HALF_SECONDS; i++) {
       await sleep(500);
       samples.push(rssBytes(brokerC.pid));
     }
@@ -64,6 +91,9 @@ export const held = definePhase({
     const cpuPercent = (heldCpuMs / heldWallMs) * 100;
     report.results.heldRepeats = {
       held: HELD,
+      sentInMs: round(sentInMs),
+      failedToSend: failures.length,
+      firstFailure: failures[0],
       stillHeldWhileMeasuring: stillHeld,
       settledAfterMs: round(settledAfterMs),
       rssIdleAfterStartMB: round(idleRss / 2 ** 20),
@@ -72,24 +102,24 @@ export const held = definePhase({
       rssPerHeldKB: round((heldRss - beforeRss) / 1024 / HELD),
       cpuWhileHeldMs: round(heldCpuMs),
       cpuWhileHeldWindowMs: round(heldWallMs),
-      cpuWhileHeldPercent: round(cpuPercent),
+      cpuWhileHeldPercent: round(cpuPercent, 2),
       cpuIdleBeforeMsPer3s: round(idleCpuMs),
       answeredInputRequiredOnStop: askedAgain,
       releasedInMs: round(releasedMs),
     };
     report.row({
       section: 'memory',
-      measure: `RSS with ${stillHeld} repeats held`,
+      measure: `RSS with ${stillHeld} of ${HELD} repeats held`,
       value: `${mb(heldRss)} (before ${mb(beforeRss)}, +${round((heldRss - beforeRss) / 1024 / HELD)} KB each)`,
-      target: '< 300 MB',
-      met: heldRss < 300 * 2 ** 20 && stillHeld === HELD,
+      target: '< 1 GB, all held',
+      met: heldRss < 2 ** 30 && stillHeld === HELD,
     });
     report.row({
       section: 'memory',
       measure: `CPU while holding (${round(heldWallMs / 1000, 1)} s)`,
       value: `${round(heldCpuMs)} ms = ${round(cpuPercent, 2)} % of a core; ${askedAgain}/${HELD} answered input_required on release`,
-      target: 'no spin (≈ 0)',
-      met: cpuPercent < 2 && askedAgain === HELD,
+      target: '< 1 % of a core, all answered',
+      met: cpuPercent < 1 && askedAgain === HELD,
     });
     say(`held: ${JSON.stringify(report.results.heldRepeats)}`);
   },

@@ -16,7 +16,7 @@ import { combine, errorCounts, load, roundLoad, type Run } from '../lib/load.js'
 import { observabilityRows, type ObservedLoad, type ScrapeStats } from '../lib/observability-rows.js';
 import { definePhase } from '../lib/phase.js';
 import { cpuMs, type Child } from '../lib/proc.js';
-import { BENCH_DIR, DURATION, PROFILE, ROUNDS, say, toolSelected } from '../lib/settings.js';
+import { DURATION, profiled, ROUNDS, say, toolSelected } from '../lib/settings.js';
 import { checkTargets } from '../lib/stack.js';
 import { mean, median, percentile, round, us } from '../lib/stats.js';
 
@@ -102,7 +102,7 @@ export const observability = definePhase({
         const collector = startCollector(join(resources.dir, `${name}.stdout.fifo`));
         collectors.push(collector);
         try {
-          const profile = PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', `observability-${name}`)] : [];
+          const profile = profiled(`observability-${name}`);
           const broker = await resources.spawnBroker(`broker ${name}`, { ...env, ...knobs, PORT: String(port) }, profile, {
             stdout: collector.fd,
             readyUrl: `http://127.0.0.1:${port}/healthz`,

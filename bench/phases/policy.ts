@@ -11,7 +11,7 @@ import type { PolicyInput } from '../../src/policy/index.js';
 import { freePort } from '../../test/support/idp.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadTarget } from '../lib/load.js';
 import { definePhase } from '../lib/phase.js';
-import { BENCH_DIR, CONCURRENCY, DURATION, PROFILE, say } from '../lib/settings.js';
+import { CONCURRENCY, DURATION, profiled, say } from '../lib/settings.js';
 import { ms, round, us } from '../lib/stats.js';
 
 /** 500 rules, none of which matches the bench's calls. */
@@ -26,11 +26,6 @@ export function benchPolicy(): { default: 'allow'; rules: Array<Record<string, u
 }
 
 const DECISIONS = 20_000;
-
-/** `--cpu-prof` into bench/profiles/<dir> under BENCH_PROFILE=1 (the profile is written when the broker stops). */
-function profiled(dir: string): string[] {
-  return PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', dir)] : [];
-}
 
 /** p50 and p99 of one decision, in ms, of `policy` for a github_whoami call. */
 function decisionCost(): { p50: number; p99: number } {

@@ -5,11 +5,10 @@
 // c=1. `list_connections` is compared with the bare server's `ping` (no upstream call);
 // `github_whoami` with the bare server's own `github_whoami` (the same GET /user at the stand-in,
 // one fixed token).
-import { join } from 'node:path';
 import { freePort } from '../../test/support/idp.js';
 import { errorCounts, interleavedRounds, roundLoad, type LoadResult, type LoadTarget } from '../lib/load.js';
 import { definePhase } from '../lib/phase.js';
-import { BENCH_DIR, CONCURRENCY, DURATION, PROFILE, say, toolSelected } from '../lib/settings.js';
+import { CONCURRENCY, DURATION, profiled, say, toolSelected } from '../lib/settings.js';
 import { checkTargets, withDefaultLimits } from '../lib/stack.js';
 import { mean, ms, round, us } from '../lib/stats.js';
 import { baselineTarget, COMPARED, defaultsTarget, limitsOffTarget, throughputRows } from '../lib/throughput-rows.js';
@@ -26,7 +25,7 @@ export const throughput = definePhase({
     const brokerD = await resources.spawnBroker(
       'broker D',
       { ...withDefaultLimits(env), PORT: String(await freePort()) },
-      PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(BENCH_DIR, 'profiles', 'broker-defaults')] : [],
+      profiled('broker-defaults'),
     );
     await checkTargets(brokerD.url, tokens, users, 'broker D ');
     const targets: LoadTarget[] = [
