@@ -110,11 +110,27 @@ export function toWebRequest(req: Request, res: Response, publicUrl: string, bod
   });
 }
 
-/** Streams a web Response (JSON or SSE) back through Express or a bare node:http server (test upstreams use it too). */
+/**
+ * Sends a web Response back through Express or a bare node:http server (test upstreams use it too).
+ * A JSON answer goes whole, with its length, in one write of headers and body: streamed, it took
+ * three (the headers, the chunk, the chunked ending), each waking the client. An event stream is
+ * passed on as it comes.
+ */
 export async function sendWebResponse(res: ServerResponse, response: globalThis.Response): Promise<void> {
   res.statusCode = response.status;
   response.headers.forEach((value, name) => res.setHeader(name, value));
   if (!response.body) return void res.end();
+  if (response.headers.get('content-type')?.startsWith('application/json')) {
+    // A client gone while its call was held: nobody is left to answer.
+    const answer = await response.arrayBuffer().catch((err: unknown) => {
+      if (res.destroyed) return undefined;
+      throw err;
+    });
+    if (!answer) return;
+    const body = Buffer.from(answer);
+    res.setHeader('Content-Length', body.length);
+    return void res.end(body);
+  }
   res.setHeader('X-Accel-Buffering', 'no');
   res.flushHeaders();
   const reader = response.body.getReader();
