@@ -1,7 +1,8 @@
 // Throughput and latency: the baselines and the broker's list_connections and github_whoami side
 // by side at each concurrency, the broker twice: broker D with every limit at its default (what a
-// deployment runs; the 256 users in turn, so none reaches the per-user limit) and broker A with the
-// limits off, in the same interleaved rounds; and the per-request overhead against the baseline at
+// deployment runs; the 256 users in turn, so none reaches the per-user limit) and broker E, A's
+// environment with the limits off, started with D so that the pair differs in the limits alone
+// (not in age or in what it served before), in the same interleaved rounds; and the per-request overhead against the baseline at
 // c=1. `list_connections` is compared with the bare server's `ping` (no upstream call);
 // `github_whoami` with the bare server's own `github_whoami` (the same GET /user at the stand-in,
 // one fixed token).
@@ -21,13 +22,13 @@ export const throughput = definePhase({
   sections: ['throughput', 'latency'],
   keys: ['throughput', 'perRequestOverhead'],
   async run({ stack, resources, report }) {
-    const { baseline, brokerA, gh, tokens, users, env } = stack;
-    const brokerD = await resources.spawnBroker(
-      'broker D',
-      { ...withDefaultLimits(env), PORT: String(await freePort()) },
-      profiled('broker-defaults'),
-    );
+    const { baseline, gh, tokens, users, env } = stack;
+    const [brokerD, brokerE] = await Promise.all([
+      resources.spawnBroker('broker D', { ...withDefaultLimits(env), PORT: String(await freePort()) }, profiled('broker-defaults')),
+      resources.spawnBroker('broker E', { ...env, PORT: String(await freePort()) }, profiled('broker-limits-off')),
+    ]);
     await checkTargets(brokerD.url, tokens, users, 'broker D ');
+    await checkTargets(brokerE.url, tokens, users, 'broker E ');
     const targets: LoadTarget[] = [
       { name: baselineTarget('ping'), url: baseline.url, tool: 'ping', pid: baseline.pid, upstream: undefined },
       { name: baselineTarget('github_whoami'), url: baseline.url, tool: 'github_whoami', pid: baseline.pid, upstream: gh.pid },
@@ -35,7 +36,7 @@ export const throughput = definePhase({
         const upstream = tool === 'github_whoami' ? gh.pid : undefined;
         return [
           { name: defaultsTarget(tool), url: brokerD.url, tool, pid: brokerD.pid, upstream },
-          { name: limitsOffTarget(tool), url: brokerA.url, tool, pid: brokerA.pid, upstream },
+          { name: limitsOffTarget(tool), url: brokerE.url, tool, pid: brokerE.pid, upstream },
         ];
       }),
     ].filter((t) => toolSelected(t.tool));
@@ -51,7 +52,7 @@ export const throughput = definePhase({
         );
       }
     }
-    await brokerD.stop();
+    await Promise.all([brokerD.stop(), brokerE.stop()]);
     report.results.throughput = load1.map(roundLoad);
     for (const row of throughputRows(load1, MCP_LIMIT_DEFAULT)) report.row(row);
     const c1 = (t: string) => load1.find((r) => r.connections === 1 && r.target === t)!;
