@@ -18,6 +18,8 @@ export interface LoadResult {
   errors: number;
   non2xx: number;
   badBodies: number;
+  /** How many answers failed the check, by HTTP status (absent when none did). */
+  badStatuses?: Record<string, number>;
   /** CPU time of the server process (and of the GitHub stand-in, for github_whoami) per request, in µs. */
   cpuPerRequestUs: number;
   upstreamCpuPerRequestUs: number;
@@ -37,6 +39,7 @@ export interface Run {
   errors: number;
   non2xx: number;
   badBodies: number;
+  badStatuses: Record<string, number>;
   serverCpuMs: number;
   upstreamCpuMs: number;
   extraCpuMs: Record<string, number>;
@@ -83,6 +86,7 @@ export async function load(
 ): Promise<Run> {
   let next = 0;
   let badBodies = 0;
+  const badStatuses: Record<string, number> = {};
   // Round robin over every user, so the per-user limits see the load spread evenly.
   const perToken = new Array<number>(tokens.length).fill(0);
   const latencies: number[] = [];
@@ -111,7 +115,9 @@ export async function load(
           return req;
         },
         onResponse: (status: number, body: string) => {
-          if (!spec.ok(status, body)) badBodies++;
+          if (spec.ok(status, body)) return;
+          badBodies++;
+          badStatuses[status] = (badStatuses[status] ?? 0) + 1;
         },
       },
     ],
@@ -125,11 +131,19 @@ export async function load(
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
     badBodies,
+    badStatuses,
     serverCpuMs: serverCpu() - cpu0,
     upstreamCpuMs: upstreamPid ? cpuMs(upstreamPid) - up0 : 0,
     extraCpuMs: Object.fromEntries(Object.entries(extraCpu).map(([k, f]) => [k, f() - extra0[k]!])),
     perToken,
   };
+}
+
+/** Per-key counts added up. */
+function countsTogether(counts: Record<string, number>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const c of counts) for (const [k, n] of Object.entries(c)) out[k] = (out[k] ?? 0) + n;
+  return out;
 }
 
 /** Pools the rounds of one target at one concurrency. */
@@ -151,6 +165,7 @@ export function combine(target: string, connections: number, runs: Run[]): LoadR
     errors: sum((r) => r.errors),
     non2xx: sum((r) => r.non2xx),
     badBodies: sum((r) => r.badBodies),
+    ...(sum((r) => r.badBodies) > 0 ? { badStatuses: countsTogether(runs.map((r) => r.badStatuses)) } : {}),
     busiestUserPerMinute: Math.max(...runs.map((r) => (Math.max(0, ...r.perToken) / r.seconds) * 60)),
     cpuPerRequestUs: (sum((r) => r.serverCpuMs) * 1000) / requests,
     upstreamCpuPerRequestUs: (sum((r) => r.upstreamCpuMs) * 1000) / requests,
@@ -185,7 +200,14 @@ export type LoadsAt<Variant extends string> = { connections: number } & Record<V
 
 /** The trailer of a progress line: nothing for a clean result, its error counts otherwise. */
 export const errorCounts = (r: LoadResult, separator: string) =>
-  dirty(r) ? `${separator} ${r.errors} errors, ${r.non2xx} non-2xx, ${r.badBodies} bad bodies` : '';
+  dirty(r)
+    ? `${separator} ${r.errors} errors, ${r.non2xx} non-2xx, ${r.badBodies} bad bodies` +
+      (r.badStatuses
+        ? ` (${Object.entries(r.badStatuses)
+            .map(([status, n]) => `${n}× ${status}`)
+            .join(', ')})`
+        : '')
+    : '';
 
 export interface LoadTarget {
   name: string;
