@@ -8,6 +8,7 @@ import {
   type Store as RateLimitStore,
 } from 'express-rate-limit';
 import { mac } from '../crypto/index.js';
+import { Lru } from '../lru.js';
 import type { NextFunction, Request, Response } from 'express';
 import { BrokerError } from './errors.js';
 import { jsonRpcError } from './json-rpc-error.js';
@@ -21,9 +22,6 @@ export interface CounterStore {
   };
 }
 
-/** How many keys' hashes one limiter keeps. */
-const HASHES_KEPT = 10_000;
-
 /**
  * express-rate-limit's counters kept in the broker's store, so a limit holds across every
  * instance behind the load balancer (a memory store would give a client one budget per instance).
@@ -32,6 +30,8 @@ const HASHES_KEPT = 10_000;
 class SharedCounters implements RateLimitStore {
   readonly localKeys = false;
   #windowMs = 60_000;
+  /** Recent keys' hashes (an HMAC per request was ~2 % of an exchange's CPU, for the same few keys), bounded under a flood of new addresses. */
+  readonly #hashes = new Lru<string, string>(10_000);
 
   constructor(
     private readonly store: CounterStore,
@@ -43,14 +43,9 @@ class SharedCounters implements RateLimitStore {
     this.#windowMs = options.windowMs;
   }
 
-  /** Recent keys' hashes: an HMAC per request was ~2 % of an exchange's CPU, for the same few keys. */
-  readonly #hashes = new Map<string, string>();
-
   #hash(key: string): string {
     let hash = this.#hashes.get(key);
     if (hash === undefined) {
-      // Bounded under a flood of new keys (addresses): start over rather than grow.
-      if (this.#hashes.size >= HASHES_KEPT) this.#hashes.clear();
       hash = mac(this.hashKey, `${this.prefix}:${key}`);
       this.#hashes.set(key, hash);
     }
