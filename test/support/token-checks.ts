@@ -10,6 +10,12 @@ import type { Stack } from './stack.js';
  * refused with the RFC 6750 challenge.
  */
 
+/**
+ * A JWT in clear: its header and payload both start `eyJ` (base64url of `{"`) around a dot. `eyJ`
+ * alone turns up in random base64url (a sealed value, an id) about once in 200 KB.
+ */
+export const JWT_IN_CLEAR = /eyJ[\w-]*\.eyJ/;
+
 const RESOURCE_CLIENT_SECRET = 'resource-named-client-secret';
 
 /** A client registered at the IdP under the resource URL itself, as some IdPs model an API: ID tokens whose aud is the MCP resource. */
