@@ -1381,6 +1381,26 @@ function repositoryContract(name: string, skip: string | false, start: () => Pro
         );
       });
 
+      test('a hit of several counts them all at once; callers of one turn each get the count just after their own hits', async () => {
+        const t0 = 2_500_000;
+        assert.deepEqual(await a.rateLimits.hit('rl-many', 60_000, t0, 5), { hits: 5, resetAt: t0 + 60_000 });
+        const sameTurn = await Promise.all([
+          a.rateLimits.hit('rl-many', 60_000, t0 + 1, 3),
+          a.rateLimits.hit('rl-many', 60_000, t0 + 1),
+          a.rateLimits.hit('rl-many', 60_000, t0 + 1, 10),
+        ]);
+        assert.deepEqual(
+          sameTurn.map((r) => r.hits),
+          [8, 9, 19],
+          'in the order they were asked',
+        );
+        assert.deepEqual(
+          await b.rateLimits.hit('rl-many', 60_000, t0 + 2, 2),
+          { hits: 21, resetAt: t0 + 60_000 },
+          'seen by the other instance',
+        );
+      });
+
       test('undo takes one hit back and never below zero; reset forgets the key; both ignore unknown keys', async () => {
         const t0 = 3_000_000;
         /** A hit on instance a at t0 + `dt`, after `undos` undos on instance b. */

@@ -334,10 +334,10 @@ export interface AuditVoidRow {
 /** Hit counters for rate limits, shared by every instance. Keys arrive already hashed. */
 export interface RateLimitRepository {
   /**
-   * Counts one hit for `keyHash` in its current window (opened by the first hit, `windowMs` long)
-   * and returns the count so far and when the window closes.
+   * Counts `n` hits (default one) for `keyHash` in its current window (opened by the first hit,
+   * `windowMs` long) and returns the count so far and when the window closes.
    */
-  hit(keyHash: string, windowMs: number, now?: number): Promise<{ hits: number; resetAt: number }>;
+  hit(keyHash: string, windowMs: number, now?: number, n?: number): Promise<{ hits: number; resetAt: number }>;
   /** Takes one hit back (for limiters that do not count some outcomes). */
   undo(keyHash: string): Promise<void>;
   reset(keyHash: string): Promise<void>;

@@ -24,7 +24,7 @@ interface Waiter<T> {
  */
 interface HitBatch {
   now: number;
-  keys: Map<string, Array<Waiter<{ hits: number; resetAt: number }>>>;
+  keys: Map<string, Array<Waiter<{ hits: number; resetAt: number }> & { n: number }>>;
 }
 
 /**
@@ -40,12 +40,12 @@ export class PgRateLimitRepository implements RateLimitRepository {
 
   constructor(private readonly q: Queryable) {}
 
-  hit(keyHash: string, windowMs: number, now = Date.now()): Promise<{ hits: number; resetAt: number }> {
+  hit(keyHash: string, windowMs: number, now = Date.now(), n = 1): Promise<{ hits: number; resetAt: number }> {
     return new Promise((resolve, reject) => {
       let batch = this.#hits.get(windowMs);
       if (!batch) this.#hits.set(windowMs, (batch = { now, keys: new Map() }));
       const waiters = batch.keys.get(keyHash) ?? [];
-      waiters.push({ resolve, reject });
+      waiters.push({ resolve, reject, n });
       batch.keys.set(keyHash, waiters);
       this.#schedule();
     });
@@ -101,15 +101,16 @@ export class PgRateLimitRepository implements RateLimitRepository {
       const r = await this.q.query<{ key_hash: string; hits: number; window_start: string | number }>(HIT, [
         keys,
         batch.now,
-        keys.map((k) => batch.keys.get(k)!.length),
+        keys.map((k) => batch.keys.get(k)!.reduce((sum, w) => sum + w.n, 0)),
         windowMs,
       ]);
       for (const row of r.rows) {
         const waiters = batch.keys.get(row.key_hash)!;
         batch.keys.delete(row.key_hash);
         const resetAt = Number(row.window_start) + windowMs;
-        // The key's hits of this batch are the last `waiters.length` of its count, in the callers' order.
-        waiters.forEach((w, place) => w.resolve({ hits: row.hits - waiters.length + place + 1, resetAt }));
+        // The key's hits of this batch are the last of its count, in the callers' order.
+        let before = row.hits - waiters.reduce((sum, w) => sum + w.n, 0);
+        for (const w of waiters) w.resolve({ hits: (before += w.n), resetAt });
       }
       if (batch.keys.size > 0) throw new Error('the rate-limit counters did not answer for every key');
     } catch (err) {

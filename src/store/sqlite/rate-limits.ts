@@ -7,7 +7,7 @@ export class SqliteRateLimitRepository implements RateLimitRepository {
   readonly #undo;
   /**
    * Hits of one key (and window) waiting for the same batch: one statement adds them all, and each
-   * caller gets its own place among them (the count just after its hit). Undos alike.
+   * caller gets its own place among them (the count just after its hits). Undos alike.
    */
   readonly #hits = new Map<string, { n: number; done: Promise<{ hits: number; windowStart: number; n: number }> }>();
   readonly #undos = new Map<string, { n: number; done: Promise<void> }>();
@@ -28,14 +28,17 @@ export class SqliteRateLimitRepository implements RateLimitRepository {
     this.#undo = db.prepare('UPDATE rate_limit_windows SET hits = max(hits - ?, 0) WHERE key_hash = ?');
   }
 
-  async hit(keyHash: string, windowMs: number, now = Date.now()): Promise<{ hits: number; resetAt: number }> {
+  async hit(keyHash: string, windowMs: number, now = Date.now(), n = 1): Promise<{ hits: number; resetAt: number }> {
     const id = `${windowMs}:${keyHash}`;
     let group = this.#hits.get(id);
-    let place = 0;
-    if (group) place = group.n++;
-    else {
+    // The hits of this call come after those already in the group: `before` of them.
+    let before = 0;
+    if (group) {
+      before = group.n;
+      group.n += n;
+    } else {
       // Counted before it is queued: inside a transaction the statement runs at once.
-      const g = { n: 1, done: undefined as unknown as Promise<{ hits: number; windowStart: number; n: number }> };
+      const g = { n, done: undefined as unknown as Promise<{ hits: number; windowStart: number; n: number }> };
       this.#hits.set(id, g);
       // Runs when its batch does: the group closes then, with every hit that joined it.
       g.done = this.gate.run(() => {
@@ -45,8 +48,8 @@ export class SqliteRateLimitRepository implements RateLimitRepository {
       });
       group = g;
     }
-    const { hits, windowStart, n } = await group.done;
-    return { hits: hits - n + place + 1, resetAt: windowStart + windowMs };
+    const { hits, windowStart, n: total } = await group.done;
+    return { hits: hits - total + before + n, resetAt: windowStart + windowMs };
   }
 
   undo(keyHash: string): Promise<void> {
