@@ -21,7 +21,7 @@ import { errorHandler } from './http/error-handler.js';
 import { formOriginOk, hostGuard, originGuard } from './http/host-guard.js';
 import { mcpEndpoint, mcpPrincipalKey } from './mcp/endpoint.js';
 import { renderPage, type PageContext } from './http/render.js';
-import { mcpRateLimit, pageRateLimit } from './http/rate-limits.js';
+import { mcpRateLimit, pageRateLimit, type CounterStore } from './http/rate-limits.js';
 import { readiness } from './http/readiness.js';
 import { noStore, securityHeaders } from './http/security-headers.js';
 import { StoreUnavailableError } from './store/index.js';
@@ -44,6 +44,8 @@ export interface AppDeps extends Omit<ConnectRouteDeps, 'requireCsrf' | 'page' |
   mount?: (app: express.Express) => void;
   /** Public documents served before the no-store pages (the client ID metadata documents of `auth: mcp` upstreams). */
   publicRoutes?: RequestHandler[];
+  /** The counters of the limits on load (per user on /mcp, per service on the exchange): `store`'s, reconciled. */
+  loadCounters: CounterStore;
   /** The approval gate whose /approvals pages this app serves. */
   approvals?: ApprovalGates;
   /** The gate the token exchange asks for an `approve` rule (default: `approvals`). */
@@ -144,6 +146,7 @@ export function createApp(deps: AppDeps): express.Express {
       resources: new Map([[config.github.apiUrl.href.replace(/\/+$/, ''), 'github']]),
       verifier: deps.verifier,
       store: deps.store,
+      loadCounters: deps.loadCounters,
       connections: deps.connections,
       watcher: deps.watcher,
       links: deps.links,
@@ -167,7 +170,7 @@ export function createApp(deps: AppDeps): express.Express {
       maxBodyBytes: 1024 * 1024,
       log,
       ...(config.mcpRateLimitPerMinute > 0
-        ? { rateLimit: mcpRateLimit(config.mcpRateLimitPerMinute, deps.store, limitKey, mcpPrincipalKey) }
+        ? { rateLimit: mcpRateLimit(config.mcpRateLimitPerMinute, deps.loadCounters, limitKey, mcpPrincipalKey) }
         : {}),
     },
     config.publicUrl,

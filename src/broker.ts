@@ -27,6 +27,7 @@ import { metrics } from './observability/metrics.js';
 import { startAuditRetention, type AuditRetentionOptions } from './audit/retention.js';
 import { startAuditHeadLog } from './audit/heads.js';
 import { backgroundFailure } from './observability/process-guards.js';
+import { ReconciledCounters } from './http/reconciled-counters.js';
 
 export interface Broker {
   app: Express;
@@ -156,9 +157,11 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
     ...(config.policy ? { policy: config.policy, approvals: approvalGate } : {}),
   };
   const mcpHandler = createMcpEndpointHandler(toolDeps);
+  const loadCounters = new ReconciledCounters(store, backgroundFailure('rate_limit_flush'));
   const app = createApp({
     config,
     store,
+    loadCounters,
     sessions,
     idp,
     idpHealth,
@@ -216,6 +219,8 @@ export async function createBroker(config: Config, log: Logger, options: BrokerO
       await mcpHandler.close();
       // The forwarded calls' audit rows still queued are written before the database closes.
       await gateway?.close();
+      // The hits counted in this process are added to the shared counters the other instances read.
+      await loadCounters.close().catch(backgroundFailure('rate_limit_flush'));
       await auditHeads.close();
       await store.close();
     },

@@ -390,6 +390,7 @@ describe('exchange.refused is written in the transaction of its audit row', () =
         resources: new Map(),
         verifier: new AccessTokenVerifier(idp, 'http://127.0.0.1:9/mcp'),
         store,
+        loadCounters: store,
         connections: new ConnectionService(store, new Sealer([Buffer.alloc(32, 1)]), log, { events }),
         watcher: new CompletionWatcher(store),
         links: new ConnectLinks(store, publicUrl, brokerSecret, 600),

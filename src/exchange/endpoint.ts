@@ -16,7 +16,7 @@ import { ConnectionRead, resolveConnection, type AskReason, type Resolution } fr
 import { deriveKey, sha256Base64url } from '../crypto/index.js';
 import type { ApprovalGate, Policy, PolicyInput } from '../policy/index.js';
 import { changeWithEvent } from '../events/index.js';
-import { clientAddress, failedAuthenticationLimit, serviceRateLimit } from '../http/rate-limits.js';
+import { clientAddress, failedAuthenticationLimit, serviceRateLimit, type CounterStore } from '../http/rate-limits.js';
 import type { Logger } from '../log.js';
 import { ProviderError, type Provider } from '../providers/provider.js';
 import { StoreUnavailableError, type PendingConnection, type Store } from '../store/index.js';
@@ -41,6 +41,8 @@ export interface ExchangeDeps {
   resources: ReadonlyMap<string, string>;
   verifier: AccessTokenVerifier;
   store: Store;
+  /** The per-service limit's counters: `store`'s, counted in this process first (src/http/reconciled-counters.ts). */
+  loadCounters: CounterStore;
   connections: ConnectionService;
   watcher: CompletionWatcher;
   links: ConnectLinks;
@@ -170,7 +172,7 @@ export function exchangeRoutes(deps: ExchangeDeps): express.Router {
   // Step 4: the per-service budget.
   const limit = serviceRateLimit(
     deps.rateLimitPerMinute,
-    deps.store,
+    deps.loadCounters,
     deriveKey(deps.brokerSecret, 'rate-limit'),
     (res) => (res.locals.service as ConfiguredService | undefined)?.id,
     (retryAfter) => ({

@@ -16,7 +16,7 @@ import { jsonRpcError } from './json-rpc-error.js';
 /** Where the counters live: the broker's store provides it (`store.rateLimits`), shared by every instance. */
 export interface CounterStore {
   readonly rateLimits: {
-    hit(keyHash: string, windowMs: number): Promise<{ hits: number; resetAt: number }>;
+    hit(keyHash: string, windowMs: number, now?: number, n?: number): Promise<{ hits: number; resetAt: number }>;
     undo(keyHash: string): Promise<void>;
     reset(keyHash: string): Promise<void>;
   };

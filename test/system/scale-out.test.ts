@@ -10,8 +10,9 @@
 //      during the outage gets a clean answer, LISTEN reconnects and the flow finishes;
 //   6. the official SDK client does the whole story in both protocol eras through the proxy;
 //   7. a callback that cannot save (database gone after the code exchange) says so and revokes;
-//   8. a rate limit holds across the instances (pages per client, /mcp per user), and one user's
-//      concurrent calls spread over them make one pending connection.
+//   8. a rate limit holds across the instances (pages per client at once, /mcp per user once the
+//      instances have reconciled their counts), and one user's concurrent calls spread over them
+//      make one pending connection.
 // No GitHub token ever shows up in a reply, a page, a URL or a broker's output.
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/client';
 import assert from 'node:assert/strict';
@@ -722,23 +723,35 @@ describe('three instances, one rate limit', () => {
   });
 
   scaleOutTest(
-    'counts an MCP user once across every instance: the 41st call in a minute gets 429, Retry-After and a JSON-RPC error wherever it lands',
+    'counts an MCP user once across every instance: past the 40th call in a minute, each instance passes at most what it counts before its next flush (250 ms), then answers 429, Retry-After and a JSON-RPC error',
     async (out) => {
       const token = await out.stack.token('scale-limited');
       const from = out.proxy.hits.length;
+      const list = () => rawCall(out.mcpUrl, token, { method: 'tools/list', params: { _meta: envelope() } });
       const replies: RawReply[] = [];
-      for (let i = 0; i < 41; i++) replies.push(await rawCall(out.mcpUrl, token, { method: 'tools/list', params: { _meta: envelope() } }));
+      for (let i = 0; i < 40; i++) replies.push(await list());
       assert.equal(new Set(out.proxy.hits.slice(from).map((h) => h.backend)).size, INSTANCES, 'spread over the three instances');
       assert.deepEqual(
-        replies
-          .slice(0, 40)
-          .filter((r) => r.status !== 200)
-          .map((r) => r.status),
+        replies.filter((r) => r.status !== 200).map((r) => r.status),
         [],
         'the first forty pass',
       );
-      const limited = replies[40]!;
-      assert.equal(limited.status, 429, 'the 41st is refused although its instance saw about 14');
+      // Each instance adds its hits to the shared count within a flush period (250 ms); one that
+      // last heard the count before the others' hits goes by it until its next flush: at most that
+      // period's calls pass on each instance (here one call each), then every instance refuses.
+      await new Promise((r) => setTimeout(r, 1_000));
+      const stale: RawReply[] = [];
+      for (let i = 0; i < INSTANCES; i++) stale.push(await list());
+      assert.ok(stale.filter((r) => r.status === 200).length <= INSTANCES, 'at most one flush period’s calls on each instance');
+      await new Promise((r) => setTimeout(r, 1_000));
+      const later: RawReply[] = [];
+      for (let i = 0; i < INSTANCES * 2; i++) later.push(await list());
+      assert.deepEqual(
+        later.map((r) => r.status),
+        later.map(() => 429),
+        'then every call is refused, although each instance saw about 14',
+      );
+      const limited = later[0]!;
       assert.ok(Number(limited.headers.get('retry-after')) >= 1);
       assert.equal(limited.json.error.code, -32000);
     },

@@ -1,0 +1,187 @@
+// The limits on load counted in each process first and added to the shared counters every 250 ms
+// (src/http/reconciled-counters.ts): exact on one instance, no write per request, and across
+// instances past the limit by at most what each instance counts in one flush period (SECURITY.md, guarantee 84).
+// Two instances are two stores on one SQLite file, as two processes would be.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { auditChainKey, openSqliteStore, type SqliteStore } from '../src/store/index.js';
+import { MAX_LOCAL_KEYS, ReconciledCounters } from '../src/http/reconciled-counters.js';
+import type { CounterStore } from '../src/http/rate-limits.js';
+import { makeTempDir, type TempDir } from './support/temp-dir.js';
+
+const KEY = auditChainKey(Buffer.from('a-broker-secret-of-at-least-32-bytes!!', 'utf8'));
+const MINUTE = 60_000;
+/** Never flushes by itself: the tests flush when they mean to. */
+const BY_HAND = 3_600_000;
+
+const storedHits = (store: SqliteStore, key: string): number =>
+  (store.db.prepare('SELECT hits FROM rate_limit_windows WHERE key_hash = ?').get(key) as { hits: number } | undefined)?.hits ?? 0;
+
+/** The store's counters, counting the statements that reach it. */
+function counting(store: SqliteStore): CounterStore & { hits: number } {
+  const counted = {
+    hits: 0,
+    rateLimits: {
+      hit: (key: string, windowMs: number, now?: number, n?: number) => {
+        counted.hits++;
+        return store.rateLimits.hit(key, windowMs, now, n);
+      },
+      undo: (key: string) => store.rateLimits.undo(key),
+      reset: (key: string) => store.rateLimits.reset(key),
+    },
+  };
+  return counted;
+}
+
+describe('rate-limit counters reconciled through the store', () => {
+  let dir: TempDir;
+  let n = 0;
+  const stores: SqliteStore[] = [];
+  const open = (file = `counters-${++n}.db`) => {
+    const store = openSqliteStore(dir.file(file), { auditChain: KEY });
+    stores.push(store);
+    return store;
+  };
+  const failures: unknown[] = [];
+
+  before(() => (dir = makeTempDir('reconciled-counters-')));
+  after(async () => {
+    for (const s of stores) await s.close();
+    dir.close();
+  });
+
+  it('counts exactly on one instance, waiting for the store only on a key’s first hit of a window', async () => {
+    const store = open();
+    const shared = counting(store);
+    const counters = new ReconciledCounters(shared, (err) => failures.push(err), BY_HAND);
+    const first = await counters.rateLimits.hit('user-a', MINUTE);
+    assert.equal(first.hits, 1);
+    const rest = await Promise.all(Array.from({ length: 99 }, () => counters.rateLimits.hit('user-a', MINUTE)));
+    assert.deepEqual(
+      rest.map((r) => r.hits),
+      Array.from({ length: 99 }, (_, i) => i + 2),
+      'each hit has its own place in the count',
+    );
+    assert.ok(
+      rest.every((r) => r.resetAt === first.resetAt),
+      'in the window the store opened',
+    );
+    assert.equal(shared.hits, 1, 'one statement reached the store for 100 hits');
+    assert.equal(storedHits(store, 'user-a'), 1, 'the 99 later hits are not written yet');
+
+    await counters.flush();
+    assert.equal(shared.hits, 2, 'a flush adds them in one statement');
+    assert.equal(storedHits(store, 'user-a'), 100, 'and the shared count is exact');
+    assert.equal((await counters.rateLimits.hit('user-a', MINUTE)).hits, 101);
+    await counters.close();
+    assert.equal(storedHits(store, 'user-a'), 101, 'close sends what is counted here');
+    assert.deepEqual(failures, []);
+  });
+
+  it('flushes by itself within its period', async () => {
+    const store = open();
+    const counters = new ReconciledCounters(store, (err) => failures.push(err), 50);
+    for (let i = 0; i < 10; i++) await counters.rateLimits.hit('user-b', MINUTE);
+    assert.equal(storedHits(store, 'user-b'), 1);
+    const deadline = Date.now() + 5_000;
+    while (storedHits(store, 'user-b') < 10 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(storedHits(store, 'user-b'), 10, 'in the store without anyone asking');
+    await counters.close();
+  });
+
+  it('holds a limit across two instances: past it, each passes only what it counts before its next flush, then refuses for the rest of the window', async () => {
+    const a = open('two-instances.db');
+    const b = open('two-instances.db');
+    const onA = new ReconciledCounters(a, (err) => failures.push(err), BY_HAND);
+    const onB = new ReconciledCounters(b, (err) => failures.push(err), BY_HAND);
+    const LIMIT = 40;
+    const admitted = { a: 0, b: 0 };
+    const call = async (side: 'a' | 'b') => {
+      const { hits } = await (side === 'a' ? onA : onB).rateLimits.hit('user-c', MINUTE);
+      if (hits <= LIMIT) admitted[side]++;
+    };
+    // Alternating, with no flush in between: neither instance hears of the other's later hits.
+    for (let i = 0; i < 30; i++) {
+      await call('a');
+      await call('b');
+    }
+    // Each counts the store's count when it last heard (A: 1, B: 2) plus its own 29 later hits.
+    assert.equal(admitted.a, 30, 'A refuses nothing: it has heard of none of B’s later hits');
+    assert.equal(admitted.b, 30, 'nor B of A’s');
+    const unheard = 29 + 29;
+    assert.ok(admitted.a + admitted.b <= LIMIT + unheard, 'together they pass at most the limit plus the hits each did not hear of');
+
+    await onA.flush();
+    await onB.flush();
+    assert.equal(storedHits(a, 'user-c'), 60, 'the shared count has every hit of both');
+    // A flushed first: it heard 31; B heard 60 and refuses at once.
+    const refusedByB = admitted.b;
+    for (let i = 0; i < 5; i++) await call('b');
+    assert.equal(admitted.b, refusedByB, 'B, having heard a count past the limit, refuses');
+    // A goes by the count it heard until its next flush (the bound: one flush period of its own traffic).
+    const beforeA = admitted.a;
+    for (let i = 0; i < 3; i++) await call('a');
+    assert.equal(admitted.a - beforeA, 3, 'A passes what it counts before it next hears from the store');
+    await onA.flush();
+    for (let i = 0; i < 5; i++) await call('a');
+    assert.equal(admitted.a - beforeA, 3, 'and refuses for the rest of the window once it has');
+    await Promise.all([onA.close(), onB.close()]);
+    assert.deepEqual(failures, []);
+  });
+
+  it('starts a new window at the store once the window closes, and forgets the hits of the closed one', async (t) => {
+    t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+    const store = open();
+    const shared = counting(store);
+    const counters = new ReconciledCounters(shared, (err) => failures.push(err), BY_HAND);
+    for (let i = 0; i < 5; i++) await counters.rateLimits.hit('user-d', 1_000);
+    t.mock.timers.tick(1_000);
+    await counters.flush();
+    assert.equal(storedHits(store, 'user-d'), 1, 'the closed window’s unsent hits are not added to a new one');
+    assert.equal(counters.size, 0, 'and its key is forgotten');
+    const next = await counters.rateLimits.hit('user-d', 1_000);
+    assert.deepEqual(next, { hits: 1, resetAt: 1_002_000 }, 'the first hit of the next window is the store’s');
+    assert.equal(shared.hits, 2);
+    await counters.close();
+  });
+
+  it('keeps a failed flush’s hits for the next, and reports one failure per outage', async () => {
+    const store = open();
+    let down = false;
+    const flaky: CounterStore = {
+      rateLimits: {
+        hit: (key, windowMs, now, count) =>
+          down ? Promise.reject(new Error('database is down')) : store.rateLimits.hit(key, windowMs, now, count),
+        undo: (key) => store.rateLimits.undo(key),
+        reset: (key) => store.rateLimits.reset(key),
+      },
+    };
+    const reported: unknown[] = [];
+    const counters = new ReconciledCounters(flaky, (err) => reported.push(err), 20);
+    for (let i = 0; i < 4; i++) await counters.rateLimits.hit('user-e', MINUTE);
+    down = true;
+    for (let i = 0; i < 3; i++) await counters.rateLimits.hit('user-e', MINUTE);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(reported.length, 1, 'one report while the store stays down, however many flushes fail');
+    assert.match(String(reported[0]), /database is down/);
+    down = false;
+    const deadline = Date.now() + 5_000;
+    while (storedHits(store, 'user-e') < 7 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(storedHits(store, 'user-e'), 7, 'nothing counted during the outage is lost');
+    await counters.close();
+  });
+
+  it(`bounds what it keeps: past ${MAX_LOCAL_KEYS} keys a new key is counted at the store on every hit`, async () => {
+    const store = open();
+    const shared = counting(store);
+    const counters = new ReconciledCounters(shared, (err) => failures.push(err), BY_HAND);
+    await Promise.all(Array.from({ length: MAX_LOCAL_KEYS }, (_, i) => counters.rateLimits.hit(`address-${i}`, MINUTE)));
+    assert.equal(counters.size, MAX_LOCAL_KEYS);
+    const before = shared.hits;
+    assert.equal((await counters.rateLimits.hit('one-more', MINUTE)).hits, 1);
+    assert.equal((await counters.rateLimits.hit('one-more', MINUTE)).hits, 2, 'still exact');
+    assert.equal(shared.hits - before, 2, 'each hit went to the store');
+    assert.equal(counters.size, MAX_LOCAL_KEYS, 'and nothing more is kept');
+    await counters.close();
+  });
+});
