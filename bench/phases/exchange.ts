@@ -115,7 +115,8 @@ export const exchange = definePhase({
       { ...withDefaultLimits(xEnv, SERVICE_LIMIT), PORT: String(portX) },
       profiled('exchange'),
     );
-    const brokerX0 = await resources.spawnBroker('broker X0', { ...xEnv, PORT: String(portX0) });
+    // Profiled as X is, when profiling, so that the pair differs in the limits alone.
+    const brokerX0 = await resources.spawnBroker('broker X0', { ...xEnv, PORT: String(portX0) }, profiled('exchange-limits-off'));
     const brokerY = await resources.spawnBroker('broker Y', { ...xEnv, PORT: String(portY) });
     // The connected users' tokens as the service received them (its audience).
     const subjectTokens = await Promise.all(
