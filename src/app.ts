@@ -80,8 +80,6 @@ export function createApp(deps: AppDeps): express.Express {
   const { config, sessions, log } = deps;
   const app = express();
   app.disable('x-powered-by');
-  // Every answer is no-store or a small document: an ETag would only hash each body (~1 % of an exchange).
-  app.set('etag', false);
   app.set('trust proxy', config.trustProxy);
   app.set('view engine', 'ejs');
   app.set('views', `${ROOT}views`);
