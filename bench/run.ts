@@ -14,7 +14,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Phase, PhaseContext } from './lib/phase.js';
-import { loadavgNow, machine, Report } from './lib/report.js';
+import { cpuProbeMs, loadavgNow, machine, Report } from './lib/report.js';
 import { Resources } from './lib/resources.js';
 import { recordingFor, recordResults } from './lib/results-file.js';
 import {
@@ -101,6 +101,7 @@ try {
 }
 report.results.rows = report.rows;
 (report.results.machine as Record<string, unknown>).loadavgAtEnd = loadavgNow();
+(report.results.machine as Record<string, unknown>).cpuProbeMsAtEnd = cpuProbeMs();
 report.results.totalSeconds = round((Date.now() - started) / 1000, 1);
 report.results.finishedAt = new Date().toISOString();
 if (failed) process.stderr.write('bench/results.json left as it was (the run failed)\n');

@@ -87,7 +87,9 @@ export const held = definePhase({
     const heldMainThreadCpuMs = mainThreadCpuMs(brokerC.pid) - main0;
     const heldWallMs = performance.now() - wall0;
     const heldRss = Math.max(...samples);
-    const stillHeld = HELD - answered;
+    // A repeat that failed before the release is not held; one cut at the release is counted there.
+    const failedBeforeRelease = failures.length;
+    const stillHeld = HELD - answered - failedBeforeRelease;
     // Release them all: a graceful stop answers each held call `input_required` with its link.
     const r0 = performance.now();
     await brokerC.stop();
@@ -99,6 +101,7 @@ export const held = definePhase({
       held: HELD,
       sentInMs: round(sentInMs),
       failedToSend: failures.length,
+      failedBeforeRelease,
       firstFailure: failures[0],
       stillHeldWhileMeasuring: stillHeld,
       settledAfterMs: round(settledAfterMs),
