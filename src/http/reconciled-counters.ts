@@ -2,6 +2,8 @@ import type { CounterStore } from './rate-limits.js';
 
 /** How often the hits counted here are added to the shared counters. */
 export const FLUSH_MS = 250;
+/** A count heard longer ago than this is asked for again (with the hits counted here since) before a hit is answered. */
+export const HEARD_WITHIN_MS = 1_000;
 /** Keys counted here at most; past it a new key's hits go to the shared counters one by one. */
 export const MAX_LOCAL_KEYS = 10_000;
 
@@ -16,6 +18,8 @@ interface Local {
   sending: number;
   /** Hits counted here since. */
   unsent: number;
+  /** When the shared counters last answered for it. */
+  heardAt: number;
 }
 
 /**
@@ -23,13 +27,15 @@ interface Local {
  * no write per request: a key's first hit of a window goes to the shared counters (`store`) and
  * waits for its count; later hits are counted here, answered at once with the shared count plus
  * this instance's hits since, and added to the shared counters every {@link FLUSH_MS} in one
- * statement per key. On one instance the count is exact. Across instances a key may pass its limit
- * by what each instance passes for it in one flush period: an instance goes by the count it last
- * heard until its next flush, and once it hears a count past the limit it refuses for the rest of
- * the window (SECURITY.md 84). Limits that bound guessing do not use this.
+ * statement per key. A count heard more than {@link HEARD_WITHIN_MS} ago is asked for again
+ * first. On one instance the count is exact. Across instances a key can pass its limit by at most
+ * what the other instances admitted for it in the last 1.25 s (this instance's count may be 1 s
+ * old, theirs a flush period unsent): SECURITY.md 84. Limits that bound guessing do not use this.
  */
 export class ReconciledCounters implements CounterStore {
   readonly #local = new Map<string, Local>();
+  /** Keys whose count is being asked for: their other hits wait for it. */
+  readonly #asking = new Map<string, Promise<void>>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> | undefined;
   #failing = false;
@@ -59,27 +65,57 @@ export class ReconciledCounters implements CounterStore {
 
   async #hit(keyHash: string, windowMs: number): Promise<{ hits: number; resetAt: number }> {
     const id = `${windowMs}:${keyHash}`;
+    // While the key's count is asked for, its other hits wait for the answer, then count here:
+    // answered from the store and from here at once, a key could pass its limit on one instance.
+    for (let asking = this.#asking.get(id); asking; asking = this.#asking.get(id)) await asking;
     const now = Date.now();
     const local = this.#local.get(id);
-    if (local && now < local.resetAt && !this.#closed) {
+    if (local && !this.#closed && now < local.resetAt && now - local.heardAt <= HEARD_WITHIN_MS) {
       local.unsent++;
       this.#schedule();
       return { hits: local.shared + local.sending + local.unsent, resetAt: local.resetAt };
     }
-    // The window's first hit here (or past the bound on keys): the shared count, waited for.
-    const counted = await this.store.rateLimits.hit(keyHash, windowMs, now);
-    this.#learn(id, windowMs, counted);
-    return counted;
+    // Past the bound on keys (or closing), a new key is counted at the store alone, exactly.
+    if (!local && (this.#closed || this.#local.size >= MAX_LOCAL_KEYS)) return this.store.rateLimits.hit(keyHash, windowMs, now);
+    // The window's first hit here, or a count heard too long ago: the shared count, waited for,
+    // with this process's unsent hits of the window in the same statement (this hit is the last).
+    const windowAt = local?.resetAt;
+    const carried = local && now < local.resetAt ? local.unsent : 0;
+    if (local) {
+      local.unsent -= carried;
+      local.sending += carried;
+    }
+    const asked = this.store.rateLimits.hit(keyHash, windowMs, now, carried + 1);
+    const answered = asked.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#asking.set(id, answered);
+    try {
+      const counted = await asked;
+      if (local) local.sending -= carried;
+      this.#learn(id, windowMs, counted);
+      return counted;
+    } catch (err) {
+      if (local) {
+        local.sending -= carried;
+        if (local.resetAt === windowAt) local.unsent += carried;
+      }
+      throw err;
+    } finally {
+      if (this.#asking.get(id) === answered) this.#asking.delete(id);
+    }
   }
 
   /** Takes the shared counters' answer as this key's window, unless a later answer is already known. */
   #learn(id: string, windowMs: number, counted: { hits: number; resetAt: number }): void {
     const local = this.#local.get(id);
-    if (local && local.resetAt === counted.resetAt) local.shared = Math.max(local.shared, counted.hits);
+    const heardAt = Date.now();
+    if (local && local.resetAt === counted.resetAt) Object.assign(local, { shared: Math.max(local.shared, counted.hits), heardAt });
     else if (local && local.resetAt > counted.resetAt) return;
-    else if (local) Object.assign(local, { resetAt: counted.resetAt, shared: counted.hits, unsent: 0 });
+    else if (local) Object.assign(local, { resetAt: counted.resetAt, shared: counted.hits, unsent: 0, heardAt });
     else if (this.#local.size < MAX_LOCAL_KEYS && !this.#closed)
-      this.#local.set(id, { windowMs, resetAt: counted.resetAt, shared: counted.hits, sending: 0, unsent: 0 });
+      this.#local.set(id, { windowMs, resetAt: counted.resetAt, shared: counted.hits, sending: 0, unsent: 0, heardAt });
   }
 
   #windowsOf(keyHash: string): number[] {
@@ -107,7 +143,8 @@ export class ReconciledCounters implements CounterStore {
 
   /** Adds every hit counted here to the shared counters; forgets the windows that have closed. */
   async flush(): Promise<void> {
-    while (this.#flushing) await this.#flushing;
+    // A flush under way that fails does not stop this one: its hits are back among the unsent.
+    while (this.#flushing) await this.#flushing.catch(() => undefined);
     this.#flushing = this.#send().finally(() => (this.#flushing = undefined));
     return this.#flushing;
   }
@@ -124,6 +161,7 @@ export class ReconciledCounters implements CounterStore {
       }
       if (local.unsent === 0) continue;
       const n = local.unsent;
+      const windowAt = local.resetAt;
       local.unsent = 0;
       local.sending += n;
       const keyHash = id.slice(id.indexOf(':') + 1);
@@ -135,7 +173,8 @@ export class ReconciledCounters implements CounterStore {
           },
           (err: unknown) => {
             local.sending -= n;
-            local.unsent += n;
+            // Hits of a window that has since closed count nowhere.
+            if (local.resetAt === windowAt) local.unsent += n;
             failure ??= err;
           },
         ),
