@@ -17,19 +17,26 @@ const BY_HAND = 3_600_000;
 const storedHits = (store: SqliteStore, key: string): number =>
   (store.db.prepare('SELECT hits FROM rate_limit_windows WHERE key_hash = ?').get(key) as { hits: number } | undefined)?.hits ?? 0;
 
+type Hit = CounterStore['rateLimits']['hit'];
+
+/** The store's counters with `hit` answered by `hit` (given the store's own); undo and reset as they are. */
+const withHit = (store: SqliteStore, hit: (real: Hit, ...args: Parameters<Hit>) => ReturnType<Hit>): CounterStore => ({
+  rateLimits: {
+    hit: (...args) => hit((...a) => store.rateLimits.hit(...a), ...args),
+    undo: (key) => store.rateLimits.undo(key),
+    reset: (key) => store.rateLimits.reset(key),
+  },
+});
+
 /** The store's counters, counting the statements that reach it. */
 function counting(store: SqliteStore): CounterStore & { hits: number } {
-  const counted = {
-    hits: 0,
-    rateLimits: {
-      hit: (key: string, windowMs: number, now?: number, n?: number) => {
-        counted.hits++;
-        return store.rateLimits.hit(key, windowMs, now, n);
-      },
-      undo: (key: string) => store.rateLimits.undo(key),
-      reset: (key: string) => store.rateLimits.reset(key),
-    },
-  };
+  const counted = Object.assign(
+    withHit(store, (real, ...args) => {
+      counted.hits++;
+      return real(...args);
+    }),
+    { hits: 0 },
+  );
   return counted;
 }
 
@@ -139,16 +146,10 @@ describe('rate-limit counters reconciled through the store', () => {
     // The store answers when the test says, one call at a time.
     const held: Array<() => void> = [];
     let calls = 0;
-    const slow: CounterStore = {
-      rateLimits: {
-        hit: (key, windowMs, now, n) => {
-          calls++;
-          return new Promise((resolve, reject) => held.push(() => store.rateLimits.hit(key, windowMs, now, n).then(resolve, reject)));
-        },
-        undo: (key) => store.rateLimits.undo(key),
-        reset: (key) => store.rateLimits.reset(key),
-      },
-    };
+    const slow = withHit(store, (real, ...args) => {
+      calls++;
+      return new Promise((resolve, reject) => held.push(() => real(...args).then(resolve, reject)));
+    });
     const counters = new ReconciledCounters(slow, (err) => failures.push(err), BY_HAND);
     const first = counters.rateLimits.hit('user-f', MINUTE);
     const second = counters.rateLimits.hit('user-f', MINUTE);
@@ -171,19 +172,11 @@ describe('rate-limit counters reconciled through the store', () => {
   it('sends every hit at close, even after a flush that failed', async () => {
     const store = open();
     let failNext = false;
-    const blip: CounterStore = {
-      rateLimits: {
-        hit: (key, windowMs, now, n) => {
-          if (failNext) {
-            failNext = false;
-            return Promise.reject(new Error('a blip'));
-          }
-          return store.rateLimits.hit(key, windowMs, now, n);
-        },
-        undo: (key) => store.rateLimits.undo(key),
-        reset: (key) => store.rateLimits.reset(key),
-      },
-    };
+    const blip = withHit(store, (real, ...args) => {
+      if (!failNext) return real(...args);
+      failNext = false;
+      return Promise.reject(new Error('a blip'));
+    });
     const counters = new ReconciledCounters(blip, (err) => failures.push(err), BY_HAND);
     for (let i = 0; i < 9; i++) await counters.rateLimits.hit('user-g', MINUTE);
     failNext = true;
@@ -213,14 +206,7 @@ describe('rate-limit counters reconciled through the store', () => {
   it('keeps a failed flush’s hits for the next, and reports one failure per outage', async () => {
     const store = open();
     let down = false;
-    const flaky: CounterStore = {
-      rateLimits: {
-        hit: (key, windowMs, now, count) =>
-          down ? Promise.reject(new Error('database is down')) : store.rateLimits.hit(key, windowMs, now, count),
-        undo: (key) => store.rateLimits.undo(key),
-        reset: (key) => store.rateLimits.reset(key),
-      },
-    };
+    const flaky = withHit(store, (real, ...args) => (down ? Promise.reject(new Error('database is down')) : real(...args)));
     const reported: unknown[] = [];
     const counters = new ReconciledCounters(flaky, (err) => reported.push(err), 20);
     for (let i = 0; i < 4; i++) await counters.rateLimits.hit('user-e', MINUTE);
