@@ -46,7 +46,7 @@ export class ReconciledCounters implements CounterStore {
     // Rare for load limits (they count every request): the shared count, learnt here at the next flush.
     undo: (keyHash) => this.store.rateLimits.undo(keyHash),
     reset: async (keyHash) => {
-      for (const windowMs of this.#windowsOf(keyHash)) this.#local.delete(`${windowMs}:${keyHash}`);
+      for (const id of this.#local.keys()) if (id.endsWith(`:${keyHash}`)) this.#local.delete(id);
       await this.store.rateLimits.reset(keyHash);
     },
   };
@@ -58,7 +58,7 @@ export class ReconciledCounters implements CounterStore {
     private readonly flushMs = FLUSH_MS,
   ) {}
 
-  /** Keys counted here (tests, metrics). */
+  /** Keys counted here (tests). */
   get size(): number {
     return this.#local.size;
   }
@@ -116,12 +116,6 @@ export class ReconciledCounters implements CounterStore {
     else if (local) Object.assign(local, { resetAt: counted.resetAt, shared: counted.hits, unsent: 0, heardAt });
     else if (this.#local.size < MAX_LOCAL_KEYS && !this.#closed)
       this.#local.set(id, { windowMs, resetAt: counted.resetAt, shared: counted.hits, sending: 0, unsent: 0, heardAt });
-  }
-
-  #windowsOf(keyHash: string): number[] {
-    const windows: number[] = [];
-    for (const [id, local] of this.#local) if (id.endsWith(`:${keyHash}`)) windows.push(local.windowMs);
-    return windows;
   }
 
   #schedule(): void {
