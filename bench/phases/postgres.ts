@@ -22,7 +22,7 @@ import {
 import { definePhase } from '../lib/phase.js';
 import { clusterCpuMs, postgresUnavailable, postmasterPid } from '../lib/postgres.js';
 import { cpuMs, type Child } from '../lib/proc.js';
-import { CONCURRENCY, DURATION, ROUNDS, say, toolSelected } from '../lib/settings.js';
+import { CONCURRENCY, DURATION, profiled, ROUNDS, say, toolSelected } from '../lib/settings.js';
 import { checkTargets, seedConnections } from '../lib/stack.js';
 import { ms, round, us } from '../lib/stats.js';
 import { expectComplete, firstCall } from '../lib/wire.js';
@@ -71,7 +71,7 @@ export const postgres = definePhase({
     // DATABASE_URL wins; DATABASE_PATH names a file that must never appear.
     const unusedPath = join(resources.dir, 'unused-with-postgres.db');
     const pgEnv = { ...env, DATABASE_URL: databaseUrl, DATABASE_PATH: unusedPath };
-    const p1 = await resources.spawnBroker('broker P1', { ...pgEnv, PORT: '0' });
+    const p1 = await resources.spawnBroker('broker P1', { ...pgEnv, PORT: '0' }, profiled('postgres'));
     say(
       `postgres: cluster on port ${pgServer.port} in ${round(clusterMs / 1000, 1)} s, ${users.length} connections seeded in ${round(seedMs / 1000, 2)} s, broker P1 ${p1.url}`,
     );
