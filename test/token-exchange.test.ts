@@ -14,6 +14,7 @@ import { readConnection, seedGitHubConnection } from './support/seed.js';
 import { completeConnect, heldCalls, signIn, startStack, type Stack } from './support/stack.js';
 import { secretBasicServiceLines, writeYamlLines } from './support/config-file.js';
 import { JWT_IN_CLEAR } from './support/token-checks.js';
+import { eventually } from './support/eventually.js';
 
 const BOT = { id: 'issue-bot', secret: 'issue-bot-secret-for-tests-0123', audience: 'https://bot.example.com/mcp' };
 const TRACKER = { id: 'tracker-bot', audience: 'https://tracker-bot.example.com/mcp' };
@@ -439,6 +440,32 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
     // Settled: the owner presenting it again gets the outcome.
     const settled = await exchange('bob', { scope: 'public_repo', connect_request: connectRequest });
     assert.equal(settled.status, 200);
+  });
+
+  it('a held exchange whose service goes away stops waiting at once, and its answer is never sent', async () => {
+    const first = await exchange('dora', { scope: 'public_repo' });
+    assert.equal(first.json.error, 'interaction_required');
+    const watcher = stack.broker.broker.watcher;
+    const before = watcher.waiting;
+    const leave = new AbortController();
+    const held = fetch(tokenUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic() },
+      body: new URLSearchParams({
+        grant_type: GRANT,
+        subject_token: await stack.token('dora', { aud: BOT.audience }),
+        subject_token_type: AT,
+        audience: 'github',
+        scope: 'public_repo',
+        connect_request: String(first.json.connect_request),
+        wait: '20',
+      }).toString(),
+      signal: leave.signal,
+    });
+    await eventually('the exchange is held', () => watcher.waiting === before + 1);
+    leave.abort();
+    await assert.rejects(held, { name: 'AbortError' });
+    await eventually('the hold to end with its client', () => watcher.waiting === before, { timeoutMs: 2_000 });
   });
 
   it('a connect_request replayed by another user or another service is invalid_grant', async () => {
