@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { auditChainKey, openSqliteStore, type SqliteStore } from '../src/store/index.js';
 import { HEARD_WITHIN_MS, MAX_LOCAL_KEYS, ReconciledCounters } from '../src/http/reconciled-counters.js';
 import type { CounterStore } from '../src/http/rate-limits.js';
+import { eventually } from './support/eventually.js';
 import { makeTempDir, type TempDir } from './support/temp-dir.js';
 
 const KEY = auditChainKey(Buffer.from('a-broker-secret-of-at-least-32-bytes!!', 'utf8'));
@@ -90,8 +91,7 @@ describe('rate-limit counters reconciled through the store', () => {
     const counters = new ReconciledCounters(store, (err) => failures.push(err), 50);
     for (let i = 0; i < 10; i++) await counters.rateLimits.hit('user-b', MINUTE);
     assert.equal(storedHits(store, 'user-b'), 1);
-    const deadline = Date.now() + 5_000;
-    while (storedHits(store, 'user-b') < 10 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await eventually('the flush', () => storedHits(store, 'user-b') >= 10);
     assert.equal(storedHits(store, 'user-b'), 10, 'in the store without anyone asking');
     await counters.close();
   });
@@ -216,8 +216,7 @@ describe('rate-limit counters reconciled through the store', () => {
     assert.equal(reported.length, 1, 'one report while the store stays down, however many flushes fail');
     assert.match(String(reported[0]), /database is down/);
     down = false;
-    const deadline = Date.now() + 5_000;
-    while (storedHits(store, 'user-e') < 7 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await eventually('a flush once the store is back', () => storedHits(store, 'user-e') >= 7);
     assert.equal(storedHits(store, 'user-e'), 7, 'nothing counted during the outage is lost');
     await counters.close();
   });

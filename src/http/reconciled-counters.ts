@@ -43,7 +43,8 @@ export class ReconciledCounters implements CounterStore {
 
   readonly rateLimits: CounterStore['rateLimits'] = {
     hit: (keyHash, windowMs) => this.#hit(keyHash, windowMs),
-    // Rare for load limits (they count every request): the shared count, learnt here at the next flush.
+    // Unused by the load limits (they take no hit back). The shared count drops; this instance goes on
+    // from the higher count it heard until the window closes, which errs towards refusing.
     undo: (keyHash) => this.store.rateLimits.undo(keyHash),
     reset: async (keyHash) => {
       for (const id of this.#local.keys()) if (id.endsWith(`:${keyHash}`)) this.#local.delete(id);

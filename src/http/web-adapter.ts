@@ -90,6 +90,19 @@ export function answerThenDiscard(
   req.resume();
 }
 
+/**
+ * A signal that aborts when the client goes away before its answer is written. Not on every
+ * close: an abort builds a DOMException with its stack, 1.5 % of an exchange's CPU when it ran
+ * after each answer.
+ */
+export function clientLeft(res: Response): AbortSignal {
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  return abort.signal;
+}
+
 /** A web Request for the SDK; closing the response aborts it (the SDK treats that as cancellation). */
 export function toWebRequest(req: Request, res: Response, publicUrl: string, body: string | undefined): globalThis.Request {
   const headers = new Headers();
@@ -98,14 +111,10 @@ export function toWebRequest(req: Request, res: Response, publicUrl: string, bod
     if (Array.isArray(value)) for (const v of value) headers.append(name, v);
     else headers.set(name, value);
   }
-  const abort = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) abort.abort();
-  });
   return new Request(new URL(req.originalUrl, publicUrl), {
     method: req.method,
     headers,
-    signal: abort.signal,
+    signal: clientLeft(res),
     ...(body !== undefined ? { body } : {}),
   });
 }
